@@ -1,0 +1,42 @@
+"""Shared test helpers: brute-force oracles and a naive Algorithm 1."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def brute_force_best(p: np.ndarray, g: np.ndarray):
+    """Every non-empty subset: (best expected utility, best expected utility per set size)."""
+    p = np.asarray(p, dtype=np.float64) / np.sum(p)
+    K = p.size
+    best_by_size = np.full(K, -np.inf)
+    for s in range(1, K + 1):
+        for subset in itertools.combinations(range(K), s):
+            best_by_size[s - 1] = max(best_by_size[s - 1], g[s - 1] * p[list(subset)].sum())
+    return best_by_size.max(), best_by_size
+
+
+def naive_algorithm1(p: np.ndarray, g: np.ndarray, early_stop: bool, rho: float = 1e-9):
+    """Per-row reference implementation of Algorithm 1 (full sort, Python loop)."""
+    order = np.argsort(-np.asarray(p, dtype=np.float64), kind="stable")
+    total = float(np.sum(p, dtype=np.float64))
+    mass, running, best = 0.0, -np.inf, 0
+    for s, c in enumerate(order, start=1):
+        mass += float(p[c])
+        U = g[s - 1] * mass
+        if U >= (1 - rho) * running:
+            best, running = s, max(running, U)
+        elif early_stop:
+            break
+    return order[:best]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)

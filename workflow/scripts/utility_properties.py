@@ -1,0 +1,11 @@
+"""Glue: the property table of the set utilities for one K (rule utility_properties)."""
+
+import logging
+
+from svbop import STANDARD_UTILITIES
+from svbop.report import write_utility_table
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
+specs = snakemake.params.specs or STANDARD_UTILITIES
+write_utility_table(snakemake.output.table, specs, K=snakemake.params.K)
+logging.info("wrote %s (%d utilities, K=%d)", snakemake.output.table, len(specs), snakemake.params.K)

@@ -1,0 +1,75 @@
+"""svbop: efficient Bayes-optimal set-valued prediction in multi-class classification.
+
+Implements Mortier, Wydmuch, Dembczynski, Hullermeier and Waegeman, "Efficient set-valued
+prediction in multi-class classification", Data Mining and Knowledge Discovery 35 (2021).
+
+Main entry points
+-----------------
+utility          build a set utility g(s) from a spec string ("fbeta:beta=1", ...)
+predict_sets     SVBOP-Full: the Bayes-optimal set for every row of a probability matrix
+svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
+top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
+set_utility, recall, mean_scores             metrics
+"""
+
+from .baselines import (
+    ConformalSetPredictor,
+    ThresholdSetPredictor,
+    conformal_quantile,
+    conformal_sets,
+    threshold_sets,
+    top_s_sets,
+    tune_threshold,
+)
+from .metrics import mean_scores, recall, set_sizes, set_utility, top1_accuracy
+from .search import (
+    TIE_RTOL,
+    ClassProvider,
+    SortedProbabilities,
+    StreamResult,
+    candidate_factor,
+    predict_set_stream,
+    predict_sets,
+    svbop,
+)
+from .sets import SetPredictions
+from .utilities import (
+    STANDARD_UTILITIES,
+    UTILITY_FAMILIES,
+    Utility,
+    UtilityProperties,
+    utility,
+    utility_table,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClassProvider",
+    "ConformalSetPredictor",
+    "STANDARD_UTILITIES",
+    "SetPredictions",
+    "SortedProbabilities",
+    "StreamResult",
+    "TIE_RTOL",
+    "ThresholdSetPredictor",
+    "UTILITY_FAMILIES",
+    "Utility",
+    "UtilityProperties",
+    "candidate_factor",
+    "conformal_quantile",
+    "conformal_sets",
+    "mean_scores",
+    "predict_set_stream",
+    "predict_sets",
+    "recall",
+    "set_sizes",
+    "set_utility",
+    "svbop",
+    "threshold_sets",
+    "top1_accuracy",
+    "top_s_sets",
+    "tune_threshold",
+    "utility",
+    "utility_table",
+]

@@ -1,0 +1,274 @@
+"""Baselines of the paper's experiments (Section 6.2): top-s, cumulative threshold, conformal.
+
+All three return prefixes of the classes sorted by decreasing probability, computed with the
+same partial-sorting engine as :func:`svbop.predict_sets`.
+
+* **Top-s** returns the ``s`` most probable classes (ties: lower class index first).
+* **Threshold** returns the smallest prefix whose probability mass reaches ``theta`` (Eq. 9);
+  :class:`ThresholdSetPredictor` tunes ``theta`` for a utility on a validation set over ten
+  equally spaced values ``0.1, 0.2, ..., 1.0`` (the paper's protocol; ties go to the smaller
+  ``theta``).
+* **Inductive conformal prediction** (ICP) with nonconformity ``1 - P(y|x)``: the quantile of the
+  calibration scores at the finite-sample level ``ceil((n+1)(1-epsilon))/n`` gives ``q``, and the
+  set is ``{c : 1 - P(c|x) <= q}``.  Marginal coverage is then at least ``1 - epsilon``.
+  **Empty sets**: when no class passes (possible when ``q < 1 - max_c P(c|x)``), the default
+  ``empty="top1"`` returns the most probable class instead.  The paper's utilities are defined on
+  non-empty sets only, and adding a class can only raise coverage, so the guarantee still holds;
+  ``empty="keep"`` keeps the raw conformal set (empty, utility 0).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ._prefix import DEFAULT_CHUNK_BYTES, SortedHeads, as_score_matrix, geometric_widening, prefix_search
+from .metrics import check_labels, set_utility
+from .sets import SetPredictions
+from .utilities import Utility, utility
+
+__all__ = [
+    "top_s_sets",
+    "threshold_sets",
+    "tune_threshold",
+    "ThresholdSetPredictor",
+    "conformal_quantile",
+    "conformal_sets",
+    "ConformalSetPredictor",
+    "PAPER_THRESHOLDS",
+]
+
+#: The ten equally spaced cumulative-probability thresholds tuned over in the paper.
+PAPER_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+
+_MASS_RTOL = 1e-9
+
+
+def _settle_all(heads: SortedHeads, size: np.ndarray):
+    return np.ones(size.size, dtype=bool), size, np.full(size.size, np.nan)
+
+
+def top_s_sets(P, s: int, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
+    """The ``s`` most probable classes of every row, in decreasing probability.
+
+    Parameters
+    ----------
+    P : array-like of shape (n_samples, n_classes)
+        Probabilities or proportional non-negative scores.
+    s : int
+        Set size, ``1 <= s <= n_classes``.
+
+    Returns
+    -------
+    SetPredictions
+    """
+    P = as_score_matrix(P)
+    K = P.shape[1]
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 1 <= s <= K:
+        raise ValueError(f"top-s needs an integer s in 1..{K} (the number of classes), got s={s!r}")
+    s = int(s)
+
+    def first(X, rowmax, total):  # the s-th largest value of each row
+        return rowmax if s == 1 else np.partition(X, K - s, axis=1)[:, K - s]
+
+    sets, _ = prefix_search(
+        P,
+        lambda heads, t, total, K: _settle_all(heads, np.minimum(s, heads.counts)),
+        first,
+        geometric_widening(),
+        chunk_bytes=chunk_bytes,
+    )
+    return sets
+
+
+def threshold_sets(P, theta: float, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
+    """Smallest prefix of the sorted classes whose probability mass is at least ``theta``.
+
+    Parameters
+    ----------
+    P : array-like of shape (n_samples, n_classes)
+        Probabilities or proportional non-negative scores (normalised per row here).
+    theta : float
+        Cumulative-probability threshold in [0, 1].  Masses within a relative 1e-9 of
+        ``theta`` count as reaching it (so ``theta = 1`` stops at the last non-zero class
+        despite rounding).
+
+    Returns
+    -------
+    SetPredictions
+    """
+    theta = float(theta)
+    if not 0.0 <= theta <= 1.0:
+        raise ValueError(f"threshold theta must be in [0, 1], got {theta!r}")
+
+    def decide(heads: SortedHeads, t, total, K):
+        W = heads.values.shape[1]
+        valid = np.arange(W) < heads.counts[:, None]
+        reach = valid & (np.cumsum(heads.values, axis=1) >= (theta * (1 - _MASS_RTOL)) * total[:, None])
+        hit = reach.any(axis=1)
+        size = np.where(hit, reach.argmax(axis=1) + 1, heads.counts)
+        return hit | (heads.counts >= K), size, np.full(size.size, np.nan)
+
+    sets, _ = prefix_search(
+        P, decide, lambda X, rowmax, total: rowmax * 1e-2, geometric_widening(), chunk_bytes=chunk_bytes
+    )
+    return sets
+
+
+def tune_threshold(P_val, y_val, u: Utility | str, thetas=PAPER_THRESHOLDS) -> tuple[float, np.ndarray]:
+    """Pick the threshold with the highest mean utility on a validation set.
+
+    Returns
+    -------
+    theta : float
+        The best threshold (the smallest among equally good ones).
+    scores : ndarray of shape (len(thetas),)
+        Mean validation utility of each threshold.
+    """
+    P_val = as_score_matrix(P_val, "P_val")
+    y_val = check_labels(y_val, P_val.shape, "y_val")
+    thetas = np.asarray(thetas, dtype=np.float64).reshape(-1)
+    if thetas.size == 0:
+        raise ValueError("thetas must not be empty")
+    u = utility(u)
+    scores = np.array([set_utility(threshold_sets(P_val, th), y_val, u).mean() for th in thetas])
+    best = scores.max()
+    candidates = thetas[scores == best]
+    return float(candidates.min()), scores
+
+
+class ThresholdSetPredictor:
+    """Cumulative-threshold sets with ``theta`` tuned for a utility (scikit-learn style).
+
+    Parameters
+    ----------
+    u : Utility or str
+        The utility to tune for.
+    thetas : sequence of float
+        Candidate thresholds (default: the paper's ``0.1, ..., 1.0``).
+
+    Attributes
+    ----------
+    theta_ : float
+        The tuned threshold (after :meth:`fit`).
+    scores_ : ndarray
+        Mean validation utility per candidate threshold.
+    """
+
+    def __init__(self, u: Utility | str, thetas=PAPER_THRESHOLDS) -> None:
+        self.u = utility(u)
+        self.thetas = tuple(float(t) for t in thetas)
+
+    def fit(self, P_val, y_val) -> "ThresholdSetPredictor":
+        self.theta_, self.scores_ = tune_threshold(P_val, y_val, self.u, self.thetas)
+        return self
+
+    def predict(self, P) -> SetPredictions:
+        if not hasattr(self, "theta_"):
+            raise ValueError("ThresholdSetPredictor is not fitted: call fit(P_val, y_val) first")
+        return threshold_sets(P, self.theta_)
+
+
+def _epsilon(epsilon) -> Fraction:
+    try:
+        eps = Fraction(str(epsilon))
+    except (ValueError, TypeError):
+        raise ValueError(f"significance level epsilon must be a number in (0, 1), got {epsilon!r}") from None
+    if not 0 < eps < 1:
+        raise ValueError(f"significance level epsilon must be in (0, 1), got {epsilon!r}")
+    return eps
+
+
+def conformal_quantile(P_cal, y_cal, epsilon: float) -> float:
+    """ICP threshold ``q`` on nonconformity ``1 - P(y|x)`` from a calibration set.
+
+    ``q`` is the ``k``-th smallest calibration score with ``k = ceil((n+1)(1-epsilon))``
+    (computed in exact arithmetic), i.e. the empirical quantile at level ``k/n``; ``inf``
+    when ``k > n`` (too few calibration samples for this ``epsilon``: every class is kept).
+    """
+    P_cal = as_score_matrix(P_cal, "P_cal")
+    y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
+    eps = _epsilon(epsilon)
+    total = P_cal.sum(axis=1, dtype=np.float64)
+    if not np.all(total > 0) or not np.all(np.isfinite(P_cal)) or np.any(P_cal < 0):
+        bad = int(np.flatnonzero(~(total > 0) | ~np.isfinite(P_cal).all(1) | (P_cal < 0).any(1))[0])
+        raise ValueError(f"P_cal: row {bad} is not a valid probability vector")
+    scores = 1.0 - P_cal[np.arange(y_cal.size), y_cal] / total
+    n = scores.size
+    k = math.ceil((n + 1) * (1 - eps))
+    if k > n:
+        return math.inf
+    return float(np.partition(scores, k - 1)[k - 1])
+
+
+def conformal_sets(
+    P, quantile: float, *, empty: str = "top1", chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> SetPredictions:
+    """ICP sets ``{c : 1 - P(c|x) <= quantile}``, classes in decreasing probability.
+
+    Parameters
+    ----------
+    P : array-like of shape (n_samples, n_classes)
+    quantile : float
+        From :func:`conformal_quantile`.
+    empty : {"top1", "keep"}
+        What an empty set becomes: the most probable class (default) or stays empty.
+    """
+    if empty not in ("top1", "keep"):
+        raise ValueError(f"empty must be 'top1' or 'keep', got {empty!r}")
+    q = float(quantile)
+    if np.isnan(q):
+        raise ValueError("conformal quantile is NaN")
+
+    def first(X, rowmax, total):
+        # a hair below (1 - q) * total (relative and absolute margins for the rounding of
+        # 1 - P/total); the exact test on the nonconformity score is done in decide
+        return np.maximum(((1.0 - q) - 1e-15) * (1 - 1e-9) * total, 0.0)
+
+    def decide(heads: SortedHeads, t, total, K):
+        W = heads.values.shape[1]
+        valid = np.arange(W) < heads.counts[:, None]
+        keep = valid & (1.0 - heads.values / total[:, None] <= q)
+        size = keep.sum(axis=1)
+        if empty == "top1":
+            size = np.maximum(size, 1)
+        return np.ones(size.size, dtype=bool), size, np.full(size.size, np.nan)
+
+    sets, _ = prefix_search(P, decide, first, geometric_widening(), chunk_bytes=chunk_bytes)
+    return sets
+
+
+class ConformalSetPredictor:
+    """Inductive conformal prediction with nonconformity ``1 - P(y|x)`` (scikit-learn style).
+
+    Parameters
+    ----------
+    epsilon : float
+        Significance level; sets cover the true class with probability at least
+        ``1 - epsilon`` (paper: 0.01 and 0.10).
+    empty : {"top1", "keep"}
+        What an empty set becomes (see :func:`conformal_sets`).
+
+    Attributes
+    ----------
+    quantile_ : float
+        Calibrated threshold on the nonconformity score (after :meth:`fit`).
+    """
+
+    def __init__(self, epsilon: float, empty: str = "top1") -> None:
+        _epsilon(epsilon)
+        if empty not in ("top1", "keep"):
+            raise ValueError(f"empty must be 'top1' or 'keep', got {empty!r}")
+        self.epsilon = epsilon
+        self.empty = empty
+
+    def fit(self, P_cal, y_cal) -> "ConformalSetPredictor":
+        self.quantile_ = conformal_quantile(P_cal, y_cal, self.epsilon)
+        return self
+
+    def predict(self, P) -> SetPredictions:
+        if not hasattr(self, "quantile_"):
+            raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
+        return conformal_sets(P, self.quantile_, empty=self.empty)

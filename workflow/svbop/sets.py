@@ -1,0 +1,180 @@
+"""A compact container for one predicted set of classes per sample.
+
+Sets have different sizes, so they are stored like a CSR matrix: the class indices of all sets
+one after another (``indices``) and where each set starts (``indptr``).  Within a set, classes are
+in decreasing order of probability, as every predictor in :mod:`svbop` returns them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+__all__ = ["SetPredictions"]
+
+
+class SetPredictions(Sequence):
+    """One predicted set per sample, stored as ragged arrays.
+
+    Parameters
+    ----------
+    indices : array of int, shape (nnz,)
+        Class indices of all sets, concatenated.
+    indptr : array of int, shape (n + 1,)
+        Set ``i`` is ``indices[indptr[i]:indptr[i + 1]]``.
+    n_classes : int
+        Number of classes ``K``.
+    expected_utility : array of float, shape (n,), optional
+        The expected utility ``g(|Y|) P(Y|x)`` of each set under the model, when known.
+
+    Notes
+    -----
+    Indexing with an integer returns that set as an integer array; iterating yields the sets.
+    """
+
+    def __init__(
+        self,
+        indices: np.ndarray,
+        indptr: np.ndarray,
+        n_classes: int,
+        expected_utility: np.ndarray | None = None,
+    ) -> None:
+        indices = np.asarray(indices)
+        indptr = np.asarray(indptr)
+        if indices.ndim != 1 or indptr.ndim != 1 or indptr.size < 1:
+            raise ValueError("indices and indptr must be 1-D arrays (indptr of length n + 1)")
+        if not np.issubdtype(indices.dtype, np.integer) or not np.issubdtype(indptr.dtype, np.integer):
+            raise ValueError("indices and indptr must be integer arrays")
+        if indptr[0] != 0 or indptr[-1] != indices.size or np.any(np.diff(indptr) < 0):
+            raise ValueError("indptr must start at 0, be non-decreasing and end at len(indices)")
+        if indices.size and (indices.min() < 0 or indices.max() >= n_classes):
+            raise ValueError(f"class indices must be in 0..{n_classes - 1}")
+        self.indices = indices.astype(np.int64, copy=False)
+        self.indptr = indptr.astype(np.int64, copy=False)
+        self.n_classes = int(n_classes)
+        if expected_utility is not None:
+            expected_utility = np.asarray(expected_utility, dtype=np.float64)
+            if expected_utility.shape != (len(self),):
+                raise ValueError(
+                    f"expected_utility must have shape ({len(self)},), got {expected_utility.shape}"
+                )
+        self.expected_utility = expected_utility
+
+    # --- construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_sets(cls, sets, n_classes: int, expected_utility=None) -> "SetPredictions":
+        """Build from an iterable of integer sequences (one set per sample)."""
+        arrays = [np.asarray(s, dtype=np.int64).reshape(-1) for s in sets]
+        sizes = np.array([a.size for a in arrays], dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        indices = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
+        return cls(indices, indptr, n_classes, expected_utility)
+
+    @classmethod
+    def from_prefix(cls, order: np.ndarray, sizes: np.ndarray, n_classes: int, expected_utility=None):
+        """Sets made of the first ``sizes[i]`` entries of row ``i`` of ``order`` (shape (n, m))."""
+        order = np.asarray(order)
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if order.ndim != 2 or sizes.shape != (order.shape[0],):
+            raise ValueError("order must be 2-D and sizes one entry per row of order")
+        if np.any(sizes > order.shape[1]) or np.any(sizes < 0):
+            raise ValueError(f"sizes must be in 0..{order.shape[1]}")
+        keep = np.arange(order.shape[1]) < sizes[:, None]
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        return cls(order[keep], indptr, n_classes, expected_utility)
+
+    # --- sequence protocol ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.indptr.size - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            rows = np.arange(len(self))[i]
+            return self.take(rows)
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"set index {i} out of range for {n} sets")
+        i = i % n
+        return self.indices[self.indptr[i] : self.indptr[i + 1]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self)):
+            yield self.indices[self.indptr[i] : self.indptr[i + 1]]
+
+    def __repr__(self) -> str:
+        return (
+            f"SetPredictions(n={len(self)}, n_classes={self.n_classes}, "
+            f"mean_size={self.sizes.mean() if len(self) else 0:.3f})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SetPredictions):
+            return NotImplemented
+        return (
+            self.n_classes == other.n_classes
+            and np.array_equal(self.indptr, other.indptr)
+            and np.array_equal(self.indices, other.indices)
+        )
+
+    __hash__ = None  # mutable arrays inside
+
+    # --- views -----------------------------------------------------------------------------------
+    @property
+    def sizes(self) -> np.ndarray:
+        """Set sizes ``|Y_i|``, shape (n,)."""
+        return np.diff(self.indptr)
+
+    @property
+    def row_ids(self) -> np.ndarray:
+        """Sample index of every entry of :attr:`indices`."""
+        return np.repeat(np.arange(len(self)), self.sizes)
+
+    def take(self, rows) -> "SetPredictions":
+        """The sets of the given samples, in that order."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        starts, stops = self.indptr[rows], self.indptr[rows + 1]
+        sizes = stops - starts
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        offsets = np.arange(indptr[-1]) - np.repeat(indptr[:-1], sizes)
+        indices = self.indices[np.repeat(starts, sizes) + offsets]
+        eu = None if self.expected_utility is None else self.expected_utility[rows]
+        return SetPredictions(indices, indptr, self.n_classes, eu)
+
+    def contains(self, y) -> np.ndarray:
+        """Boolean array: whether ``y[i]`` is in set ``i`` (the recall indicator)."""
+        y = np.asarray(y).reshape(-1)
+        if y.size != len(self):
+            raise ValueError(f"labels y have {y.size} entries but there are {len(self)} sets")
+        hit = self.indices == np.repeat(y, self.sizes)
+        return np.bincount(self.row_ids[hit], minlength=len(self)).astype(bool)
+
+    def to_list(self) -> list[list[int]]:
+        """Plain Python lists, one per sample."""
+        return [s.tolist() for s in self]
+
+    def to_mask(self) -> np.ndarray:
+        """Dense boolean membership matrix of shape (n, n_classes)."""
+        mask = np.zeros((len(self), self.n_classes), dtype=bool)
+        mask[self.row_ids, self.indices] = True
+        return mask
+
+    # --- persistence -----------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write to a ``.npz`` file (``indices``, ``indptr``, ``n_classes``, ``expected_utility``)."""
+        arrays = {"indices": self.indices, "indptr": self.indptr, "n_classes": np.int64(self.n_classes)}
+        if self.expected_utility is not None:
+            arrays["expected_utility"] = self.expected_utility
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SetPredictions":
+        """Read a file written by :meth:`save`."""
+        with np.load(path) as data:
+            missing = {"indices", "indptr", "n_classes"} - set(data.files)
+            if missing:
+                raise ValueError(f"{path}: not a set-predictions file (missing {sorted(missing)})")
+            eu = data["expected_utility"] if "expected_utility" in data.files else None
+            return cls(data["indices"], data["indptr"], int(data["n_classes"]), eu)
