@@ -11,5 +11,7 @@ rule utility_properties:
         K=lambda wc: int(wc.K),
     log:
         "results/logs/utility_properties/K{K}.log",
+    conda:
+        "../../envs/svbop.yaml"
     script:
         "../scripts/utility_properties.py"

@@ -1,0 +1,116 @@
+import math
+
+import numpy as np
+import pytest
+
+import svbop
+
+
+def test_top_s_hand_computed_with_ties_broken_by_class_index():
+    P = np.array([[0.1, 0.5, 0.4], [0.3, 0.3, 0.4]])
+    assert svbop.top_s_sets(P, 1).to_list() == [[1], [2]]
+    assert svbop.top_s_sets(P, 2).to_list() == [[1, 2], [2, 0]]
+    assert svbop.top_s_sets(P, 3).to_list() == [[1, 2, 0], [2, 0, 1]]
+    for bad in (0, 4, 1.5):
+        with pytest.raises(ValueError, match="top-s needs an integer s in 1..3"):
+            svbop.top_s_sets(P, bad)
+
+
+@pytest.mark.parametrize(
+    "theta, expected",
+    [(0.0, [0]), (0.5, [0]), (0.6, [0, 1]), (0.8, [0, 1]), (0.81, [0, 1, 2]), (1.0, [0, 1, 2])],
+)
+def test_threshold_smallest_prefix_reaching_the_mass(theta, expected):
+    assert svbop.threshold_sets(np.array([[0.5, 0.3, 0.2]]), theta).to_list() == [expected]
+
+
+def test_threshold_one_stops_at_the_last_nonzero_class():
+    P = np.array([[0.0, 0.7, 0.0, 0.3]])
+    assert svbop.threshold_sets(P, 1.0).to_list() == [[1, 3]]
+    with pytest.raises(ValueError, match=r"theta must be in \[0, 1\]"):
+        svbop.threshold_sets(P, 1.2)
+
+
+@pytest.mark.parametrize("theta", [0.3, 0.9, 0.999])
+def test_threshold_matches_a_naive_cumulative_sum_at_large_K(theta, rng):
+    Z = rng.standard_normal((80, 2000)) * rng.choice([0.2, 1.0, 4.0], size=(80, 1))
+    P = np.exp(Z)
+    sets = svbop.threshold_sets(P, theta, chunk_bytes=2000 * 8 * 7)
+    for p, got in zip(P, sets):
+        order = np.argsort(-p, kind="stable")
+        mass = np.cumsum(p[order]) / p.sum()
+        s = int(np.argmax(mass >= theta * (1 - 1e-9))) + 1
+        np.testing.assert_array_equal(got, order[:s])
+
+
+def test_threshold_tuning_hand_computed():
+    # the true class is always the second most probable one
+    P = np.tile([0.45, 0.35, 0.2], (5, 1))
+    y = np.ones(5, dtype=int)
+    theta, scores = svbop.tune_threshold(P, y, "fbeta:beta=1")
+    # theta <= 0.45 -> {0}: utility 0; 0.45 < theta <= 0.8 -> {0, 1}: 2/3; above -> {0,1,2}: 1/2
+    np.testing.assert_allclose(scores, [0, 0, 0, 0, 2 / 3, 2 / 3, 2 / 3, 2 / 3, 0.5, 0.5])
+    assert theta == 0.5
+    model = svbop.ThresholdSetPredictor("fbeta:beta=1").fit(P, y)
+    assert model.theta_ == 0.5 and model.predict(P[:1]).to_list() == [[0, 1]]
+    with pytest.raises(ValueError, match="not fitted"):
+        svbop.ThresholdSetPredictor("fbeta").predict(P)
+
+
+def test_conformal_quantile_uses_the_finite_sample_level():
+    scores = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])  # n = 9
+    P = np.column_stack([1 - scores, scores])  # true class 0: nonconformity = scores
+    y = np.zeros(9, dtype=int)
+    # eps = 0.1: k = ceil(10 * 0.9) = 9 -> the largest score
+    assert svbop.conformal_quantile(P, y, 0.1) == pytest.approx(0.8)
+    # eps = 0.2: k = ceil(10 * 0.8) = 8 (exactly 8: exact arithmetic, not 8.000000000000002)
+    assert svbop.conformal_quantile(P, y, 0.2) == pytest.approx(0.7)
+    # too few calibration samples for eps = 0.05: k = 10 > n, every class is kept
+    assert svbop.conformal_quantile(P, y, 0.05) == math.inf
+    full = svbop.conformal_sets(np.array([[0.9, 0.1, 0.0]]), math.inf)
+    assert full.to_list() == [[0, 1, 2]]
+
+
+def test_conformal_sets_and_what_an_empty_set_becomes():
+    P = np.array([[0.5, 0.3, 0.2], [0.35, 0.33, 0.32], [0.45, 0.45, 0.1]])
+    # q = 0.6: keep classes with P >= 0.4
+    assert svbop.conformal_sets(P, 0.6).to_list() == [[0], [0], [0, 1]]
+    assert svbop.conformal_sets(P, 0.6, empty="keep").to_list() == [[0], [], [0, 1]]
+    with pytest.raises(ValueError, match="empty must be"):
+        svbop.conformal_sets(P, 0.6, empty="drop")
+    with pytest.raises(ValueError, match="epsilon must be in"):
+        svbop.ConformalSetPredictor(1.5)
+
+
+def test_conformal_coverage_on_exchangeable_data():
+    """Marginal coverage >= 1 - eps, and <= 1 - eps + 1/(n+1) for continuous scores.
+
+    200 random calibration/test splits of exchangeable data (a deliberately miscalibrated model
+    on labels drawn from the true distribution).  The mean coverage over splits has a standard
+    error of about 0.0013 here, so the tolerance 0.006 is more than four standard errors.
+    """
+    rng = np.random.default_rng(7)
+    n, K = 1000, 20
+    Z = rng.standard_normal((n, K)) * 2
+    P_true = np.exp(Z) / np.exp(Z).sum(axis=1, keepdims=True)
+    y = (P_true.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1)
+    P_model = np.exp(0.5 * Z + rng.standard_normal((n, K)))  # miscalibrated, unnormalised
+    for eps in (0.1, 0.3):
+        coverage = []
+        for _ in range(200):
+            perm = rng.permutation(n)
+            cal, test = perm[:500], perm[500:]
+            model = svbop.ConformalSetPredictor(eps, empty="keep").fit(P_model[cal], y[cal])
+            coverage.append(svbop.recall(model.predict(P_model[test]), y[test]).mean())
+        mean = float(np.mean(coverage))
+        assert mean >= 1 - eps - 0.006
+        assert mean <= 1 - eps + 1 / 501 + 0.006
+
+
+def test_baselines_reject_bad_input():
+    with pytest.raises(ValueError, match="y_cal has 1 labels but there are 2 samples"):
+        svbop.conformal_quantile(np.full((2, 2), 0.5), [0], 0.1)
+    with pytest.raises(ValueError, match=r"y_val\[0\] = 5 is not a class index"):
+        svbop.tune_threshold(np.full((1, 2), 0.5), [5], "fbeta")
+    with pytest.raises(ValueError, match="row 0 contains NaN"):
+        svbop.threshold_sets(np.array([[np.nan, 1.0]]), 0.5)

@@ -1,0 +1,77 @@
+import numpy as np
+import pytest
+
+import svbop
+from svbop.io import load_scores, load_sets, save_sets
+
+
+def test_per_sample_utility_recall_and_size():
+    sets = [[0, 1], [2], [0, 1, 2], []]
+    y = [1, 0, 2, 0]
+    np.testing.assert_allclose(svbop.set_utility(sets, y, "fbeta:beta=1"), [2 / 3, 0, 0.5, 0])
+    np.testing.assert_array_equal(svbop.recall(sets, y), [True, False, True, False])
+    np.testing.assert_array_equal(svbop.set_sizes(sets), [2, 1, 3, 0])
+    np.testing.assert_allclose(svbop.set_utility(sets, y, "precision"), [0.5, 0, 1 / 3, 0])
+
+
+def test_mean_scores_in_percent_with_paper_labels():
+    P = np.array([[0.6, 0.4, 0.0], [0.2, 0.3, 0.5]])
+    y = np.array([1, 2])
+    sets = svbop.predict_sets(P, "fbeta:beta=1")
+    scores = svbop.mean_scores(sets, y, ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2"], P=P)
+    # F1 adds the next class while p_{s+1} >= C_s / (s + 1): 0.4 >= 0.3 and 0.3 >= 0.25
+    assert sets.to_list() == [[0, 1], [2, 1]]
+    assert scores["recall_pct"] == 100.0
+    assert scores["mean_size"] == 2.0
+    assert scores["top1_pct"] == 50.0
+    assert scores["fbeta_1_pct"] == pytest.approx(100 * 2 / 3)
+    assert scores["credal_2.2_1.2_pct"] == pytest.approx(100 * 0.8)
+    assert svbop.top1_accuracy(P, y) == 0.5
+
+
+def test_set_predictions_container():
+    sets = svbop.SetPredictions.from_sets([[3, 1], [], [2]], n_classes=4, expected_utility=[0.1, 0.0, 0.3])
+    assert len(sets) == 3 and sets[0].tolist() == [3, 1] and sets[-1].tolist() == [2]
+    assert sets.sizes.tolist() == [2, 0, 1]
+    assert sets.contains([1, 0, 2]).tolist() == [True, False, True]
+    assert sets.take([2, 0]).to_list() == [[2], [3, 1]]
+    assert sets[1:].to_list() == [[], [2]]
+    assert sets.to_mask().sum() == 3 and sets.to_mask()[0, 3]
+    with pytest.raises(IndexError):
+        sets[3]
+    with pytest.raises(ValueError, match="class indices must be in 0..3"):
+        svbop.SetPredictions.from_sets([[4]], n_classes=4)
+    with pytest.raises(ValueError, match="indptr"):
+        svbop.SetPredictions(np.array([0]), np.array([0, 2]), 3)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    P = np.random.default_rng(0).dirichlet(np.ones(30), size=50)
+    sets = svbop.predict_sets(P, "credal:delta=2.2,gamma=1.2")
+    save_sets(tmp_path / "s.npz", sets)
+    back = load_sets(tmp_path / "s.npz")
+    assert back == sets
+    np.testing.assert_array_equal(back.expected_utility, sets.expected_utility)
+    save_sets(tmp_path / "s.csv", sets)
+    assert load_sets(tmp_path / "s.csv", n_classes=30) == sets
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file
+
+
+def test_load_scores_formats_and_errors(tmp_path):
+    P = np.array([[0.2, 0.8], [0.5, 0.5]])
+    np.save(tmp_path / "p.npy", P)
+    np.savez(tmp_path / "p.npz", probs=P, other=np.zeros(2))
+    np.savetxt(tmp_path / "p.csv", P, delimiter=",")
+    for name in ("p.npy", "p.npz", "p.csv"):
+        np.testing.assert_allclose(load_scores(tmp_path / name), P)
+    (tmp_path / "bad.csv").write_text("0.1,0.9\n0.2,abc\n")
+    with pytest.raises(ValueError, match="bad.csv: not a numeric matrix"):
+        load_scores(tmp_path / "bad.csv")
+    np.savez(tmp_path / "two.npz", a=P, b=P)
+    with pytest.raises(ValueError, match="say which one with --key"):
+        load_scores(tmp_path / "two.npz")
+    with pytest.raises(ValueError, match="no such file"):
+        load_scores(tmp_path / "missing.npy")
+    (tmp_path / "sets.txt").write_text("0 1\nx\n")
+    with pytest.raises(ValueError, match="sets.txt, line 2"):
+        load_sets(tmp_path / "sets.txt")
