@@ -229,3 +229,15 @@ def test_candidate_factor_matches_the_analytic_bound_for_fbeta():
     for beta in [1, 2, 5]:
         g = svbop.utility(f"fbeta:beta={beta}").values(20)
         assert svbop.candidate_factor(g, tie_rtol=0) == pytest.approx(1 / (1 + beta**2), rel=1e-5)
+
+
+def test_threads_and_chunk_sizes_do_not_change_the_answer(rng):
+    P = np.exp(rng.standard_normal((300, 500)) * 2)
+    P[::7, 10:13] = P[::7, [10]]  # exact ties across chunk boundaries
+    reference = svbop.predict_sets(P, "credal:delta=2.2,gamma=1.2")
+    for chunk_bytes, n_jobs in [(500 * 8, 2), (500 * 8 * 33, -1), (1, None)]:
+        got = svbop.predict_sets(P, "credal:delta=2.2,gamma=1.2", chunk_bytes=chunk_bytes, n_jobs=n_jobs)
+        assert got == reference
+        np.testing.assert_allclose(got.expected_utility, reference.expected_utility, rtol=1e-12)
+    with pytest.raises(ValueError, match="n_jobs must be a non-zero integer"):
+        svbop.predict_sets(P, "fbeta", n_jobs=0)
