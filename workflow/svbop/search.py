@@ -29,7 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ._prefix import DEFAULT_CHUNK_BYTES, SortedHeads, geometric_widening, prefix_search
+from ._prefix import DEFAULT_CHUNK_BYTES, SortedHeads, as_score_matrix, geometric_widening, prefix_search
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
@@ -173,7 +173,7 @@ def predict_sets(
     >>> sets.to_list()
     [[0, 1], [0]]
     """
-    P_arr = _as_matrix(P)
+    P_arr = as_score_matrix(P, "P")
     K = P_arr.shape[1]
     u = utility(u)
     K = u.resolve_K(K)
@@ -194,12 +194,6 @@ def predict_sets(
     )
     sets.expected_utility = value
     return sets
-
-
-def _as_matrix(P) -> np.ndarray:
-    from ._prefix import as_score_matrix
-
-    return as_score_matrix(P, "P")
 
 
 # --- streaming form ------------------------------------------------------------------------------
