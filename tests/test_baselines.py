@@ -114,3 +114,5 @@ def test_baselines_reject_bad_input():
         svbop.tune_threshold(np.full((1, 2), 0.5), [5], "fbeta")
     with pytest.raises(ValueError, match="row 0 contains NaN"):
         svbop.threshold_sets(np.array([[np.nan, 1.0]]), 0.5)
+    with pytest.raises(ValueError, match=r"P_cal: row 1 has a negative probability P\[1, 0\]"):
+        svbop.conformal_quantile(np.array([[0.5, 0.5], [-0.1, 1.1]]), [0, 1], 0.1)

@@ -119,8 +119,10 @@ def _raise_bad_row(X: np.ndarray, row0: int, name: str) -> None:
     raise ValueError(f"{name}: row {row0 + i} is all zeros (no probability mass)")
 
 
-def _candidates(X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Flat positions (row-major, ascending) of ``X[i, c] >= t[i]``, and the count per row.
+def _candidates(
+    X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat positions (row-major, ascending) of ``X[i, c] >= t[i]``, their rows, and the count per row.
 
     ``buf`` is an optional reusable boolean buffer of at least ``X.size`` entries (a fresh
     array per chunk would cost page faults comparable to the comparison itself).
@@ -129,8 +131,8 @@ def _candidates(X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None) -> 
     mask = np.empty(X.shape, dtype=bool) if buf is None else buf[: X.size].reshape(X.shape)
     np.greater_equal(X, t[:, None], out=mask)
     pos = np.flatnonzero(mask)  # numpy's boolean nonzero is SIMD: cheaper than any trick here
-    counts = np.bincount(pos // K, minlength=r)
-    return pos, counts
+    rows = pos // K
+    return pos, rows, np.bincount(rows, minlength=r)
 
 
 @dataclass
@@ -150,10 +152,9 @@ class SortedHeads:
 def sorted_heads(X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None) -> list[SortedHeads]:
     """All classes with ``X[i, c] >= t[i]``, sorted per row, grouped by padded width."""
     r, K = X.shape
-    pos, counts = _candidates(X, t, buf)
+    pos, rows, counts = _candidates(X, t, buf)
     if pos.size == 0:
         return []
-    rows = pos // K
     vals = X.reshape(-1)[pos].astype(np.float64)
     cols = pos - rows * K
     start = np.concatenate([[0], np.cumsum(counts)[:-1]])

@@ -24,7 +24,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._prefix import DEFAULT_CHUNK_BYTES, SortedHeads, as_score_matrix, geometric_widening, prefix_search
+from ._prefix import (
+    DEFAULT_CHUNK_BYTES,
+    SortedHeads,
+    as_score_matrix,
+    geometric_widening,
+    prefix_search,
+    row_stats,
+)
 from .metrics import check_labels, set_utility
 from .sets import SetPredictions
 from .utilities import Utility, utility
@@ -46,7 +53,8 @@ PAPER_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 _MASS_RTOL = 1e-9
 
 
-def _settle_all(heads: SortedHeads, size: np.ndarray):
+def _settle_all(size: np.ndarray):
+    """Decision output for rules that settle every row at once (no per-row value)."""
     return np.ones(size.size, dtype=bool), size, np.full(size.size, np.nan)
 
 
@@ -75,7 +83,7 @@ def top_s_sets(P, s: int, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredi
 
     sets, _ = prefix_search(
         P,
-        lambda heads, t, total, K: _settle_all(heads, np.minimum(s, heads.counts)),
+        lambda heads, t, total, K: _settle_all(np.minimum(s, heads.counts)),
         first,
         geometric_widening(),
         chunk_bytes=chunk_bytes,
@@ -191,10 +199,7 @@ def conformal_quantile(P_cal, y_cal, epsilon: float) -> float:
     P_cal = as_score_matrix(P_cal, "P_cal")
     y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
     eps = _epsilon(epsilon)
-    total = P_cal.sum(axis=1, dtype=np.float64)
-    if not np.all(total > 0) or not np.all(np.isfinite(P_cal)) or np.any(P_cal < 0):
-        bad = int(np.flatnonzero(~(total > 0) | ~np.isfinite(P_cal).all(1) | (P_cal < 0).any(1))[0])
-        raise ValueError(f"P_cal: row {bad} is not a valid probability vector")
+    _, total = row_stats(P_cal, 0, "P_cal")
     scores = 1.0 - P_cal[np.arange(y_cal.size), y_cal] / total
     n = scores.size
     k = math.ceil((n + 1) * (1 - eps))
@@ -234,7 +239,7 @@ def conformal_sets(
         size = keep.sum(axis=1)
         if empty == "top1":
             size = np.maximum(size, 1)
-        return np.ones(size.size, dtype=bool), size, np.full(size.size, np.nan)
+        return _settle_all(size)
 
     sets, _ = prefix_search(P, decide, first, geometric_widening(), chunk_bytes=chunk_bytes)
     return sets
