@@ -27,6 +27,10 @@ def test_mean_scores_in_percent_with_paper_labels():
     assert scores["fbeta_1_pct"] == pytest.approx(100 * 2 / 3)
     assert scores["credal_2.2_1.2_pct"] == pytest.approx(100 * 0.8)
     assert svbop.top1_accuracy(P, y) == 0.5
+    # without P, top-1 is each set's first class; an empty set counts as a miss
+    no_p = svbop.mean_scores(svbop.SetPredictions.from_sets([[1, 0], []], 3), y)
+    assert no_p["top1_pct"] == 50.0 and no_p["mean_size"] == 1.0
+    assert svbop.mean_scores(svbop.SetPredictions.from_sets([[], []], 3), y)["top1_pct"] == 0.0
 
 
 def test_set_predictions_container():

@@ -100,7 +100,9 @@ def mean_scores(sets, y, utilities=(), P=None) -> dict[str, float]:
     if P is not None:
         out["top1_pct"] = 100.0 * top1_accuracy(P, y)
     else:
-        first = np.where(sets.sizes > 0, sets.indices[np.minimum(sets.indptr[:-1], max(sets.indices.size - 1, 0))], -1)
+        first = np.full(len(sets), -1)  # an empty set has no top-1 class
+        nonempty = sets.sizes > 0
+        first[nonempty] = sets.indices[sets.indptr[:-1][nonempty]]
         out["top1_pct"] = 100.0 * float(np.mean(first == y))
     for spec in utilities:
         u = utility(spec)
