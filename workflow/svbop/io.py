@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from .sets import SetPredictions
 
-__all__ = ["load_scores", "save_sets", "load_sets"]
+__all__ = ["atomic_path", "load_scores", "save_sets", "load_sets"]
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Write a file atomically: yield a temporary path beside ``path``, then rename it onto ``path``.
+
+    The temporary name ends with the final name (so suffix-sensitive writers such as
+    ``np.savez`` keep it), starts with a dot and carries the process id.  If the body raises,
+    the temporary file is removed and ``path`` is left untouched, so a killed or failed job
+    never leaves a file that looks finished.  Parent folders are created.
+
+    Examples
+    --------
+    >>> with atomic_path("results/model.npz") as tmp:   # doctest: +SKIP
+    ...     np.savez(tmp, W=W)
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp{os.getpid()}.{path.name}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
@@ -65,17 +92,16 @@ def save_sets(path: str | os.PathLike, sets: SetPredictions) -> None:
     then rename).
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
     suffix = path.suffix.lower()
-    if suffix == ".npz":
-        sets.save(tmp)
-    elif suffix in (".csv", ".txt"):
-        with open(tmp, "w") as fh:
-            for s in sets:
-                fh.write(" ".join(map(str, s.tolist())) + "\n")
-    else:
+    if suffix not in (".npz", ".csv", ".txt"):
         raise ValueError(f"{path}: unknown output format {suffix!r} (use .npz, .csv or .txt)")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        if suffix == ".npz":
+            sets.save(tmp)
+        else:
+            with open(tmp, "w") as fh:
+                for s in sets:
+                    fh.write(" ".join(map(str, s.tolist())) + "\n")
 
 
 def load_sets(path: str | os.PathLike, n_classes: int | None = None) -> SetPredictions:
