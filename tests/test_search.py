@@ -97,7 +97,8 @@ def test_unnormalised_scores_give_the_same_sets(problem, scales):
     P, spec = problem
     u = svbop.utility(spec, K=P.shape[1])
     scaled = P * np.asarray(scales)[: P.shape[0], None]
-    assert svbop.predict_sets(scaled, u) == svbop.predict_sets(P, u)
+    # Same classes; their order may differ where scaling rounds two probabilities to a tie.
+    np.testing.assert_array_equal(svbop.predict_sets(scaled, u).to_mask(), svbop.predict_sets(P, u).to_mask())
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,6 +10,15 @@ predict_sets     SVBOP-Full: the Bayes-optimal set for every row of a probabilit
 svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
 top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
 set_utility, recall, mean_scores             metrics
+
+Subpackages and modules used by the pipeline (importable on their own)
+----------------------------------------------------------------------
+svbop.datasets     Dataset / Hierarchy containers, bundled and synthetic data, seeded splits
+svbop.features     the paper's MNIST CNN (svbop.features.cnn, needs torch) and tf-idf
+svbop.linear       liblinear one-vs-rest logistic regression (-s 7), softmax probabilities
+svbop.evaluation   the paper's protocol: every method's sets under every utility
+svbop.report       tables, figures and the self-contained HTML report
+svbop.io, svbop.logs   atomic file writing, logs with progress
 """
 
 from .baselines import (

@@ -11,7 +11,7 @@ import numpy as np
 
 from .sets import SetPredictions
 
-__all__ = ["atomic_path", "load_scores", "save_sets", "load_sets"]
+__all__ = ["atomic_path", "write_tsv", "save_arrays", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets"]
 
 
 @contextmanager
@@ -37,6 +37,58 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_tsv(path: str | os.PathLike, rows, columns=None) -> None:
+    """Write dict rows as a tab-separated table with a header, atomically.
+
+    ``columns`` defaults to the keys in order of first appearance; a missing value is empty.
+    """
+    import csv
+
+    rows = list(rows)
+    if columns is None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def save_arrays(path: str | os.PathLike, **arrays) -> None:
+    """Write named arrays to a compressed ``.npz`` file atomically (no pickled objects)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def save_matrix(path: str | os.PathLike, X, **extra) -> None:
+    """Write a dense array or a scipy sparse matrix (stored as CSR) to ``.npz``, atomically.
+
+    ``extra`` arrays are stored beside it; :func:`load_matrix` returns the matrix.
+    """
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        arrays = {"X_data": X.data, "X_indices": X.indices, "X_indptr": X.indptr, "X_shape": np.asarray(X.shape)}
+    else:
+        arrays = {"X": np.asarray(X)}
+    save_arrays(path, **arrays, **extra)
+
+
+def load_matrix(path: str | os.PathLike):
+    """Read a matrix written by :func:`save_matrix`: a numpy array or a ``scipy.sparse.csr_matrix``."""
+    import scipy.sparse as sp
+
+    path = Path(path)
+    with np.load(path, allow_pickle=False) as data:
+        if "X" in data.files:
+            return data["X"]
+        missing = {"X_data", "X_indices", "X_indptr", "X_shape"} - set(data.files)
+        if missing:
+            raise ValueError(f"{path}: not a matrix file (missing {sorted(missing)})")
+        shape = tuple(int(v) for v in data["X_shape"])
+        return sp.csr_matrix((data["X_data"], data["X_indices"], data["X_indptr"]), shape=shape)
 
 
 def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:

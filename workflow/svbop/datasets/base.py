@@ -1,0 +1,379 @@
+"""Containers for classification data: :class:`Hierarchy` (a class tree) and :class:`Dataset`.
+
+A :class:`Dataset` holds raw inputs ``X`` (images, dense features or sparse term counts),
+integer labels ``y``, class names and optionally a :class:`Hierarchy` over the classes.  It is
+saved as a single compressed ``.npz`` file without pickled objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..io import atomic_path
+
+__all__ = ["Hierarchy", "Dataset"]
+
+logger = logging.getLogger(__name__)
+
+#: Version of the ``.npz`` layout written by :meth:`Dataset.save`.
+FORMAT_VERSION = 1
+
+
+@dataclass(eq=False)
+class Hierarchy:
+    """A rooted tree over the classes of a multi-class problem.
+
+    Parameters
+    ----------
+    parent : ndarray of int, shape (n_nodes,)
+        Parent node of every node.  Nodes ``0 .. n_classes - 1`` are the classes (the leaves),
+        in class order; nodes ``>= n_classes`` are internal.  The root has parent ``-1``.
+    n_classes : int
+        Number of classes (leaves), ``K``.
+    node_names : list of str, optional
+        One name per node (length ``n_nodes``).
+
+    Raises
+    ------
+    ValueError
+        If the tree is malformed: not exactly one root, a parent index out of range, a cycle,
+        an internal node without children, a class with children, or a node that does not
+        reach the root.  The message names the offending node.
+
+    Examples
+    --------
+    >>> h = Hierarchy(np.array([4, 4, 5, 5, 6, 6, -1]), n_classes=4)
+    >>> h.root, h.depth().tolist(), h.path(2).tolist()
+    (6, [2, 2, 2, 2, 1, 1, 0], [6, 5, 2])
+    """
+
+    parent: np.ndarray
+    n_classes: int
+    node_names: list[str] | None = None
+    _depth: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parent = np.asarray(self.parent)
+        if parent.ndim != 1 or parent.size == 0:
+            raise ValueError(f"parent: expected a non-empty 1-D array, got shape {parent.shape}")
+        if parent.dtype.kind not in "iu":
+            if parent.dtype.kind == "f" and np.all(np.isfinite(parent)) and np.all(parent == np.round(parent)):
+                parent = parent.astype(np.int64)
+            else:
+                raise ValueError(f"parent: expected integer node ids, got dtype {parent.dtype}")
+        parent = parent.astype(np.int64, copy=True)
+        n_nodes = parent.size
+        K = int(self.n_classes)
+        if K != self.n_classes or not 1 <= K <= n_nodes:
+            raise ValueError(f"n_classes: expected an integer in 1..{n_nodes} (n_nodes), got {self.n_classes!r}")
+        self.n_classes = K
+
+        bad = np.flatnonzero((parent < -1) | (parent >= n_nodes))
+        if bad.size:
+            raise ValueError(f"parent: node {bad[0]} has parent {parent[bad[0]]}, not a node id in 0..{n_nodes - 1} (or -1 for the root)")
+        self_loop = np.flatnonzero(parent == np.arange(n_nodes))
+        if self_loop.size:
+            raise ValueError(f"parent: node {self_loop[0]} is its own parent (a cycle)")
+        roots = np.flatnonzero(parent == -1)
+        if roots.size != 1:
+            shown = roots[:5].tolist()
+            raise ValueError(f"parent: expected exactly one root (parent -1), found {roots.size}: nodes {shown}")
+        root = int(roots[0])
+
+        has_parent = parent >= 0
+        n_children = np.bincount(parent[has_parent], minlength=n_nodes)
+        leaf_parents = np.flatnonzero(n_children[:K] > 0)
+        if leaf_parents.size:
+            c = int(leaf_parents[0])
+            child = int(np.flatnonzero(parent == c)[0])
+            raise ValueError(f"parent: class {c} (a leaf) has a child, node {child}")
+        childless = np.flatnonzero(n_children[K:] == 0)
+        if childless.size:
+            raise ValueError(f"parent: internal node {K + int(childless[0])} has no children")
+
+        # Pointer doubling: after ceil(log2 n) + 1 rounds every node that reaches the root
+        # points at it and carries its depth; nodes on (or hanging off) a cycle do not.
+        jump = np.where(has_parent, parent, root)
+        depth = has_parent.astype(np.int64)
+        for _ in range(int(np.ceil(np.log2(max(n_nodes, 2)))) + 1):
+            depth = depth + depth[jump]
+            jump = jump[jump]
+        orphan = np.flatnonzero(jump != root)
+        if orphan.size:
+            raise ValueError(f"parent: node {orphan[0]} does not reach the root {root} (the tree has a cycle)")
+
+        if self.node_names is not None:
+            names = [str(s) for s in self.node_names]
+            if len(names) != n_nodes:
+                raise ValueError(f"node_names: expected {n_nodes} names (one per node), got {len(names)}")
+            self.node_names = names
+        self.parent = parent
+        self._depth = depth
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes, leaves included."""
+        return int(self.parent.size)
+
+    @property
+    def root(self) -> int:
+        """Node id of the root."""
+        return int(np.flatnonzero(self.parent == -1)[0])
+
+    def depth(self) -> np.ndarray:
+        """Depth of every node, shape (n_nodes,), int64; the root has depth 0."""
+        return self._depth.copy()
+
+    def children(self) -> list[np.ndarray]:
+        """Children of every node: a list of ``n_nodes`` sorted int64 arrays (empty for leaves)."""
+        indptr, indices = self.children_csr()
+        return [indices[indptr[i] : indptr[i + 1]] for i in range(self.n_nodes)]
+
+    def children_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """Children in compressed form: node ``i``'s children are ``indices[indptr[i]:indptr[i+1]]``.
+
+        Returns
+        -------
+        indptr : ndarray of int64, shape (n_nodes + 1,)
+        indices : ndarray of int64, shape (n_nodes - 1,), sorted within each node
+        """
+        nodes = np.flatnonzero(self.parent >= 0)
+        order = np.argsort(self.parent[nodes], kind="stable")
+        indices = nodes[order].astype(np.int64)
+        counts = np.bincount(self.parent[nodes], minlength=self.n_nodes)
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return indptr, indices
+
+    def path(self, node: int) -> np.ndarray:
+        """Node ids from the root down to ``node`` (both included), int64."""
+        node = int(node)
+        if not 0 <= node < self.n_nodes:
+            raise ValueError(f"node: expected a node id in 0..{self.n_nodes - 1}, got {node}")
+        out = np.empty(self._depth[node] + 1, dtype=np.int64)
+        for i in range(out.size - 1, -1, -1):
+            out[i] = node
+            node = int(self.parent[node])
+        return out
+
+    def ancestors_at_depth(self, nodes: np.ndarray, d: int) -> np.ndarray:
+        """Ancestor at depth ``d`` of every node in ``nodes`` (a node of depth ``<= d`` maps to itself).
+
+        Parameters
+        ----------
+        nodes : array-like of int, shape (n,)
+        d : int, >= 0
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+        """
+        out = np.asarray(nodes, dtype=np.int64).copy()
+        if d < 0:
+            raise ValueError(f"d: expected a depth >= 0, got {d}")
+        while True:
+            deeper = self._depth[out] > d
+            if not deeper.any():
+                return out
+            out[deeper] = self.parent[out[deeper]]
+
+
+# ---------------------------------------------------------------------- dataset
+@dataclass(eq=False)
+class Dataset:
+    """A labelled multi-class dataset.
+
+    Parameters
+    ----------
+    name : str
+        Short identifier, e.g. ``"digits"``.
+    X : ndarray or scipy.sparse CSR matrix
+        Raw inputs, first axis = samples: images ``(N, H, W)`` or ``(N, C, H, W)`` (float32),
+        dense features ``(N, D)``, or sparse term counts ``(N, V)`` (other sparse formats are
+        converted to CSR).
+    y : ndarray of int, shape (N,)
+        Class indices in ``0 .. K - 1``; stored as int64.
+    class_names : list of str, length K
+    hierarchy : Hierarchy, optional
+        Class tree whose leaves ``0 .. K - 1`` are the classes.
+    description : str
+        Free text: source, licence, how it was made.
+    synthetic : bool
+        True for generated data.
+    """
+
+    name: str
+    X: np.ndarray | sp.csr_matrix
+    y: np.ndarray
+    class_names: list[str]
+    hierarchy: Hierarchy | None = None
+    description: str = ""
+    synthetic: bool = False
+
+    def __post_init__(self) -> None:
+        self.name = str(self.name)
+        self.description = str(self.description)
+        self.synthetic = bool(self.synthetic)
+        if sp.issparse(self.X):
+            X = self.X if isinstance(self.X, sp.csr_matrix) else sp.csr_matrix(self.X)
+            if X.ndim != 2:
+                raise ValueError(f"X: a sparse X must be 2-D, got shape {X.shape}")
+        else:
+            X = np.asarray(self.X)
+            if X.ndim < 1:
+                raise ValueError("X: expected an array with a sample axis, got a scalar")
+            if X.dtype == object:
+                raise ValueError("X: object arrays are not supported")
+        self.X = X
+        y = np.asarray(self.y)
+        if y.ndim != 1:
+            raise ValueError(f"y: expected a 1-D array, got shape {y.shape}")
+        if y.dtype.kind not in "iu":
+            if y.size and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
+                raise ValueError(f"y: expected integer class indices, got dtype {y.dtype}")
+        y = y.astype(np.int64)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y: has {y.shape[0]} labels but X has {X.shape[0]} samples")
+        self.class_names = [str(s) for s in self.class_names]
+        K = len(self.class_names)
+        if K == 0:
+            raise ValueError("class_names: expected at least one class")
+        if y.size and (y.min() < 0 or y.max() >= K):
+            bad = int(y[(y < 0) | (y >= K)][0])
+            raise ValueError(f"y: label {bad} out of range 0..{K - 1} (len(class_names) = {K})")
+        self.y = y
+        if self.hierarchy is not None:
+            if not isinstance(self.hierarchy, Hierarchy):
+                raise ValueError(f"hierarchy: expected a Hierarchy, got {type(self.hierarchy).__name__}")
+            if self.hierarchy.n_classes != K:
+                raise ValueError(f"hierarchy: has {self.hierarchy.n_classes} classes but class_names has {K}")
+
+    @property
+    def n_samples(self) -> int:
+        """Number of samples, ``N``."""
+        return int(self.X.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes, ``K`` (= ``len(class_names)``)."""
+        return len(self.class_names)
+
+    def __repr__(self) -> str:
+        kind = f"sparse {self.X.dtype} nnz={self.X.nnz}" if sp.issparse(self.X) else str(self.X.dtype)
+        tree = f", hierarchy with {self.hierarchy.n_nodes} nodes" if self.hierarchy is not None else ""
+        return (
+            f"Dataset(name={self.name!r}, X {self.X.shape} {kind}, n_classes={self.n_classes}"
+            f"{tree}, synthetic={self.synthetic})"
+        )
+
+    # ------------------------------------------------------------------ storage
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the dataset to one compressed ``.npz`` file, atomically, without pickles.
+
+        Keys: ``format_version``, ``name``, ``description``, ``synthetic``, ``y``,
+        ``class_names``, ``X_format`` (``"dense"`` or ``"csr"``), then ``X`` (dense) or
+        ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape`` (CSR); with a hierarchy also
+        ``hierarchy_parent``, ``hierarchy_n_classes`` and, when named, ``hierarchy_node_names``.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
+        """
+        path = Path(path)
+        arrays: dict[str, np.ndarray] = {
+            "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
+            "name": np.array(self.name, dtype=np.str_),
+            "description": np.array(self.description, dtype=np.str_),
+            "synthetic": np.array(self.synthetic, dtype=np.bool_),
+            "y": self.y,
+            "class_names": np.array(self.class_names, dtype=np.str_),
+        }
+        if sp.issparse(self.X):
+            arrays.update(
+                X_format=np.array("csr"),
+                X_data=self.X.data,
+                X_indices=self.X.indices,
+                X_indptr=self.X.indptr,
+                X_shape=np.array(self.X.shape, dtype=np.int64),
+            )
+        else:
+            arrays.update(X_format=np.array("dense"), X=self.X)
+        if self.hierarchy is not None:
+            arrays["hierarchy_parent"] = self.hierarchy.parent
+            arrays["hierarchy_n_classes"] = np.array(self.hierarchy.n_classes, dtype=np.int64)
+            if self.hierarchy.node_names is not None:
+                arrays["hierarchy_node_names"] = np.array(self.hierarchy.node_names, dtype=np.str_)
+        # Writing through a file handle keeps numpy from appending ".npz" to the temporary name.
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        logger.info("saved dataset %r (%d samples, %d classes) to %s", self.name, self.n_samples, self.n_classes, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Dataset:
+        """Read a dataset written by :meth:`save`.
+
+        Raises
+        ------
+        ValueError
+            If the file is missing, is not a dataset file, lacks a key (the message names the
+            file and the key), or holds inconsistent arrays.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file")
+        try:
+            data = np.load(path, allow_pickle=False)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error here
+            raise ValueError(f"{path}: not a readable .npz file ({exc})") from None
+        with data:
+            files = set(data.files)
+
+            def get(key: str) -> np.ndarray:
+                if key not in files:
+                    raise ValueError(f"{path}: missing key {key!r} (not a dataset file, or truncated)")
+                try:
+                    return data[key]
+                except ValueError as exc:
+                    raise ValueError(f"{path}: key {key!r} cannot be read without pickle ({exc})") from None
+
+            version = int(get("format_version"))
+            if version > FORMAT_VERSION:
+                raise ValueError(f"{path}: format_version {version} is newer than this library's {FORMAT_VERSION}")
+            fmt = str(get("X_format"))
+            if fmt == "csr":
+                shape = tuple(int(v) for v in get("X_shape"))
+                try:
+                    X = sp.csr_matrix((get("X_data"), get("X_indices"), get("X_indptr")), shape=shape)
+                except ValueError as exc:
+                    raise ValueError(f"{path}: inconsistent sparse X ({exc})") from None
+            elif fmt == "dense":
+                X = get("X")
+            else:
+                raise ValueError(f"{path}: key 'X_format' is {fmt!r}, expected 'dense' or 'csr'")
+            hierarchy = None
+            if "hierarchy_parent" in files:
+                names = get("hierarchy_node_names").tolist() if "hierarchy_node_names" in files else None
+                try:
+                    hierarchy = Hierarchy(get("hierarchy_parent"), int(get("hierarchy_n_classes")), names)
+                except ValueError as exc:
+                    raise ValueError(f"{path}: invalid hierarchy ({exc})") from None
+            try:
+                return cls(
+                    name=str(get("name")),
+                    X=X,
+                    y=get("y"),
+                    class_names=get("class_names").tolist(),
+                    hierarchy=hierarchy,
+                    description=str(get("description")),
+                    synthetic=bool(get("synthetic")),
+                )
+            except ValueError as exc:
+                raise ValueError(f"{path}: invalid dataset ({exc})") from None

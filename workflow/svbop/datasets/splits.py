@@ -1,0 +1,197 @@
+"""Seeded train / validation / calibration / test splits, optionally stratified by class."""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ..io import atomic_path
+
+__all__ = ["SPLIT_KEYS", "make_split", "save_split", "load_split"]
+
+logger = logging.getLogger(__name__)
+
+#: The parts of a split, in the order they are dealt.
+SPLIT_KEYS = ("train", "validation", "calibration", "test")
+_SIZED_KEYS = SPLIT_KEYS[1:]
+
+
+def _part_sizes(n_samples: int, sizes: Mapping[str, float | int]) -> dict[str, int]:
+    """Row counts of every part; train gets the rest."""
+    if not isinstance(sizes, Mapping):
+        raise ValueError(f"sizes: expected a mapping of part name to size, got {type(sizes).__name__}")
+    counts: dict[str, int] = {}
+    for key, value in sizes.items():
+        if key not in _SIZED_KEYS:
+            hint = " (train gets the rows the others leave)" if key == "train" else ""
+            raise ValueError(f"sizes: unknown key {key!r}{hint}; expected some of {list(_SIZED_KEYS)}")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise ValueError(f"sizes[{key!r}]: expected a fraction in (0, 1) or a count >= 0, got {value!r}")
+        if isinstance(value, numbers.Integral):
+            if value < 0:
+                raise ValueError(f"sizes[{key!r}]: negative size {value}")
+            counts[key] = int(value)
+        else:
+            v = float(value)
+            if not np.isfinite(v) or v < 0:
+                raise ValueError(f"sizes[{key!r}]: expected a fraction in (0, 1) or a count >= 0, got {value!r}")
+            if v == 0:
+                counts[key] = 0
+            elif v < 1:
+                counts[key] = int(np.floor(v * n_samples + 0.5))
+            else:
+                raise ValueError(
+                    f"sizes[{key!r}]: float {value!r} is not a fraction in (0, 1); give a count as an int"
+                )
+    for key in _SIZED_KEYS:
+        counts.setdefault(key, 0)
+    taken = sum(counts.values())
+    if taken >= n_samples:
+        parts = ", ".join(f"{k}={counts[k]}" for k in _SIZED_KEYS if counts[k])
+        raise ValueError(f"sizes: {parts} take {taken} of {n_samples} rows and leave no training rows")
+    counts["train"] = n_samples - taken
+    return counts
+
+
+def make_split(
+    n_samples: int,
+    sizes: Mapping[str, float | int],
+    *,
+    seed: int = 0,
+    y: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Split ``0 .. n_samples - 1`` into train, validation, calibration and test rows.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows to split.
+    sizes : mapping
+        Sizes of ``"validation"``, ``"calibration"`` and ``"test"`` (a missing key means 0): a
+        float in (0, 1) is a fraction of ``n_samples`` (rounded to the nearest row), an int
+        is a row count.  ``"train"`` gets the remaining rows.
+    seed : int
+        Seed of the random permutation; equal seeds give equal splits.
+    y : ndarray of int, shape (n_samples,), optional
+        Class labels.  When given, the split is stratified: every part takes about its share
+        (within one row) of every class, and every class's first row goes to train, so a class
+        with at least one row appears in train as long as train has at least one row per class.
+
+    Returns
+    -------
+    dict of str to ndarray of int64
+        Keys ``"train"``, ``"validation"``, ``"calibration"``, ``"test"``; sorted, disjoint
+        index arrays that together cover ``0 .. n_samples - 1``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown key, a negative or malformed size, sizes leaving no training rows
+        (the message names the key(s)), or ``y`` of the wrong shape.
+
+    Examples
+    --------
+    >>> s = make_split(10, {"test": 0.2, "calibration": 3})
+    >>> [len(s[k]) for k in ("train", "validation", "calibration", "test")]
+    [5, 0, 3, 2]
+    """
+    if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
+        raise ValueError(f"n_samples: expected an integer >= 1, got {n_samples!r}")
+    n = int(n_samples)
+    counts = _part_sizes(n, sizes)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    if y is None:
+        order = perm
+    else:
+        y = np.asarray(y)
+        if y.shape != (n,):
+            raise ValueError(f"y: expected shape ({n},) (n_samples,), got {y.shape}")
+        _, codes = np.unique(y, return_inverse=True)
+        codes = codes.ravel()
+        # Group a random permutation by class: rank r of each row within its class is random.
+        grouped = perm[np.argsort(codes[perm], kind="stable")]
+        g_codes = codes[grouped]
+        class_counts = np.bincount(g_codes)
+        starts = np.concatenate([[0], np.cumsum(class_counts)[:-1]])
+        rank = np.arange(n) - starts[g_codes]
+        # Interleave the classes: row of rank r in a class of size n_c gets key (r + u_c) / n_c,
+        # so every prefix of the order holds each class in proportion.  Rank-0 rows come first.
+        u = rng.random(class_counts.size)[g_codes]
+        key = (rank + u) / class_counts[g_codes]
+        key[rank == 0] = u[rank == 0] - 1.0
+        order = grouped[np.argsort(key, kind="stable")]
+    split: dict[str, np.ndarray] = {}
+    start = 0
+    for part in SPLIT_KEYS:
+        stop = start + counts[part]
+        split[part] = np.sort(order[start:stop]).astype(np.int64)
+        start = stop
+    logger.debug("split %d rows: %s", n, {k: v.size for k, v in split.items()})
+    return split
+
+
+def _check_split(split: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """Validate keys, integer 1-D arrays and disjointness; return int64 copies."""
+    missing = [k for k in SPLIT_KEYS if k not in split]
+    if missing:
+        raise ValueError(f"{where}: missing key {missing[0]!r} (a split needs {list(SPLIT_KEYS)})")
+    extra = [k for k in split if k not in SPLIT_KEYS]
+    if extra:
+        raise ValueError(f"{where}: unknown key {extra[0]!r} (a split holds {list(SPLIT_KEYS)})")
+    out = {}
+    for k in SPLIT_KEYS:
+        a = np.asarray(split[k])
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise ValueError(f"{where}: {k!r} must be a 1-D integer index array, got shape {a.shape} dtype {a.dtype}")
+        if a.size and a.min() < 0:
+            raise ValueError(f"{where}: {k!r} holds a negative index {int(a.min())}")
+        out[k] = a.astype(np.int64)
+    allidx = np.concatenate([out[k] for k in SPLIT_KEYS])
+    uniq, counts = np.unique(allidx, return_counts=True)
+    if np.any(counts > 1):
+        row = int(uniq[np.argmax(counts > 1)])
+        parts = [k for k in SPLIT_KEYS if np.any(out[k] == row)]
+        where_row = f"in {parts}" if len(parts) > 1 else f"twice in {parts[0]!r}"
+        raise ValueError(f"{where}: parts are not disjoint; row {row} appears {where_row}")
+    return out
+
+
+def save_split(path: str | os.PathLike, split: Mapping[str, np.ndarray]) -> Path:
+    """Write a split (as from :func:`make_split`) to a compressed ``.npz`` file, atomically.
+
+    Raises
+    ------
+    ValueError
+        If a key is missing or unknown, or the parts overlap.
+    """
+    path = Path(path)
+    arrays = _check_split(split, "split")
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+    return path
+
+
+def load_split(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Read a split written by :func:`save_split`; check key presence and disjointness.
+
+    Raises
+    ------
+    ValueError
+        If the file is missing or unreadable, lacks a key, or its parts overlap (the message
+        names the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            split = {k: data[k] for k in data.files}
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error here
+        raise ValueError(f"{path}: not a readable .npz file ({exc})") from None
+    return _check_split(split, str(path))

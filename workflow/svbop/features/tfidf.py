@@ -1,0 +1,190 @@
+"""tf-idf features whose idf is fitted on the training rows only.
+
+The text data sets of the paper come as term counts (or raw text, for DBpedia); the features are
+their tf-idf weights.  To keep test documents from leaking into the document frequencies, the idf
+is estimated on ``fit_rows`` (the training rows) and then applied to every row.  A term that never
+occurs in the training rows gets the largest idf, ``ln((1 + n_fit) / 1) + 1`` with the default
+smoothing.
+
+Both functions return ``scipy.sparse.csr_matrix`` of ``float32`` with the rows in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["tfidf_features", "tfidf_texts", "check_fit_rows"]
+
+logger = logging.getLogger(__name__)
+
+_NORMS = ("l1", "l2", None)
+
+
+def check_fit_rows(fit_rows, n_rows: int, name: str = "fit_rows") -> np.ndarray:
+    """Row indices (int64, in the order given) from ``None`` (all), an index array or a boolean mask.
+
+    Raises ValueError for a mask of the wrong length, indices out of ``0 .. n_rows - 1``,
+    repeated indices, a non-integer array or an empty selection.
+    """
+    if fit_rows is None:
+        return np.arange(n_rows, dtype=np.int64)
+    arr = np.asarray(fit_rows)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of row indices or a boolean mask, got shape {arr.shape}")
+    if arr.dtype == bool:
+        if arr.size != n_rows:
+            raise ValueError(f"{name} is a boolean mask of length {arr.size} but there are {n_rows} rows")
+        arr = np.flatnonzero(arr)
+    elif arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must hold integer row indices or booleans, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size == 0:
+        raise ValueError(f"{name} selects no rows; the idf needs at least one document")
+    bad = np.flatnonzero((arr < 0) | (arr >= n_rows))
+    if bad.size:
+        raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a row index in 0..{n_rows - 1}")
+    if np.unique(arr).size != arr.size:
+        raise ValueError(f"{name} repeats row indices; each training row must be listed once")
+    return arr
+
+
+def _as_counts(counts, name: str = "counts") -> sp.csr_matrix:
+    """Validate a non-negative, finite 2-D count matrix; return CSR float64."""
+    if sp.issparse(counts):
+        if counts.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_documents, n_terms), got shape {counts.shape}")
+        X = sp.csr_matrix(counts, dtype=np.float64)
+        values = X.data
+    else:
+        arr = np.asarray(counts)
+        if arr.dtype == object or not (
+            np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating) or arr.dtype == bool
+        ):
+            raise ValueError(f"{name} must be a numeric matrix of term counts, got dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_documents, n_terms), got shape {arr.shape}")
+        values = arr
+        X = None
+    if values.size:
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        smallest = values.min()
+        if smallest < 0:
+            raise ValueError(f"{name} must be non-negative term counts, got a minimum of {smallest}")
+    if X is None:
+        X = sp.csr_matrix(np.asarray(counts, dtype=np.float64))
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {X.shape})")
+    X.sum_duplicates()
+    return X
+
+
+def _check_norm(norm):
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be 'l1', 'l2' or None, got norm={norm!r}")
+
+
+def tfidf_features(
+    counts,
+    fit_rows=None,
+    *,
+    sublinear_tf: bool = False,
+    norm: str | None = "l2",
+    smooth_idf: bool = True,
+) -> sp.csr_matrix:
+    """tf-idf weights of a document-term count matrix, with the idf fitted on ``fit_rows``.
+
+    scikit-learn's :class:`~sklearn.feature_extraction.text.TfidfTransformer` is fitted on
+    ``counts[fit_rows]`` and applied to all rows.
+
+    Parameters
+    ----------
+    counts : array-like or sparse matrix of shape (n_documents, n_terms)
+        Non-negative term counts.
+    fit_rows : array-like of int or bool, optional
+        The training rows (indices or a boolean mask of length ``n_documents``); default all.
+    sublinear_tf : bool
+        Use ``1 + log(tf)`` instead of ``tf``.
+    norm : {'l2', 'l1', None}
+        Row normalisation after weighting.
+    smooth_idf : bool
+        ``idf = ln((1 + n) / (1 + df)) + 1`` (True, scikit-learn's default) or
+        ``ln(n / df) + 1``.  Leave it on when the fit rows may miss terms: without smoothing a
+        term absent from them would get an infinite idf.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n_documents, n_terms), float32
+    """
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    X = _as_counts(counts)
+    _check_norm(norm)
+    rows = check_fit_rows(fit_rows, X.shape[0])
+    if not smooth_idf and np.any(X[rows].getnnz(axis=0) == 0):
+        raise ValueError(
+            "smooth_idf=False needs every term to occur in the fit rows (some have document "
+            "frequency 0 there, which gives an infinite idf); use smooth_idf=True"
+        )
+    transformer = TfidfTransformer(norm=norm, use_idf=True, smooth_idf=smooth_idf, sublinear_tf=sublinear_tf)
+    transformer.fit(X[rows])
+    out = sp.csr_matrix(transformer.transform(X), dtype=np.float32)
+    logger.info(
+        "tf-idf: %d documents x %d terms, idf fitted on %d rows (%d terms absent from them), %d non-zeros",
+        out.shape[0],
+        out.shape[1],
+        rows.size,
+        int(np.sum(X[rows].getnnz(axis=0) == 0)),
+        out.nnz,
+    )
+    return out
+
+
+def tfidf_texts(texts: Sequence[str], fit_rows=None, **vectorizer_kwargs) -> sp.csr_matrix:
+    """tf-idf features of raw documents, with vocabulary and idf fitted on ``fit_rows``.
+
+    scikit-learn's :class:`~sklearn.feature_extraction.text.TfidfVectorizer` is fitted on the
+    texts of ``fit_rows`` and applied to all of them.  The vocabulary therefore holds the
+    training terms only (terms seen only in other rows are dropped, as in any train/test split).
+
+    Parameters
+    ----------
+    texts : sequence of str
+        The documents.
+    fit_rows : array-like of int or bool, optional
+        The training rows (indices or a boolean mask); default all.
+    **vectorizer_kwargs
+        Passed to ``TfidfVectorizer`` (e.g. ``min_df=2``, ``max_features=100_000``,
+        ``sublinear_tf=True``, ``stop_words="english"``); ``dtype`` defaults to float32.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n_documents, n_terms), float32
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    if isinstance(texts, (str, bytes)):
+        raise ValueError("texts must be a sequence of documents, got a single string")
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts holds no documents")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"texts[{i}] must be a str, got {type(t).__name__}")
+    rows = check_fit_rows(fit_rows, len(texts))
+    vectorizer_kwargs.setdefault("dtype", np.float32)
+    vectorizer = TfidfVectorizer(**vectorizer_kwargs)
+    vectorizer.fit([texts[i] for i in rows])
+    out = sp.csr_matrix(vectorizer.transform(texts), dtype=np.float32)
+    logger.info(
+        "tf-idf: %d documents, vocabulary of %d terms fitted on %d rows, %d non-zeros",
+        out.shape[0],
+        out.shape[1],
+        rows.size,
+        out.nnz,
+    )
+    return out
