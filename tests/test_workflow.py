@@ -1,29 +1,87 @@
-"""The Snakemake workflow: lint, schema validation, and a real run in a scratch copy."""
+"""The Snakemake workflow: lint, schema validation, and real runs on a tiny configuration."""
 
+import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("snakemake", reason="snakemake is not installed (pip install -e '.[pipeline]')")
 
+# Both quickstart datasets, shrunk: a few CNN epochs on the digits, 24 synthetic classes.
+TINY = """
+run: [digits, synthetic]
+utilities: ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"]
+utility_table: {K: [10]}
+datasets:
+  digits:
+    features: {max_epochs: 4, channels: [8, 16, 16]}
+  synthetic:
+    title: "Tiny synthetic"
+    source:
+      synthetic: {n_classes: 24, branching: [2, 3, 4], n_samples: 720, n_features: 2000}
+    split: {validation: 0.15, calibration: 0.15, test: 0.25}
+    features: {kind: tfidf}
+    flat: {C: 10.0}
+"""
 
-def _snakemake(*args, cwd=ROOT):
+
+def _snakemake(*args, cwd=ROOT, **kwargs):
     return subprocess.run(
-        [sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, timeout=900, **kwargs
     )
+
+
+def _copy_workflow(dest: Path) -> Path:
+    for name in ("Snakefile", "config.yaml"):
+        shutil.copy(ROOT / name, dest / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for folder in ("workflow", "envs", "report"):
+        shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
+    (dest / "tiny.yaml").write_text(TINY)
+    return dest
 
 
 @pytest.fixture
 def workdir(tmp_path):
-    for name in ("Snakefile", "config.yaml"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "workflow", tmp_path / "workflow", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "envs", tmp_path / "envs")
-    return tmp_path
+    return _copy_workflow(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One complete run of the tiny configuration, shared by the tests that read its outputs."""
+    workdir = _copy_workflow(tmp_path_factory.mktemp("run"))
+    result = _snakemake("--cores", "2", "--configfile", "tiny.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
+
+
+def _read_tsv(path):
+    lines = Path(path).read_text().splitlines()
+    header = lines[0].split("\t")
+    return [dict(zip(header, line.split("\t"))) for line in lines[1:]]
+
+
+def _planned_rules(workdir, *args):
+    """Rule names of the jobs a dry run would execute."""
+    result = _snakemake("-n", "--cores", "2", "--configfile", "tiny.yaml", "--quiet", "rules", *args, cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout + result.stderr
+    if "Nothing to be done" in text:
+        return set()
+    rules = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
+            rules.add(parts[0])
+    return rules
 
 
 def test_lint_is_clean():
@@ -32,16 +90,75 @@ def test_lint_is_clean():
     assert "Lints for" not in result.stdout + result.stderr
 
 
-def test_workflow_runs_and_writes_the_utility_tables(workdir):
-    result = _snakemake("--cores", "1", cwd=workdir)
+def test_slurm_profile_plans_the_workflow():
+    result = _snakemake("--profile", "workflow/profiles/slurm", "-n")
     assert result.returncode == 0, result.stderr
-    table = (workdir / "results/tables/utility_properties_K100.tsv").read_text().splitlines()
-    header = table[0].split("\t")
-    row = dict(zip(header, next(l for l in table if l.startswith("fbeta:beta=1")).split("\t")))
-    assert row["one_over_x_convex"] == "True" and row["K"] == "100"
-    assert (workdir / "results/logs/utility_properties/K100.log").exists()
-    again = _snakemake("--cores", "1", "-n", cwd=workdir)
-    assert "Nothing to be done" in again.stdout + again.stderr
+    assert "report_html" in result.stdout + result.stderr
+
+
+def test_tiny_run_writes_report_and_sane_metrics(finished_run):
+    workdir = finished_run
+    html = (workdir / "results/report.html").read_text()
+    assert "<table" in html and "data:image/png;base64," in html
+    assert "synthetic" in html.lower()
+    assert (workdir / "results/tables/table3_utilities.csv").exists()
+    for dataset in ("digits", "synthetic"):
+        summary = json.loads((workdir / f"results/{dataset}/summary.json").read_text())
+        rows = {(r["method"], r["param"]): r for r in _read_tsv(workdir / f"results/{dataset}/metrics.tsv")}
+        assert len(rows) == 3 + 3 + 3 + 2  # SVBOP-Full and threshold per utility, top-1/3/5, ICP x2
+        accuracy = summary["top1_pct"]
+        assert accuracy > 50, f"{dataset}: the flat model should learn something (top-1 {accuracy:.1f}%)"
+        # The first class of an SVBOP-Full set is the most probable class: its hit rate is the accuracy.
+        for label in ("fbeta_1", "credal_2.2_1.2", "fbeta_5"):
+            assert float(rows["svbop_full", label]["top1_pct"]) == pytest.approx(accuracy, abs=1e-9)
+        assert float(rows["top_s", "1"]["recall_pct"]) == pytest.approx(accuracy, abs=1e-9)
+        # A larger beta rewards larger sets: recall and size grow with F-beta's beta.
+        f1, f5 = rows["svbop_full", "fbeta_1"], rows["svbop_full", "fbeta_5"]
+        assert float(f5["recall_pct"]) >= float(f1["recall_pct"])
+        assert float(f5["mean_size"]) > float(f1["mean_size"])
+        # SVBOP-Full is Bayes-optimal for the utility it optimises: with a calibrated model it is at
+        # least as good as top-1 under that utility (both are evaluated on the same test rows).
+        assert float(f1["fbeta_1_pct"]) >= float(rows["top_s", "1"]["fbeta_1_pct"]) - 1.0
+        assert float(rows["top_s", "5"]["mean_size"]) == 5.0
+        assert summary["N_test"] == int(rows["top_s", "1"]["n_test"])
+    logs = list((workdir / "results/logs").rglob("*.log"))
+    assert len(logs) >= 20 and all(log.stat().st_size > 0 for log in logs)
+    assert (workdir / "results/benchmarks/train_flat/synthetic.tsv").exists()
+
+
+def test_rerun_is_a_no_op_and_deleting_a_model_reruns_only_its_dependants(finished_run):
+    workdir = finished_run
+    assert _planned_rules(workdir) == set()
+    (workdir / "results/synthetic/models/flat.npz").unlink()
+    planned = _planned_rules(workdir)
+    assert "train_flat" in planned and "score_flat" in planned and "report_html" in planned
+    assert not planned & {"prepare_dataset", "split_dataset", "features_cnn", "features_tfidf", "plot_utilities"}
+    result = _snakemake("--cores", "2", "--configfile", "tiny.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert _planned_rules(workdir) == set()
+
+
+def test_killed_run_leaves_no_finished_looking_output_and_rerun_completes(workdir):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and not (workdir / "results/logs/features_cnn/digits.log").exists():
+        time.sleep(0.2)
+    time.sleep(1.0)  # mid-way through CNN training (and whatever else runs beside it)
+    os.killpg(proc.pid, signal.SIGKILL)  # the harshest interruption: no clean-up at all
+    proc.wait(timeout=60)
+    assert not (workdir / "results/report.html").exists()
+    for path in (workdir / "results").rglob("*.npz"):  # whatever exists is complete and readable
+        with np.load(path) as data:
+            [data[name] for name in data.files]
+    unlock = _snakemake("--unlock", "--configfile", "tiny.yaml", cwd=workdir)
+    assert unlock.returncode == 0, unlock.stderr
+    result = _snakemake("--cores", "2", "--configfile", "tiny.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert (workdir / "results/report.html").exists()
+    assert _planned_rules(workdir) == set()
 
 
 @pytest.mark.parametrize(
@@ -49,9 +166,11 @@ def test_workflow_runs_and_writes_the_utility_tables(workdir):
     [
         ("utilitys:\n  - fbeta\n", "utilitys"),
         ("utility_table:\n  K: [ten]\n", "ten"),
+        ("datasets:\n  digits:\n    flat: {C: high}\n", "high"),
+        ("run: [digitz]\n", "digitz"),
     ],
 )
-def test_schema_rejects_misspelt_keys_and_wrong_types(workdir, extra, message):
+def test_config_errors_name_the_key(workdir, extra, message):
     (workdir / "bad.yaml").write_text(extra)
     result = _snakemake("-n", "--configfile", "bad.yaml", cwd=workdir)
     assert result.returncode != 0

@@ -1,4 +1,6 @@
-# Shared helpers: config lookups and input functions used by the rule files.
+# Shared helpers: config lookups, the experiment's axes, and input functions used by the rule files.
+
+import svbop
 
 LIBRARY = "workflow/svbop"
 
@@ -6,6 +8,90 @@ LIBRARY = "workflow/svbop"
 def library_sources(*modules):
     """Library files a rule depends on, so that a code change reruns what it affects."""
     return [f"{LIBRARY}/{m}.py" for m in ("__init__",) + modules]
+
+
+# --- the experiment's axes ------------------------------------------------------------------
+
+for _name in config["run"]:
+    if _name not in config["datasets"]:
+        raise ValueError(
+            f"config: run: {_name!r} is not a key of datasets "
+            f"(known: {', '.join(sorted(config['datasets'])) or 'none'})"
+        )
+DATASETS = list(config["run"])
+
+# Utility labels (the paper's names, e.g. fbeta_1, credal_2.2_1.2) name files; specs drive svbop.
+UTILITIES = {}
+for _spec in config["utilities"]:
+    try:
+        _label = svbop.utility(_spec).label
+    except ValueError as exc:
+        raise ValueError(f"config: utilities: {exc}") from None
+    UTILITIES[_label] = _spec
+
+
+def epsilon_label(epsilon):
+    """ICP significance level as in the paper's tables: 0.1 -> "0.10", 0.01 -> "0.01"."""
+    text = f"{epsilon:.2f}"
+    return text if float(text) == epsilon else repr(float(epsilon))
+
+
+ICP_EPSILONS = {epsilon_label(e): e for e in config["baselines"]["icp_epsilon"]}
+TOP_S = [str(s) for s in config["baselines"]["top_s"]]
+
+
+wildcard_constraints:
+    dataset="[A-Za-z0-9][A-Za-z0-9._-]*",
+    utility="|".join(re.escape(label) for label in UTILITIES),
+    s="[0-9]+",
+    epsilon="[0-9.e-]+",
+
+
+def dataset_config(wildcards):
+    return config["datasets"][wildcards.dataset]
+
+
+def split_seed(name):
+    return config["datasets"][name]["split"].get("seed", config["seed"])
+
+
+# --- file names -----------------------------------------------------------------------------
+
+
+def features_file(wildcards):
+    kind = config["datasets"][wildcards.dataset]["features"]["kind"]
+    return f"results/{wildcards.dataset}/features/{kind}.npz"
+
+
+def predictions(dataset):
+    """Every method of the paper's Table 3 for one dataset: {(method, param): path}."""
+    out = {}
+    for label in UTILITIES:
+        out["svbop_full", label] = f"results/{dataset}/predictions/svbop_full/{label}.npz"
+    for label in UTILITIES:
+        out["threshold", label] = f"results/{dataset}/predictions/threshold/{label}.npz"
+    for s in TOP_S:
+        out["top_s", s] = f"results/{dataset}/predictions/top_s/{s}.npz"
+    for eps in ICP_EPSILONS:
+        out["icp", eps] = f"results/{dataset}/predictions/icp/{eps}.npz"
+    return out
+
+
+def dataset_results(dataset):
+    """Every artefact of one dataset; all are targets, so deleting any of them reruns it (and only
+    what depends on it) instead of being ignored as a missing intermediate."""
+    kind = config["datasets"][dataset]["features"]["kind"]
+    return [
+        f"data/{dataset}/dataset.npz",
+        f"data/{dataset}/split.npz",
+        f"results/{dataset}/features/{kind}.npz",
+        *([f"results/{dataset}/models/cnn.pt"] if kind == "cnn" else []),
+        f"results/{dataset}/models/flat.npz",
+        f"results/{dataset}/scores/flat.npz",
+        *predictions(dataset).values(),
+        f"results/{dataset}/metrics.tsv",
+        f"results/{dataset}/summary.json",
+    ]
 
 
 def utility_tables():

@@ -1,0 +1,49 @@
+# Evaluation: every method's test sets under every utility (the paper's Table 3), and the
+# dataset summary (the paper's Table 1).
+
+
+rule evaluate:
+    input:
+        sets=lambda wc: list(predictions(wc.dataset).values()),
+        tuning=lambda wc: expand("results/{d}/predictions/threshold/{u}.tsv", d=wc.dataset, u=UTILITIES),
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("metrics", "evaluation", "sets"),
+    output:
+        report(
+            "results/{dataset}/metrics.tsv",
+            caption="../../report/captions/metrics.rst",
+            category="Metrics",
+            labels={"dataset": "{dataset}", "table": "metrics"},
+        ),
+    params:
+        dataset=lambda wc: wc.dataset,
+        utilities=list(UTILITIES.values()),
+        methods=lambda wc: list(predictions(wc.dataset)),  # (method, param), in the order of input.sets
+    log:
+        "results/logs/evaluate/{dataset}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/evaluate.py"
+
+
+rule summarise_dataset:
+    input:
+        dataset="data/{dataset}/dataset.npz",
+        split="data/{dataset}/split.npz",
+        features=features_file,
+        scores="results/{dataset}/scores/flat.npz",
+        model_info="results/{dataset}/models/flat.json",
+        code=library_sources("evaluation"),
+    output:
+        "results/{dataset}/summary.json",
+    params:
+        dataset=lambda wc: wc.dataset,
+        title=lambda wc: dataset_config(wc).get("title", wc.dataset),
+        features=lambda wc: dataset_config(wc)["features"]["kind"],
+    log:
+        "results/logs/summarise_dataset/{dataset}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/summarise_dataset.py"

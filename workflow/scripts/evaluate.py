@@ -1,0 +1,25 @@
+"""Glue: every method's test sets under every utility -> metrics table (rule evaluate)."""
+
+import csv
+import logging
+
+import numpy as np
+
+from svbop.evaluation import evaluate_methods
+from svbop.io import load_sets, write_tsv
+from svbop.logs import to_log_file
+
+to_log_file(snakemake.log[0])
+with np.load(snakemake.input.scores) as scores:
+    y = scores["y_test"]
+sets = {method: load_sets(path) for method, path in zip(snakemake.params.methods, snakemake.input.sets)}
+extra = {}
+thresholds = [method for method in snakemake.params.methods if method[0] == "threshold"]
+for method, path in zip(thresholds, snakemake.input.tuning):  # the tuned theta of each threshold method
+    with open(path) as fh:
+        chosen = [row for row in csv.DictReader(fh, delimiter="\t") if row["chosen"] == "True"]
+    extra[method] = {"theta": float(chosen[0]["theta"])}
+rows = evaluate_methods(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra)
+write_tsv(snakemake.output[0], rows)
+logging.info("%d methods x %d utilities on %d test rows -> %s", len(rows), len(snakemake.params.utilities), len(y),
+             snakemake.output[0])

@@ -1,0 +1,21 @@
+"""Glue: cumulative-probability threshold tuned on the validation rows for one utility (rule predict_threshold)."""
+
+import logging
+
+import numpy as np
+
+from svbop import ThresholdSetPredictor, utility
+from svbop.io import save_sets, write_tsv
+from svbop.logs import to_log_file
+
+to_log_file(snakemake.log[0])
+with np.load(snakemake.input.scores) as scores:
+    P_val, y_val, P_test = scores["P_validation"], scores["y_validation"], scores["P_test"]
+predictor = ThresholdSetPredictor(utility(snakemake.params.utility, K=P_test.shape[1]), snakemake.params.grid)
+predictor.fit(P_val, y_val)
+write_tsv(snakemake.output.tuning, [
+    {"theta": theta, "validation_utility_pct": 100 * score, "chosen": theta == predictor.theta_}
+    for theta, score in zip(predictor.thetas, predictor.scores_)
+])
+save_sets(snakemake.output.sets, predictor.predict(P_test))
+logging.info("%s: theta = %g", snakemake.params.utility, predictor.theta_)

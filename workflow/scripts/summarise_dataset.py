@@ -1,0 +1,27 @@
+"""Glue: the dataset's row of Table 1 (K, D, sizes) with the flat model's accuracy (rule summarise_dataset)."""
+
+import json
+import logging
+
+import numpy as np
+
+from svbop.datasets import Dataset, load_split
+from svbop.evaluation import dataset_summary
+from svbop.io import atomic_path, load_matrix
+from svbop.logs import to_log_file
+
+to_log_file(snakemake.log[0])
+dataset = Dataset.load(snakemake.input.dataset)
+with np.load(snakemake.input.scores) as scores:
+    P_test, y_test = scores["P_test"], scores["y_test"]
+with open(snakemake.input.model_info) as fh:
+    info = json.load(fh)
+summary = dataset_summary(
+    dataset=snakemake.params.dataset, title=snakemake.params.title, n_classes=dataset.n_classes,
+    n_features=load_matrix(snakemake.input.features).shape[1], split=load_split(snakemake.input.split),
+    P_test=P_test, y_test=y_test, synthetic=dataset.synthetic, description=dataset.description,
+    features=snakemake.params.features, train_seconds=info["train_seconds"],
+)
+with atomic_path(snakemake.output[0]) as tmp:
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+logging.info("%s: K=%d, D=%d, top-1 %.2f%%", summary["dataset"], summary["K"], summary["D"], summary["top1_pct"])
