@@ -152,7 +152,7 @@ def test_load_names_the_file_and_the_missing_array(tmp_path, rng):
     toy_model(rng).save(tmp_path / "good.npz")
     with np.load(tmp_path / "good.npz") as good:
         np.savez(tmp_path / "bad.npz", **{k: good[k] for k in good.files if k != "b"})
-    with pytest.raises(ValueError, match=r"bad\.npz.*no array 'b'"):
+    with pytest.raises(ValueError, match=r"bad\.npz.*missing key 'b'"):
         LinearModel.load(tmp_path / "bad.npz")
     with pytest.raises(ValueError, match="nope.npz: no such file"):
         LinearModel.load(tmp_path / "nope.npz")

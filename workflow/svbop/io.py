@@ -11,7 +11,7 @@ import numpy as np
 
 from .sets import SetPredictions
 
-__all__ = ["atomic_path", "write_tsv", "save_arrays", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets"]
+__all__ = ["atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets"]
 
 
 @contextmanager
@@ -61,34 +61,87 @@ def save_arrays(path: str | os.PathLike, **arrays) -> None:
         np.savez_compressed(fh, **arrays)
 
 
+def matrix_arrays(X, prefix: str = "X") -> dict[str, np.ndarray]:
+    """Arrays that store a dense array (``prefix``) or a sparse matrix as CSR parts
+    (``prefix_data``, ``prefix_indices``, ``prefix_indptr``, ``prefix_shape``) in an ``.npz``."""
+    import scipy.sparse as sp
+
+    if not sp.issparse(X):
+        return {prefix: np.asarray(X)}
+    X = sp.csr_matrix(X)
+    return {
+        f"{prefix}_data": X.data,
+        f"{prefix}_indices": X.indices,
+        f"{prefix}_indptr": X.indptr,
+        f"{prefix}_shape": np.asarray(X.shape, dtype=np.int64),
+    }
+
+
+class NpzReader:
+    """Read an ``.npz`` file without pickles; a missing or unreadable array raises a ValueError
+    naming the file, what it should be and the key.  Use as a context manager.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    what : str
+        What the file should be, for messages (e.g. ``"dataset file"``).
+    """
+
+    def __init__(self, path: str | os.PathLike, what: str = "file") -> None:
+        self.path, self.what = Path(path), what
+        if not self.path.is_file():
+            raise ValueError(f"{self.path}: no such file")
+        try:
+            self._data = np.load(self.path, allow_pickle=False)
+        except (OSError, ValueError) as exc:  # not a zip, truncated, ...
+            raise ValueError(f"{self.path}: not a readable .npz file ({exc})") from None
+        self.files = set(self._data.files)
+
+    def __enter__(self) -> "NpzReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._data.close()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.files
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self.files:
+            raise ValueError(f"{self.path}: missing key {key!r} (not a {self.what}, or truncated; it holds {sorted(self.files)})")
+        try:
+            return self._data[key]
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: key {key!r} cannot be read without pickle ({exc})") from None
+
+    def matrix(self, prefix: str = "X"):
+        """The matrix stored by :func:`matrix_arrays` under ``prefix``: numpy array or CSR."""
+        import scipy.sparse as sp
+
+        if prefix in self.files:
+            return self[prefix]
+        shape = tuple(int(v) for v in self[f"{prefix}_shape"])
+        parts = (self[f"{prefix}_data"], self[f"{prefix}_indices"], self[f"{prefix}_indptr"])
+        try:
+            return sp.csr_matrix(parts, shape=shape)
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: inconsistent sparse {prefix!r} ({exc})") from None
+
+
 def save_matrix(path: str | os.PathLike, X, **extra) -> None:
     """Write a dense array or a scipy sparse matrix (stored as CSR) to ``.npz``, atomically.
 
     ``extra`` arrays are stored beside it; :func:`load_matrix` returns the matrix.
     """
-    import scipy.sparse as sp
-
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-        arrays = {"X_data": X.data, "X_indices": X.indices, "X_indptr": X.indptr, "X_shape": np.asarray(X.shape)}
-    else:
-        arrays = {"X": np.asarray(X)}
-    save_arrays(path, **arrays, **extra)
+    save_arrays(path, **matrix_arrays(X), **extra)
 
 
 def load_matrix(path: str | os.PathLike):
     """Read a matrix written by :func:`save_matrix`: a numpy array or a ``scipy.sparse.csr_matrix``."""
-    import scipy.sparse as sp
-
-    path = Path(path)
-    with np.load(path, allow_pickle=False) as data:
-        if "X" in data.files:
-            return data["X"]
-        missing = {"X_data", "X_indices", "X_indptr", "X_shape"} - set(data.files)
-        if missing:
-            raise ValueError(f"{path}: not a matrix file (missing {sorted(missing)})")
-        shape = tuple(int(v) for v in data["X_shape"])
-        return sp.csr_matrix((data["X_data"], data["X_indices"], data["X_indptr"]), shape=shape)
+    with NpzReader(path, "matrix file") as data:
+        return data.matrix("X")
 
 
 def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:

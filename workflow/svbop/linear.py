@@ -53,13 +53,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from .io import atomic_path
+from .io import NpzReader, matrix_arrays, save_arrays
 from .logs import progress as _progress
 
 __all__ = ["LinearModel", "softmax", "train_ovr", "merge_models", "cpu_count"]
@@ -270,44 +269,20 @@ class LinearModel:
             "classes": self.classes,
             "clip_threshold": np.array(np.nan if self.clip_threshold is None else self.clip_threshold),
         }
-        if sp.issparse(self.W):
-            arrays.update(
-                W_data=self.W.data, W_indices=self.W.indices, W_indptr=self.W.indptr,
-                W_shape=np.array(self.W.shape, dtype=np.int64),
-            )
-        else:
-            arrays["W"] = self.W
-        with atomic_path(path) as tmp:
-            np.savez_compressed(tmp, **arrays)
+        arrays.update(matrix_arrays(self.W, "W"))
+        save_arrays(path, **arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> LinearModel:
         """Read a model written by :meth:`save`; errors name the file and the missing array."""
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"{path}: no such file")
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable .npz file ({exc})") from None
-        with data:
-            names = set(data.files)
-
-            def get(key: str) -> np.ndarray:
-                if key not in names:
-                    raise ValueError(f"{path}: not a LinearModel file, no array {key!r} (it holds {sorted(names)})")
-                return data[key]
-
+        with NpzReader(path, "LinearModel file") as data:
+            get = data.__getitem__
             if str(get("format")) != _FORMAT:
                 raise ValueError(f"{path}: format is {str(get('format'))!r}, expected {_FORMAT!r}")
             version = int(get("version"))
             if version > _FORMAT_VERSION:
                 raise ValueError(f"{path}: format version {version} is newer than this code ({_FORMAT_VERSION})")
-            if "W" in names:
-                W: np.ndarray | sp.csr_matrix = get("W")
-            else:
-                shape = tuple(int(s) for s in get("W_shape"))
-                W = sp.csr_matrix((get("W_data"), get("W_indices"), get("W_indptr")), shape=shape)
+            W = data.matrix("W")
             threshold = float(get("clip_threshold"))
             try:
                 return cls(W, get("b"), get("classes"), None if np.isnan(threshold) else threshold)

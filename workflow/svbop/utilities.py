@@ -535,7 +535,7 @@ def utility_table(specs=STANDARD_UTILITIES, K: int = 100) -> list[dict[str, obje
         g = u.values()
         row: dict[str, object] = {"spec": u.spec, "label": u.label, "title": u.title, "formula": u.formula}
         row["g(1)"] = float(g[0])
-        row[f"g(K)"] = float(g[-1])
+        row["g(K)"] = float(g[-1])
         row.update(u.properties().as_dict())
         rows.append(row)
     return rows

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..io import atomic_path
+from ..io import NpzReader, matrix_arrays, save_arrays
 
 __all__ = ["Hierarchy", "Dataset"]
 
@@ -295,24 +295,14 @@ class Dataset:
             "y": self.y,
             "class_names": np.array(self.class_names, dtype=np.str_),
         }
-        if sp.issparse(self.X):
-            arrays.update(
-                X_format=np.array("csr"),
-                X_data=self.X.data,
-                X_indices=self.X.indices,
-                X_indptr=self.X.indptr,
-                X_shape=np.array(self.X.shape, dtype=np.int64),
-            )
-        else:
-            arrays.update(X_format=np.array("dense"), X=self.X)
+        arrays["X_format"] = np.array("csr" if sp.issparse(self.X) else "dense")
+        arrays.update(matrix_arrays(self.X, "X"))
         if self.hierarchy is not None:
             arrays["hierarchy_parent"] = self.hierarchy.parent
             arrays["hierarchy_n_classes"] = np.array(self.hierarchy.n_classes, dtype=np.int64)
             if self.hierarchy.node_names is not None:
                 arrays["hierarchy_node_names"] = np.array(self.hierarchy.node_names, dtype=np.str_)
-        # Writing through a file handle keeps numpy from appending ".npz" to the temporary name.
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+        save_arrays(path, **arrays)
         logger.info("saved dataset %r (%d samples, %d classes) to %s", self.name, self.n_samples, self.n_classes, path)
         return path
 
@@ -326,38 +316,16 @@ class Dataset:
             If the file is missing, is not a dataset file, lacks a key (the message names the
             file and the key), or holds inconsistent arrays.
         """
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"{path}: no such file")
-        try:
-            data = np.load(path, allow_pickle=False)
-        except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error here
-            raise ValueError(f"{path}: not a readable .npz file ({exc})") from None
-        with data:
-            files = set(data.files)
-
-            def get(key: str) -> np.ndarray:
-                if key not in files:
-                    raise ValueError(f"{path}: missing key {key!r} (not a dataset file, or truncated)")
-                try:
-                    return data[key]
-                except ValueError as exc:
-                    raise ValueError(f"{path}: key {key!r} cannot be read without pickle ({exc})") from None
-
+        with NpzReader(path, "dataset file") as data:
+            get = data.__getitem__
+            files = data.files
             version = int(get("format_version"))
             if version > FORMAT_VERSION:
                 raise ValueError(f"{path}: format_version {version} is newer than this library's {FORMAT_VERSION}")
             fmt = str(get("X_format"))
-            if fmt == "csr":
-                shape = tuple(int(v) for v in get("X_shape"))
-                try:
-                    X = sp.csr_matrix((get("X_data"), get("X_indices"), get("X_indptr")), shape=shape)
-                except ValueError as exc:
-                    raise ValueError(f"{path}: inconsistent sparse X ({exc})") from None
-            elif fmt == "dense":
-                X = get("X")
-            else:
+            if fmt not in ("csr", "dense"):
                 raise ValueError(f"{path}: key 'X_format' is {fmt!r}, expected 'dense' or 'csr'")
+            X = data.matrix("X")
             hierarchy = None
             if "hierarchy_parent" in files:
                 names = get("hierarchy_node_names").tolist() if "hierarchy_node_names" in files else None
