@@ -39,6 +39,7 @@ rule features_tfidf:
         sublinear_tf=lambda wc: dataset_config(wc)["features"]["sublinear_tf"],
     resources:
         mem_mb=4000,
+        runtime=30,
     log:
         "results/logs/features_tfidf/{dataset}.log",
     benchmark:

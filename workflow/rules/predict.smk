@@ -13,6 +13,7 @@ rule score_flat:
         "results/{dataset}/scores/flat.npz",
     resources:
         mem_mb=4000,
+        runtime=30,
     log:
         "results/logs/score_flat/{dataset}.log",
     benchmark:
@@ -31,6 +32,9 @@ rule predict_svbop_full:
         "results/{dataset}/predictions/svbop_full/{utility}.npz",
     params:
         utility=lambda wc: UTILITIES[wc.utility],
+    resources:
+        mem_mb=4000,
+        runtime=30,
     log:
         "results/logs/predict_svbop_full/{dataset}_{utility}.log",
     benchmark:
