@@ -25,7 +25,6 @@ def brute_force_best(p: np.ndarray, g: np.ndarray):
 def naive_algorithm1(p: np.ndarray, g: np.ndarray, early_stop: bool, rho: float = 1e-9):
     """Per-row reference implementation of Algorithm 1 (full sort, Python loop)."""
     order = np.argsort(-np.asarray(p, dtype=np.float64), kind="stable")
-    total = float(np.sum(p, dtype=np.float64))
     mass, running, best = 0.0, -np.inf, 0
     for s, c in enumerate(order, start=1):
         mass += float(p[c])

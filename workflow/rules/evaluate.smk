@@ -31,7 +31,6 @@ rule summarise_dataset:
     input:
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        features=features_file,
         scores="results/{dataset}/scores/flat.npz",
         model_info="results/{dataset}/models/flat.json",
         code=library_sources("evaluation"),

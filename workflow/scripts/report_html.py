@@ -1,6 +1,5 @@
 """Glue: the self-contained HTML report results/report.html (rule report_html)."""
 
-import json
 import logging
 
 from svbop.logs import to_log_file
@@ -9,7 +8,7 @@ from svbop.report import build_report, read_metrics
 to_log_file(snakemake.log[0])
 build_report(
     snakemake.output[0],
-    summaries=[json.loads(open(path).read()) for path in snakemake.input.summaries],
+    summaries=snakemake.input.summaries,
     metrics=read_metrics(snakemake.input.metrics),
     figures={"utilities": snakemake.input.figure},
     config=snakemake.params.config,

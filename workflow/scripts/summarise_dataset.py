@@ -7,7 +7,7 @@ import numpy as np
 
 from svbop.datasets import Dataset, load_split
 from svbop.evaluation import dataset_summary
-from svbop.io import atomic_path, load_matrix
+from svbop.io import atomic_path
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
@@ -18,7 +18,7 @@ with open(snakemake.input.model_info) as fh:
     info = json.load(fh)
 summary = dataset_summary(
     dataset=snakemake.params.dataset, title=snakemake.params.title, n_classes=dataset.n_classes,
-    n_features=load_matrix(snakemake.input.features).shape[1], split=load_split(snakemake.input.split),
+    n_features=info["D"], split=load_split(snakemake.input.split),
     P_test=P_test, y_test=y_test, synthetic=dataset.synthetic, description=dataset.description,
     features=snakemake.params.features, train_seconds=info["train_seconds"],
 )

@@ -15,10 +15,16 @@ from .metrics import check_labels, mean_scores, top1_accuracy
 from .sets import SetPredictions
 from .utilities import Utility
 
-__all__ = ["METHODS", "evaluate_methods", "dataset_summary"]
+__all__ = ["METHODS", "SUMMARY_KEYS", "evaluate_methods", "dataset_summary"]
 
 #: Methods of the paper's Table 3, in the paper's order.
 METHODS = ("svbop_full", "threshold", "top_s", "icp")
+
+#: Keys of a dataset summary (:func:`dataset_summary`, ``results/{dataset}/summary.json``).
+SUMMARY_KEYS = (
+    "dataset", "title", "synthetic", "description", "features", "K", "D",
+    "N_train", "N_validation", "N_calibration", "N_test", "top1_pct", "train_seconds",
+)
 
 
 def evaluate_methods(

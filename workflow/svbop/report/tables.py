@@ -14,7 +14,6 @@ atomically (:func:`svbop.io.atomic_path`).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -23,7 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import atomic_path
+from ..evaluation import METHODS as METHOD_ORDER
+from ..evaluation import SUMMARY_KEYS
+from ..io import atomic_path, write_tsv
 from ..utilities import STANDARD_UTILITIES, UTILITY_FAMILIES, utility, utility_table
 
 __all__ = [
@@ -46,28 +47,8 @@ __all__ = [
     "write_utility_table",
 ]
 
-#: Keys every per-dataset ``summary.json`` must hold.
-SUMMARY_KEYS = (
-    "dataset",
-    "title",
-    "synthetic",
-    "description",
-    "features",
-    "K",
-    "D",
-    "N_train",
-    "N_validation",
-    "N_calibration",
-    "N_test",
-    "top1_pct",
-    "train_seconds",
-)
-
 #: Columns every ``metrics.tsv`` must hold (plus one ``<label>_pct`` per evaluation utility).
 METRICS_COLUMNS = ("dataset", "method", "param", "n_test", "recall_pct", "mean_size", "top1_pct")
-
-#: Methods in the order of the paper's Table 3.
-METHOD_ORDER = ("svbop_full", "threshold", "top_s", "icp")
 
 #: Columns of :func:`table1`.
 TABLE1_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration", "N_test", "top-1 %")
@@ -94,12 +75,7 @@ def write_utility_table(path: PathLike, specs=STANDARD_UTILITIES, K: int = 100) 
     K : int, default=100
         Number of classes the properties are checked for.
     """
-    rows = utility_table(specs, K=K)
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]), delimiter="\t")
-            writer.writeheader()
-            writer.writerows(rows)
+    write_tsv(path, utility_table(specs, K=K))
 
 
 # --- names -----------------------------------------------------------------------------------
