@@ -17,12 +17,44 @@ import scipy.sparse as sp
 
 from ..io import NpzReader, matrix_arrays, save_arrays
 
-__all__ = ["Hierarchy", "Dataset"]
+__all__ = ["Hierarchy", "Dataset", "X_KINDS", "encode_strings", "decode_strings"]
 
 logger = logging.getLogger(__name__)
 
-#: Version of the ``.npz`` layout written by :meth:`Dataset.save`.
-FORMAT_VERSION = 1
+#: Version of the ``.npz`` layout written by :meth:`Dataset.save` (2: text inputs, x_kind, part).
+FORMAT_VERSION = 2
+
+#: What the rows of ``Dataset.X`` are.  Numeric: ``dense`` (N, D) features, ``sparse`` (N, D)
+#: CSR term counts or features, ``images`` (N, H, W) or (N, C, H, W) pixels.  Strings (one per
+#: row): ``text`` documents, ``sequences`` (DNA / protein), ``image_paths`` (image files
+#: relative to the dataset's raw folder).
+X_KINDS = ("dense", "sparse", "images", "text", "sequences", "image_paths")
+_STRING_KINDS = ("text", "sequences", "image_paths")
+
+
+def encode_strings(strings) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes of all strings concatenated, and offsets (N + 1,), for pickle-free storage.
+
+    A fixed-width numpy string array would pad every row to the longest one (4 bytes per
+    character); this layout costs the text's own size.
+    """
+    encoded = [s.encode("utf-8") for s in strings]
+    lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return data, offsets
+
+
+def decode_strings(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`encode_strings`: an object array of ``str``."""
+    raw = np.asarray(data, dtype=np.uint8).tobytes()
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != len(raw) or np.any(np.diff(offsets) < 0):
+        raise ValueError("inconsistent string offsets")
+    out = np.empty(offsets.size - 1, dtype=object)
+    for i in range(out.size):
+        out[i] = raw[offsets[i] : offsets[i + 1]].decode("utf-8")
+    return out
 
 
 @dataclass(eq=False)
@@ -193,10 +225,11 @@ class Dataset:
     ----------
     name : str
         Short identifier, e.g. ``"digits"``.
-    X : ndarray or scipy.sparse CSR matrix
-        Raw inputs, first axis = samples: images ``(N, H, W)`` or ``(N, C, H, W)`` (float32),
-        dense features ``(N, D)``, or sparse term counts ``(N, V)`` (other sparse formats are
-        converted to CSR).
+    X : ndarray, scipy.sparse CSR matrix, or sequence of str
+        Raw inputs, first axis = samples: images ``(N, H, W)`` or ``(N, C, H, W)``, dense
+        features ``(N, D)``, sparse term counts ``(N, V)`` (other sparse formats are converted
+        to CSR), or one string per row (documents, sequences, image paths), held as a 1-D
+        object array of ``str``.
     y : ndarray of int, shape (N,)
         Class indices in ``0 .. K - 1``; stored as int64.
     class_names : list of str, length K
@@ -206,6 +239,12 @@ class Dataset:
         Free text: source, licence, how it was made.
     synthetic : bool
         True for generated data.
+    x_kind : str, optional
+        What the rows of ``X`` are, one of :data:`X_KINDS`.  Inferred when empty: ``sparse``
+        for a sparse X, ``images`` for 3-D/4-D arrays, ``dense`` for 2-D, ``text`` for strings.
+    part : ndarray of str, shape (N,), optional
+        The part of the source each row came from (e.g. ``"train"``, ``"test"``), for splits
+        that follow the source's own train/test division.
     """
 
     name: str
@@ -215,6 +254,8 @@ class Dataset:
     hierarchy: Hierarchy | None = None
     description: str = ""
     synthetic: bool = False
+    x_kind: str = ""
+    part: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
@@ -224,13 +265,25 @@ class Dataset:
             X = self.X if isinstance(self.X, sp.csr_matrix) else sp.csr_matrix(self.X)
             if X.ndim != 2:
                 raise ValueError(f"X: a sparse X must be 2-D, got shape {X.shape}")
+            inferred = "sparse"
+        elif isinstance(self.X, (list, tuple)) or (isinstance(self.X, np.ndarray) and self.X.dtype.kind in "OUS"):
+            X = np.empty(len(self.X), dtype=object)
+            X[:] = [str(v) if not isinstance(v, str) else v for v in self.X] if len(self.X) else []
+            if isinstance(self.X, np.ndarray) and self.X.ndim != 1:
+                raise ValueError(f"X: an array of strings must be 1-D (one string per row), got shape {self.X.shape}")
+            inferred = "text"
         else:
             X = np.asarray(self.X)
             if X.ndim < 1:
                 raise ValueError("X: expected an array with a sample axis, got a scalar")
-            if X.dtype == object:
-                raise ValueError("X: object arrays are not supported")
+            inferred = "images" if X.ndim >= 3 else "dense"
         self.X = X
+        kind = str(self.x_kind) or inferred
+        if kind not in X_KINDS:
+            raise ValueError(f"x_kind: {kind!r} is not one of {list(X_KINDS)}")
+        if (kind in _STRING_KINDS) != (inferred == "text"):
+            raise ValueError(f"x_kind: {kind!r} does not fit X ({inferred} data)")
+        self.x_kind = kind
         y = np.asarray(self.y)
         if y.ndim != 1:
             raise ValueError(f"y: expected a 1-D array, got shape {y.shape}")
@@ -248,6 +301,11 @@ class Dataset:
             bad = int(y[(y < 0) | (y >= K)][0])
             raise ValueError(f"y: label {bad} out of range 0..{K - 1} (len(class_names) = {K})")
         self.y = y
+        if self.part is not None:
+            part = np.asarray(self.part).astype(np.str_)
+            if part.shape != y.shape:
+                raise ValueError(f"part: expected one part name per row, shape {y.shape}, got {part.shape}")
+            self.part = part
         if self.hierarchy is not None:
             if not isinstance(self.hierarchy, Hierarchy):
                 raise ValueError(f"hierarchy: expected a Hierarchy, got {type(self.hierarchy).__name__}")
@@ -265,7 +323,7 @@ class Dataset:
         return len(self.class_names)
 
     def __repr__(self) -> str:
-        kind = f"sparse {self.X.dtype} nnz={self.X.nnz}" if sp.issparse(self.X) else str(self.X.dtype)
+        kind = f"sparse {self.X.dtype} nnz={self.X.nnz}" if sp.issparse(self.X) else f"{self.x_kind} {self.X.dtype}"
         tree = f", hierarchy with {self.hierarchy.n_nodes} nodes" if self.hierarchy is not None else ""
         return (
             f"Dataset(name={self.name!r}, X {self.X.shape} {kind}, n_classes={self.n_classes}"
@@ -277,8 +335,9 @@ class Dataset:
         """Write the dataset to one compressed ``.npz`` file, atomically, without pickles.
 
         Keys: ``format_version``, ``name``, ``description``, ``synthetic``, ``y``,
-        ``class_names``, ``X_format`` (``"dense"`` or ``"csr"``), then ``X`` (dense) or
-        ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape`` (CSR); with a hierarchy also
+        ``class_names``, ``x_kind``, ``X_format`` (``"dense"``, ``"csr"`` or ``"text"``), then
+        ``X`` (dense), ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape`` (CSR) or
+        ``X_text_bytes``, ``X_text_offsets`` (UTF-8 strings); ``part`` when set; with a hierarchy also
         ``hierarchy_parent``, ``hierarchy_n_classes`` and, when named, ``hierarchy_node_names``.
 
         Returns
@@ -295,8 +354,15 @@ class Dataset:
             "y": self.y,
             "class_names": np.array(self.class_names, dtype=np.str_),
         }
-        arrays["X_format"] = np.array("csr" if sp.issparse(self.X) else "dense")
-        arrays.update(matrix_arrays(self.X, "X"))
+        arrays["x_kind"] = np.array(self.x_kind)
+        if self.x_kind in _STRING_KINDS:
+            arrays["X_format"] = np.array("text")
+            arrays["X_text_bytes"], arrays["X_text_offsets"] = encode_strings(self.X)
+        else:
+            arrays["X_format"] = np.array("csr" if sp.issparse(self.X) else "dense")
+            arrays.update(matrix_arrays(self.X, "X"))
+        if self.part is not None:
+            arrays["part"] = self.part
         if self.hierarchy is not None:
             arrays["hierarchy_parent"] = self.hierarchy.parent
             arrays["hierarchy_n_classes"] = np.array(self.hierarchy.n_classes, dtype=np.int64)
@@ -323,9 +389,15 @@ class Dataset:
             if version > FORMAT_VERSION:
                 raise ValueError(f"{path}: format_version {version} is newer than this library's {FORMAT_VERSION}")
             fmt = str(get("X_format"))
-            if fmt not in ("csr", "dense"):
-                raise ValueError(f"{path}: key 'X_format' is {fmt!r}, expected 'dense' or 'csr'")
-            X = data.matrix("X")
+            if fmt not in ("csr", "dense", "text"):
+                raise ValueError(f"{path}: key 'X_format' is {fmt!r}, expected 'dense', 'csr' or 'text'")
+            if fmt == "text":
+                try:
+                    X = decode_strings(get("X_text_bytes"), get("X_text_offsets"))
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise ValueError(f"{path}: unreadable text rows ({exc})") from None
+            else:
+                X = data.matrix("X")
             hierarchy = None
             if "hierarchy_parent" in files:
                 names = get("hierarchy_node_names").tolist() if "hierarchy_node_names" in files else None
@@ -342,6 +414,8 @@ class Dataset:
                     hierarchy=hierarchy,
                     description=str(get("description")),
                     synthetic=bool(get("synthetic")),
+                    x_kind=str(get("x_kind")) if "x_kind" in files else "",
+                    part=get("part") if "part" in files else None,
                 )
             except ValueError as exc:
                 raise ValueError(f"{path}: invalid dataset ({exc})") from None
