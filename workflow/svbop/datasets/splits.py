@@ -21,49 +21,50 @@ SPLIT_KEYS = ("train", "validation", "calibration", "test")
 _SIZED_KEYS = SPLIT_KEYS[1:]
 
 
-def _part_sizes(n_samples: int, sizes: Mapping[str, float | int]) -> dict[str, int]:
-    """Row counts of every part; train gets the rest."""
-    if not isinstance(sizes, Mapping):
-        raise ValueError(f"sizes: expected a mapping of part name to size, got {type(sizes).__name__}")
-    counts: dict[str, int] = {}
-    for key, value in sizes.items():
-        if key not in _SIZED_KEYS:
-            hint = " (train gets the rows the others leave)" if key == "train" else ""
-            raise ValueError(f"sizes: unknown key {key!r}{hint}; expected some of {list(_SIZED_KEYS)}")
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise ValueError(f"sizes[{key!r}]: expected a fraction in (0, 1) or a count >= 0, got {value!r}")
-        if isinstance(value, numbers.Integral):
-            if value < 0:
-                raise ValueError(f"sizes[{key!r}]: negative size {value}")
-            counts[key] = int(value)
-        else:
-            v = float(value)
-            if not np.isfinite(v) or v < 0:
-                raise ValueError(f"sizes[{key!r}]: expected a fraction in (0, 1) or a count >= 0, got {value!r}")
-            if v == 0:
-                counts[key] = 0
-            elif v < 1:
-                counts[key] = int(np.floor(v * n_samples + 0.5))
-            else:
-                raise ValueError(
-                    f"sizes[{key!r}]: float {value!r} is not a fraction in (0, 1); give a count as an int"
-                )
-    for key in _SIZED_KEYS:
-        counts.setdefault(key, 0)
-    taken = sum(counts.values())
-    if taken >= n_samples:
-        parts = ", ".join(f"{k}={counts[k]}" for k in _SIZED_KEYS if counts[k])
-        raise ValueError(f"sizes: {parts} take {taken} of {n_samples} rows and leave no training rows")
-    counts["train"] = n_samples - taken
-    return counts
+def _count(key: str, value, n_samples: int) -> int:
+    """A size as a row count: a float in (0, 1) is a fraction of ``n_samples``, an int a count."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"sizes[{key!r}]: expected a fraction in (0, 1), a count >= 0 or 'source', got {value!r}")
+    if isinstance(value, numbers.Integral):
+        if value < 0:
+            raise ValueError(f"sizes[{key!r}]: negative size {value}")
+        return int(value)
+    v = float(value)
+    if not np.isfinite(v) or v < 0:
+        raise ValueError(f"sizes[{key!r}]: expected a fraction in (0, 1) or a count >= 0, got {value!r}")
+    if v >= 1:
+        raise ValueError(f"sizes[{key!r}]: float {value!r} is not a fraction in (0, 1); give a count as an int")
+    return int(np.floor(v * n_samples + 0.5))
+
+
+def _stratified_order(rows: np.ndarray, y: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` in random order; with ``y``, interleaved by class so every prefix holds each class
+    in proportion, and every class's first row comes before all second rows."""
+    perm = rows[rng.permutation(rows.size)]
+    if y is None or rows.size == 0:
+        return perm
+    _, codes = np.unique(y[perm], return_inverse=True)
+    codes = codes.ravel()
+    # Group a random permutation by class: rank r of each row within its class is random.
+    by_class = np.argsort(codes, kind="stable")
+    grouped, g_codes = perm[by_class], codes[by_class]
+    class_counts = np.bincount(g_codes)
+    starts = np.concatenate([[0], np.cumsum(class_counts)[:-1]])
+    rank = np.arange(rows.size) - starts[g_codes]
+    # Row of rank r in a class of size n_c gets key (r + u_c) / n_c; rank-0 rows come first.
+    u = rng.random(class_counts.size)[g_codes]
+    key = (rank + u) / class_counts[g_codes]
+    key[rank == 0] = u[rank == 0] - 1.0
+    return grouped[np.argsort(key, kind="stable")]
 
 
 def make_split(
     n_samples: int,
-    sizes: Mapping[str, float | int],
+    sizes: Mapping[str, float | int | str],
     *,
     seed: int = 0,
     y: np.ndarray | None = None,
+    part: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Split ``0 .. n_samples - 1`` into train, validation, calibration and test rows.
 
@@ -73,65 +74,95 @@ def make_split(
         Number of rows to split.
     sizes : mapping
         Sizes of ``"validation"``, ``"calibration"`` and ``"test"`` (a missing key means 0): a
-        float in (0, 1) is a fraction of ``n_samples`` (rounded to the nearest row), an int
-        is a row count.  ``"train"`` gets the remaining rows.
+        float in (0, 1) is a fraction of the rows in use (rounded to the nearest row), an int a
+        row count, and ``"source"`` takes the rows whose ``part`` has that name (the source's
+        own test set, say).  ``"subsample"`` (fraction or count) first keeps only that many rows
+        (stratified); the others are in no part.  ``"train"`` gets the remaining rows.
     seed : int
         Seed of the random permutation; equal seeds give equal splits.
     y : ndarray of int, shape (n_samples,), optional
-        Class labels.  When given, the split is stratified: every part takes about its share
-        (within one row) of every class, and every class's first row goes to train, so a class
-        with at least one row appears in train as long as train has at least one row per class.
+        Class labels.  When given, every random draw is stratified: a part takes about its
+        share (within one row) of every class, and every class's first row goes to train, so a
+        class with at least one row appears in train as long as train has room for it.
+    part : ndarray of str, shape (n_samples,), optional
+        The source part of every row (:attr:`Dataset.part`), needed for ``"source"`` sizes.
+        Rows of source parts that no size names are in the training pool.
 
     Returns
     -------
     dict of str to ndarray of int64
         Keys ``"train"``, ``"validation"``, ``"calibration"``, ``"test"``; sorted, disjoint
-        index arrays that together cover ``0 .. n_samples - 1``.
+        index arrays (covering every row unless ``subsample`` is given).
 
     Raises
     ------
     ValueError
-        For an unknown key, a negative or malformed size, sizes leaving no training rows
-        (the message names the key(s)), or ``y`` of the wrong shape.
+        For an unknown key, a negative or malformed size, ``"source"`` without ``part`` or
+        naming a part the source lacks, sizes leaving no training rows (the message names the
+        key(s)), or ``y`` / ``part`` of the wrong shape.
 
     Examples
     --------
     >>> s = make_split(10, {"test": 0.2, "calibration": 3})
     >>> [len(s[k]) for k in ("train", "validation", "calibration", "test")]
     [5, 0, 3, 2]
+    >>> s = make_split(6, {"test": "source"}, part=np.array(["train"] * 4 + ["test"] * 2))
+    >>> s["test"].tolist()
+    [4, 5]
     """
     if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
         raise ValueError(f"n_samples: expected an integer >= 1, got {n_samples!r}")
     n = int(n_samples)
-    counts = _part_sizes(n, sizes)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    if y is None:
-        order = perm
-    else:
+    if not isinstance(sizes, Mapping):
+        raise ValueError(f"sizes: expected a mapping of part name to size, got {type(sizes).__name__}")
+    for key in sizes:
+        if key not in _SIZED_KEYS + ("subsample",):
+            hint = " (train gets the rows the others leave)" if key == "train" else ""
+            raise ValueError(f"sizes: unknown key {key!r}{hint}; expected some of {list(_SIZED_KEYS) + ['subsample']}")
+    if y is not None:
         y = np.asarray(y)
         if y.shape != (n,):
             raise ValueError(f"y: expected shape ({n},) (n_samples,), got {y.shape}")
-        _, codes = np.unique(y, return_inverse=True)
-        codes = codes.ravel()
-        # Group a random permutation by class: rank r of each row within its class is random.
-        grouped = perm[np.argsort(codes[perm], kind="stable")]
-        g_codes = codes[grouped]
-        class_counts = np.bincount(g_codes)
-        starts = np.concatenate([[0], np.cumsum(class_counts)[:-1]])
-        rank = np.arange(n) - starts[g_codes]
-        # Interleave the classes: row of rank r in a class of size n_c gets key (r + u_c) / n_c,
-        # so every prefix of the order holds each class in proportion.  Rank-0 rows come first.
-        u = rng.random(class_counts.size)[g_codes]
-        key = (rank + u) / class_counts[g_codes]
-        key[rank == 0] = u[rank == 0] - 1.0
-        order = grouped[np.argsort(key, kind="stable")]
+    if part is not None:
+        part = np.asarray(part).astype(np.str_)
+        if part.shape != (n,):
+            raise ValueError(f"part: expected shape ({n},) (n_samples,), got {part.shape}")
+    rng = np.random.default_rng(seed)
+    rows = np.arange(n, dtype=np.int64)
+
+    if sizes.get("subsample") is not None:
+        m = _count("subsample", sizes["subsample"], n)
+        if not 1 <= m <= n:
+            raise ValueError(f"sizes['subsample']: {m} rows asked, the data has {n}")
+        rows = np.sort(_stratified_order(rows, y, rng)[:m])
+
     split: dict[str, np.ndarray] = {}
-    start = 0
-    for part in SPLIT_KEYS:
-        stop = start + counts[part]
-        split[part] = np.sort(order[start:stop]).astype(np.int64)
-        start = stop
+    pool = rows
+    for key in _SIZED_KEYS[::-1]:  # source parts first: test, calibration, validation
+        if isinstance(sizes.get(key), str):
+            if sizes[key] != "source":
+                raise ValueError(f"sizes[{key!r}]: expected a fraction, a count or 'source', got {sizes[key]!r}")
+            if part is None:
+                raise ValueError(f"sizes[{key!r}]: 'source' needs the source's parts (the dataset has none)")
+            mine = part[pool] == key
+            if not mine.any():
+                raise ValueError(
+                    f"sizes[{key!r}]: 'source' but the source has no {key!r} rows (its parts: {sorted(set(part.tolist()))})"
+                )
+            split[key], pool = pool[mine], pool[~mine]
+    counts = {k: _count(k, sizes.get(k, 0), rows.size) for k in _SIZED_KEYS if k not in split}
+    taken = sum(counts.values())
+    if taken >= pool.size:
+        parts = ", ".join(f"{k}={v}" for k, v in counts.items() if v)
+        raise ValueError(f"sizes: {parts} take {taken} of {pool.size} rows and leave no training rows")
+    order = _stratified_order(pool, y, rng)
+    start = pool.size - taken
+    split["train"] = order[:start]
+    for key in _SIZED_KEYS:
+        if key in counts:
+            split[key] = order[start : start + counts[key]]
+            start += counts[key]
+    split = {k: np.sort(split[k]).astype(np.int64) for k in SPLIT_KEYS}
     logger.debug("split %d rows: %s", n, {k: v.size for k, v in split.items()})
     return split
 
