@@ -28,7 +28,8 @@ def to_log_file(path: str | os.PathLike, level: int = logging.INFO) -> logging.L
     """Send log records to ``path`` (overwritten) and to standard error; return the root logger.
 
     Python warnings are routed into the log as well (``logging.captureWarnings``): they are
-    recorded, not silenced.
+    recorded, not silenced.  An uncaught exception is logged with its traceback before the
+    process exits, so the log says why a job failed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,6 +44,14 @@ def to_log_file(path: str | os.PathLike, level: int = logging.INFO) -> logging.L
         root.addHandler(handler)
     root.setLevel(level)
     logging.captureWarnings(True)
+
+    def log_uncaught(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            sys.__excepthook__(kind, value, tb)
+            return
+        root.critical("failed: %s", value, exc_info=(kind, value, tb))
+
+    sys.excepthook = log_uncaught
     return root
 
 

@@ -146,6 +146,13 @@ def hierarchy_from_paths(
         )
     if n_dropped:
         logger.info("%s: dropped %d paths whose class is not in the data", where, n_dropped)
+    if identity == "label":
+        # A class that is also an inner node (its path ends where another path goes on) holds
+        # the documents of that category itself: it becomes a leaf below its namesake.
+        for c, name in enumerate(names):
+            node = inner_of.get(name)
+            if node is not None and class_parent[c] == inner_parent[node]:
+                class_parent[c] = node
 
     n_inner = len(inner_parent)
     inner_parent_arr = np.asarray(inner_parent, dtype=np.int64)
@@ -255,6 +262,14 @@ def hierarchy_from_nested_lists(
             parent_inner[n] = m
         elif n > 0 and len(s) == len(inner[0]):
             raise ValueError(f"{where}: two different top-level node sets of size {len(s)}")
+    # Laminar family: the sets holding a class are exactly its smallest set and that set's ancestors.
+    depth = np.zeros(n_inner, dtype=np.int64)
+    for n in range(n_inner):  # parents come first (sorted by size, decreasing)
+        depth[n] = depth[parent_inner[n]] + 1 if parent_inner[n] >= 0 else 0
+    for c in range(K):
+        if holding[c] and len(holding[c]) != depth[holding[c][-1]] + 1:
+            chain = [sorted(inner[m])[:10] for m in holding[c]]
+            raise ValueError(f"{where}: node sets are not nested: class {names[c]!r}'s sets {chain} overlap without one inside the other")
     roots = np.flatnonzero(parent_inner == -1)
     if roots.size > 1:
         bad = inner[int(roots[1])]

@@ -81,10 +81,9 @@ def read_dataset(
     kind = spec.pop("kind", None)
     if kind is None:
         raise ValueError(f"{where}.kind: missing (one of {sorted(FORMATS)})")
-    try:
-        reader = get_reader(kind)
-    except ValueError as exc:
-        raise ValueError(f"{where}.{exc}") from None
+    if kind not in FORMATS:
+        raise ValueError(f"{where}.kind: {kind!r} is not one of {sorted(FORMATS)}")
+    reader = get_reader(kind)
     parts = spec.pop("parts", None)
     if not isinstance(parts, Mapping) or not parts:
         raise ValueError(f"{where}.parts: expected a mapping of part name to a list of files, got {parts!r}")

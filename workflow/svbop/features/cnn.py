@@ -68,7 +68,8 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
 
 
 def _as_images(X, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a C-contiguous float32 array of shape (n, C, H, W)."""
+    """Return ``X`` as a C-contiguous float32 array of shape (n, C, H, W); uint8 pixels (as MNIST's
+    idx files hold them) are scaled to [0, 1]."""
     arr = np.asarray(X)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise ValueError(f"{name} must be a real-valued image array, got dtype {arr.dtype}")
@@ -78,6 +79,8 @@ def _as_images(X, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name} must have shape (n, H, W) or (n, C, H, W), got shape {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} holds no images (shape {arr.shape})")
+    if arr.dtype == np.uint8:
+        arr = arr.astype(np.float32) / np.float32(255.0)
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
