@@ -1,6 +1,9 @@
 # Shared helpers: config lookups, the experiment's axes, and input functions used by the rule files.
 
+import os
+
 import svbop
+import svbop.datasets
 
 LIBRARY = "workflow/svbop"
 
@@ -42,6 +45,7 @@ TOP_S = [str(s) for s in config["baselines"]["top_s"]]
 
 wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9._-]*",
+    file="[^/]+",
     utility="|".join(re.escape(label) for label in UTILITIES),
     s="[0-9]+",
     epsilon="[0-9.e-]+",
@@ -53,6 +57,30 @@ def dataset_config(wildcards):
 
 def split_seed(name):
     return config["datasets"][name]["split"].get("seed", config["seed"])
+
+
+# --- acquisition ----------------------------------------------------------------------------
+
+
+def file_spec(dataset, name):
+    """Config of one raw file, with a relative local `path` made absolute (it is linked)."""
+    spec = dict(config["datasets"][dataset]["files"][name])
+    if "path" in spec:
+        spec["path"] = os.path.abspath(os.path.expanduser(spec["path"]))
+    return spec
+
+
+def downloaded_files(dataset):
+    return [f"data/{dataset}/downloads/{name}" for name in config["datasets"][dataset]["files"]]
+
+
+def raw_folder(wildcards):
+    """The raw folder a parsed dataset is read from (nothing for builtin/synthetic sources)."""
+    return [] if "format" not in dataset_config(wildcards) else f"data/{wildcards.dataset}/raw"
+
+
+def reader_modules():
+    return sorted({f"datasets/{module}" for module, _ in svbop.datasets.FORMATS.values()})
 
 
 # --- file names -----------------------------------------------------------------------------
@@ -82,6 +110,7 @@ def dataset_results(dataset):
     what depends on it) instead of being ignored as a missing intermediate."""
     kind = config["datasets"][dataset]["features"]["kind"]
     return [
+        *([f"data/{dataset}/raw"] if "format" in config["datasets"][dataset] else []),
         f"data/{dataset}/dataset.npz",
         f"data/{dataset}/split.npz",
         f"results/{dataset}/features/{kind}.npz",

@@ -1,16 +1,66 @@
-# Acquisition: raw data -> one parsed dataset file per dataset, and its seeded split.
-# (Downloads with checksums arrive here with the datasets of the paper; the quickstart's
-# sources need no network.)
+# Acquisition: downloads (checksummed, resumable) -> raw folder (archives unpacked) -> one parsed
+# dataset file per dataset -> its seeded split. Datasets with a `source` (builtin, synthetic) need
+# no download; the others list `files`, what to `unpack`, and the `format` to parse.
+
+
+rule fetch:
+    output:
+        "data/{dataset}/downloads/{file}",
+    params:
+        spec=lambda wc: file_spec(wc.dataset, wc.file),
+        where=lambda wc: f"datasets.{wc.dataset}.files.{wc.file}",
+    resources:
+        downloads=1,
+        runtime=240,
+    log:
+        "results/logs/fetch/{dataset}/{file}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/fetch.py"
+
+
+rule unpack_dataset:
+    input:
+        downloads=lambda wc: downloaded_files(wc.dataset),
+        code=library_sources("archives", "download"),
+    output:
+        directory("data/{dataset}/raw"),
+    params:
+        files=lambda wc: {name: file_spec(wc.dataset, name) for name in dataset_config(wc)["files"]},
+        unpack=lambda wc: dataset_config(wc)["unpack"],
+        downloads=lambda wc: f"data/{wc.dataset}/downloads",
+        where=lambda wc: f"datasets.{wc.dataset}",
+    resources:
+        runtime=120,
+    log:
+        "results/logs/unpack_dataset/{dataset}.log",
+    benchmark:
+        "results/benchmarks/unpack_dataset/{dataset}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/unpack_dataset.py"
 
 
 rule prepare_dataset:
     input:
-        library_sources("io", "datasets/__init__", "datasets/base", "datasets/builtin", "datasets/synthetic"),
+        raw=raw_folder,
+        code=library_sources(
+            "io", "datasets/__init__", "datasets/base", "datasets/builtin", "datasets/synthetic",
+            "datasets/read", "datasets/hierarchies", "datasets/_files", *reader_modules(),
+        ),
     output:
         "data/{dataset}/dataset.npz",
     params:
-        source=lambda wc: dataset_config(wc)["source"],
+        source=lambda wc: dataset_config(wc).get("source"),
+        format=lambda wc: dataset_config(wc).get("format"),
+        hierarchy=lambda wc: dataset_config(wc).get("hierarchy"),
+        where=lambda wc: f"datasets.{wc.dataset}",
         seed=config["seed"],
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
+        runtime=60,
     log:
         "results/logs/prepare_dataset/{dataset}.log",
     benchmark:

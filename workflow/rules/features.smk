@@ -1,5 +1,7 @@
-# Features: what the flat model sees. The paper's MNIST CNN (hidden layer) for images, tf-idf for
-# term counts. Features are computed for every row; only training rows are used for fitting.
+# Features: what the flat model sees. The paper's MNIST CNN (hidden layer) for small images,
+# VGG16's convolutional features for photographs, tf-idf for term counts, texts (words) and
+# sequences (k-mers), or the source's own features (raw). Features are computed for every row;
+# only training rows are used for fitting.
 
 
 rule features_cnn:
@@ -16,8 +18,9 @@ rule features_cnn:
         seed=config["seed"],
     threads: 2
     resources:
-        mem_mb=4000,
-        runtime=120,
+        mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["features"]["runtime"],
+        gpu=lambda wc: dataset_config(wc)["features"]["gpu"],
     log:
         "results/logs/features_cnn/{dataset}.log",
     benchmark:
@@ -36,10 +39,10 @@ rule features_tfidf:
     output:
         features="results/{dataset}/features/tfidf.npz",
     params:
-        sublinear_tf=lambda wc: dataset_config(wc)["features"]["sublinear_tf"],
+        features=lambda wc: dataset_config(wc)["features"],
     resources:
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["features"]["runtime"],
     log:
         "results/logs/features_tfidf/{dataset}.log",
     benchmark:
@@ -48,3 +51,43 @@ rule features_tfidf:
         "../../envs/svbop.yaml"
     script:
         "../scripts/features_tfidf.py"
+
+
+rule features_vgg16:
+    input:
+        dataset="data/{dataset}/dataset.npz",
+        raw="data/{dataset}/raw",
+        code=library_sources("features/__init__", "features/vgg16"),
+    output:
+        features="results/{dataset}/features/vgg16.npz",
+    params:
+        features=lambda wc: dataset_config(wc)["features"],
+    threads: 2
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["features"]["runtime"],
+        gpu=lambda wc: dataset_config(wc)["features"]["gpu"],
+    log:
+        "results/logs/features_vgg16/{dataset}.log",
+    benchmark:
+        "results/benchmarks/features_vgg16/{dataset}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/features_vgg16.py"
+
+
+rule features_raw:
+    input:
+        dataset="data/{dataset}/dataset.npz",
+        code=library_sources("io", "features/raw"),
+    output:
+        features="results/{dataset}/features/raw.npz",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
+    log:
+        "results/logs/features_raw/{dataset}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/features_raw.py"

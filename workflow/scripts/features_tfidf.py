@@ -1,15 +1,21 @@
-"""Glue: tf-idf of the term counts, idf fitted on the training rows (rule features_tfidf)."""
+"""Glue: tf-idf of term counts, texts (words) or sequences (k-mers), fitted on the training rows (rule features_tfidf)."""
 
 import logging
 
 from svbop.datasets import Dataset, load_split
-from svbop.features.tfidf import tfidf_features
+from svbop.features.tfidf import tfidf_features, tfidf_strings
 from svbop.io import save_matrix
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
+cfg = snakemake.params.features
 dataset = Dataset.load(snakemake.input.dataset)
 split = load_split(snakemake.input.split)
-X = tfidf_features(dataset.X, split["train"], sublinear_tf=snakemake.params.sublinear_tf)
+if dataset.x_kind in ("text", "sequences"):
+    X = tfidf_strings(dataset.X, split["train"], analyzer=cfg["analyzer"], ngram_range=tuple(cfg["ngram_range"]),
+                      lowercase=cfg["lowercase"], min_df=cfg["min_df"], max_features=cfg.get("max_features"),
+                      sublinear_tf=cfg["sublinear_tf"])
+else:
+    X = tfidf_features(dataset.X, split["train"], sublinear_tf=cfg["sublinear_tf"])
 save_matrix(snakemake.output.features, X)
-logging.info("tf-idf features %s, %d non-zeros", X.shape, X.nnz)
+logging.info("tf-idf features of %s: %s, %d non-zeros", dataset.x_kind, X.shape, X.nnz)

@@ -11,6 +11,10 @@ from svbop.logs import to_log_file
 to_log_file(snakemake.log[0])
 with np.load(snakemake.input.scores) as scores:
     P = scores["P_test"]
-sets = top_s_sets(P, snakemake.params.s)
+s = snakemake.params.s
+if s > P.shape[1]:  # a dataset with fewer classes than s: every set is all the classes
+    logging.warning("top-%d on %d classes: returning all %d classes", s, P.shape[1], P.shape[1])
+    s = P.shape[1]
+sets = top_s_sets(P, s)
 save_sets(snakemake.output[0], sets)
-logging.info("top-%d: %d sets -> %s", snakemake.params.s, len(sets), snakemake.output[0])
+logging.info("top-%d: %d sets -> %s", s, len(sets), snakemake.output[0])

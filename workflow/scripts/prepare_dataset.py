@@ -1,12 +1,17 @@
-"""Glue: raw source -> parsed dataset file (rule prepare_dataset)."""
+"""Glue: raw files (or a builtin/synthetic source) -> one parsed dataset file (rule prepare_dataset)."""
 
 import logging
 
-from svbop.datasets import from_source
+from svbop.datasets import from_source, read_dataset
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
-dataset = from_source(snakemake.wildcards.dataset, snakemake.params.source, seed=snakemake.params.seed)
+name, params = snakemake.wildcards.dataset, snakemake.params
+if params.source is not None:
+    dataset = from_source(name, params.source, seed=params.seed)
+else:
+    dataset = read_dataset(snakemake.input.raw, params.format, hierarchy=params.hierarchy, name=name,
+                           where=f"{params.where}.format")
 dataset.save(snakemake.output[0])
-logging.info("%s: %d rows, %d classes, X %s -> %s", dataset.name, dataset.n_samples, dataset.n_classes,
-             dataset.X.shape, snakemake.output[0])
+logging.info("%s: %d rows, %d classes, X %s (%s) -> %s", dataset.name, dataset.n_samples, dataset.n_classes,
+             dataset.X.shape, dataset.x_kind, snakemake.output[0])

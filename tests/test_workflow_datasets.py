@@ -1,0 +1,171 @@
+"""The pipeline's acquisition stage: the paper's 11 datasets plan, and a user adds datasets by config."""
+
+import functools
+import hashlib
+import http.server
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_workflow import _copy_workflow, _read_tsv, _snakemake
+
+
+def _workdir(path: Path) -> Path:
+    path.mkdir()
+    return _copy_workflow(path)
+
+PAPER_DATASETS = (
+    "mnist", "voc2006", "voc2007", "caltech101", "caltech256", "aloi_bin", "dbpedia", "bacteria",
+    "proteins", "dmoz", "lshtc1",
+)
+
+
+def test_default_config_plans_all_eleven_datasets():
+    result = _snakemake("-n", "--cores", "4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = result.stdout + result.stderr
+    for name in PAPER_DATASETS:
+        assert f"data/{name}/downloads/" in text, f"{name}: no download planned"
+        assert f"results/{name}/metrics.tsv" in text, f"{name}: not planned through to its metrics"
+    assert "results/report.html" in text
+
+
+def _libsvm_files(folder: Path, rng) -> None:
+    """Three well separated classes in 12 features (1-based libsvm indices), a train and a test file."""
+    centres = rng.normal(0.0, 3.0, size=(3, 12))
+    for name, n in (("train.svm", 240), ("test.svm", 90)):
+        y = rng.integers(0, 3, size=n)
+        X = centres[y] + rng.normal(0.0, 1.0, size=(n, 12))
+        lines = [f"{10 * (c + 1)} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(x)) for c, x in zip(y, X)]
+        (folder / name).write_text("\n".join(lines) + "\n")
+
+
+def _fasta_file(path: Path, rng) -> None:
+    """Four genera in two families; each genus's sequences share a motif."""
+    taxa = {
+        "Alpha": "Bacteria; Firmicutes; Bacilli; Bacillales; Bacillaceae; Alpha",
+        "Beta": "Bacteria; Firmicutes; Bacilli; Bacillales; Bacillaceae; Beta",
+        "Gamma": "Bacteria; Proteobacteria; Gammaproteobacteria; Enterobacterales; Enterobacteriaceae; Gamma",
+        "Delta": "Bacteria; Proteobacteria; Gammaproteobacteria; Enterobacterales; Enterobacteriaceae; Delta",
+    }
+    motifs = {g: "".join(rng.choice(list("ACGT"), size=12)) for g in taxa}
+    records = []
+    for i in range(160):
+        genus = list(taxa)[i % 4]
+        background = "".join(rng.choice(list("ACGT"), size=60))
+        seq = background[:24] + motifs[genus] + background[24:] + motifs[genus]
+        records.append(f">seq{i}\tsome organism {i}\t{i}|16s_rRNA\t{taxa[genus]}\n{seq[:50]}\n{seq[50:]}\n")
+    path.write_text("".join(records))
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """A local HTTP server (127.0.0.1) serving tmp_path/served."""
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield served, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_datasets_added_by_config_run_to_metrics(tmp_path, http_folder):
+    """A libsvm dataset downloaded over HTTP (one file with a pinned checksum) and a FASTA file
+    given by local path: config entries only, no code, through to the metrics tables."""
+    rng = np.random.default_rng(7)
+    served, base = http_folder
+    _libsvm_files(served, rng)
+    local = tmp_path / "mine"
+    local.mkdir()
+    _fasta_file(local / "genes.fasta", rng)
+    train_sha = hashlib.sha256((served / "train.svm").read_bytes()).hexdigest()
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "mine.yaml").write_text(f"""
+run: [mysvm, mygenes]
+utilities: ["fbeta:beta=1", "fbeta:beta=5"]
+utility_table: {{K: [10]}}
+datasets:
+  mysvm:
+    files:
+      train.svm: {{url: "{base}/train.svm", sha256: {train_sha}}}
+      test.svm: {{url: "{base}/test.svm"}}
+    format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
+    split: {{test: source, validation: 0.1, calibration: 0.1}}
+    features: {{kind: raw}}
+  mygenes:
+    files:
+      genes.fasta: {{path: "{local / 'genes.fasta'}"}}
+    format: {{kind: fasta, parts: {{all: [genes.fasta]}}, label: taxonomy}}
+    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
+    features: {{kind: tfidf, analyzer: char, ngram_range: [3, 4], lowercase: false}}
+    flat: {{C: 10}}
+""")
+    targets = ["results/mysvm/metrics.tsv", "results/mygenes/metrics.tsv"]
+    result = _snakemake(*targets, "--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+
+    from svbop.datasets import Dataset, load_split
+
+    svm = Dataset.load(workdir / "data/mysvm/dataset.npz")
+    assert svm.class_names == ["10", "20", "30"] and svm.X.shape == (330, 12)
+    split = load_split(workdir / "data/mysvm/split.npz")
+    assert len(split["test"]) == 90 and np.all(split["test"] >= 240)  # the source's own test file
+    # No checksum was known for test.svm: the first download's is recorded beside it.
+    sidecar = workdir / "data/mysvm/downloads/test.svm.sha256"
+    assert sidecar.read_text().split()[0] == hashlib.sha256((served / "test.svm").read_bytes()).hexdigest()
+
+    genes = Dataset.load(workdir / "data/mygenes/dataset.npz")
+    assert genes.x_kind == "sequences" and sorted(genes.class_names) == ["Alpha", "Beta", "Delta", "Gamma"]
+    tree = genes.hierarchy
+    alpha, gamma = genes.class_names.index("Alpha"), genes.class_names.index("Gamma")
+    # One domain, so it is the root: phylum; class; order; family; genus lie below it.
+    assert tree.depth()[alpha] == 5 and tree.node_names[tree.root] == "Bacteria"
+    assert tree.node_names[tree.path(gamma)[1]] == "Proteobacteria"
+    for name in ("mysvm", "mygenes"):
+        rows = {(r["method"], r["param"]): r for r in _read_tsv(workdir / f"results/{name}/metrics.tsv")}
+        assert float(rows["top_s", "1"]["recall_pct"]) > 80, f"{name}: the classes are easy to tell apart"
+        assert float(rows["svbop_full", "fbeta_5"]["recall_pct"]) >= float(rows["top_s", "1"]["recall_pct"])
+    assert (workdir / "results/logs/fetch/mysvm/train.svm.log").stat().st_size > 0
+
+
+def test_manual_source_stops_naming_url_and_exact_path(tmp_path):
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "manual.yaml").write_text("""
+run: [gated]
+datasets:
+  gated:
+    files:
+      data.csv: {manual: {url: "https://example.org/behind-a-login"}}
+    format: {kind: csv_text, parts: {train: [data.csv]}, text_column: text, label_column: label}
+""")
+    result = _snakemake("data/gated/dataset.npz", "--cores", "1", "--configfile", "manual.yaml", cwd=workdir)
+    assert result.returncode != 0
+    log = (workdir / "results/logs/fetch/gated/data.csv.log").read_text()
+    expected = str((workdir / "data/gated/downloads/data.csv").resolve())
+    assert "https://example.org/behind-a-login" in log and expected in log
+
+
+def test_corrupt_download_is_rejected_by_the_pipeline(tmp_path, http_folder):
+    served, base = http_folder
+    (served / "x.svm").write_text("1 1:1\n2 2:1\n")
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "bad.yaml").write_text(f"""
+run: [bad]
+datasets:
+  bad:
+    files:
+      x.svm: {{url: "{base}/x.svm", sha256: "{'0' * 64}"}}
+    format: {{kind: libsvm, parts: {{train: [x.svm]}}}}
+""")
+    result = _snakemake("data/bad/dataset.npz", "--cores", "1", "--configfile", "bad.yaml", cwd=workdir)
+    assert result.returncode != 0
+    assert not (workdir / "data/bad/downloads/x.svm").exists()
+    assert (workdir / "data/bad/downloads/x.svm.corrupt").exists()
+    log = (workdir / "results/logs/fetch/bad/x.svm.log").read_text()
+    assert "0" * 64 in log and hashlib.sha256(b"1 1:1\n2 2:1\n").hexdigest() in log
