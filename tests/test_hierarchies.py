@@ -136,6 +136,7 @@ def _need(folder):
     return path
 
 
+@pytest.mark.realdata
 def test_real_lshtc1_dryrun_hierarchy_covers_every_class_of_the_data():
     folder = _need("lshtc1-dryrun")
     ds = read_dataset(
@@ -151,6 +152,7 @@ def test_real_lshtc1_dryrun_hierarchy_covers_every_class_of_the_data():
     assert depth.min() >= 2 and depth.max() <= 6
 
 
+@pytest.mark.realdata
 def test_real_proteins_hierarchy_has_3485_leaf_classes():
     folder = _need("proteins-hierarchy")
     sets = read_nested_lists(folder / "data_PROTEIN2_hierarchy_full.txt")
@@ -164,6 +166,7 @@ def test_real_proteins_hierarchy_has_3485_leaf_classes():
     assert len(sets[0]) == 3485 and tree.root == 3485  # the first entry is the root
 
 
+@pytest.mark.realdata
 def test_real_voc2006_hierarchy_over_the_split_classes():
     folder = _need("voc2006-split")
     tree = read_hierarchy(folder, {"format": "nested_lists", "file": "data_VOC2006_hierarchy_full.txt"}, [str(j) for j in range(10)])

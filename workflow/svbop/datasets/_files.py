@@ -1,4 +1,4 @@
-"""File helpers shared by the format readers: resolve names under a root, open (compressed) text."""
+"""Helpers shared by the format readers: files under a root, (compressed) text, parts and labels."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import io
 import lzma
 import os
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import IO
 
-__all__ = ["resolve", "open_binary", "open_text"]
+import numpy as np
+
+__all__ = ["resolve", "open_binary", "open_text", "part_list", "encode_labels", "describe_parts", "part_array", "shorten"]
 
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 
@@ -41,3 +44,65 @@ def open_binary(path: str | os.PathLike) -> IO[bytes]:
 def open_text(path: str | os.PathLike, encoding: str = "utf-8") -> IO[str]:
     """Open a (possibly compressed) text file; undecodable bytes raise with the file named by the caller."""
     return io.TextIOWrapper(open_binary(path), encoding=encoding, newline=None)
+
+
+# --------------------------------------------------------------------------------------------
+# Parts and labels
+# --------------------------------------------------------------------------------------------
+
+
+def part_list(parts: Mapping[str, Sequence[str | os.PathLike]]) -> list[tuple[str, list[str | os.PathLike]]]:
+    """``parts`` as a list of ``(part name, file names)``; a single name stands for a one-item list.
+
+    Raises
+    ------
+    ValueError
+        If ``parts`` is not a non-empty mapping or a part lists no file.
+    """
+    if not isinstance(parts, Mapping) or not parts:
+        raise ValueError(f"parts: expected a non-empty mapping of part name to a list of files, got {parts!r}")
+    out = []
+    for part, names in parts.items():
+        if isinstance(names, (str, os.PathLike)):
+            names = [names]
+        names = list(names)
+        if not names:
+            raise ValueError(f"parts[{part!r}]: lists no files")
+        out.append((str(part), names))
+    return out
+
+
+def encode_labels(labels: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Sorted class names and class indices of raw labels.
+
+    Integer labels are sorted numerically and then written as ``str``; string labels are
+    sorted lexicographically (by code point).
+
+    Returns
+    -------
+    class_names : list of str
+    y : ndarray of int64
+    """
+    labels = np.asarray(labels)
+    if labels.dtype.kind in "OS":
+        labels = labels.astype(np.str_)
+    uniq, y = np.unique(labels, return_inverse=True)
+    return [str(v) for v in uniq.tolist()], y.astype(np.int64).reshape(-1)
+
+
+def describe_parts(root: str | os.PathLike | None, parts: list[tuple[str, list]]) -> str:
+    """``"train: a.txt, b.txt; test: c.txt"`` (file names as given, relative to ``root``)."""
+    return "; ".join(f"{part}: {', '.join(str(n) for n in names)}" for part, names in parts)
+
+
+def part_array(names: list[str], counts: list[int]) -> np.ndarray:
+    """The part name of every row: ``names[i]`` repeated ``counts[i]`` times."""
+    if not names:
+        return np.zeros(0, dtype=np.str_)
+    return np.repeat(np.asarray(names, dtype=np.str_), np.asarray(counts, dtype=np.int64))
+
+
+def shorten(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters (``...`` marks a cut), for error messages."""
+    text = text.rstrip("\r\n")
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -25,14 +25,13 @@ import csv
 import difflib
 import logging
 import os
-import posixpath
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ._files import open_text, resolve
+from ._files import open_text, part_list, resolve
 from .base import Dataset
 
 __all__ = [
@@ -64,21 +63,6 @@ VOC2007_CLASSES = (
 # --------------------------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _check_parts(parts: Mapping[str, Sequence[str | os.PathLike]]) -> list[tuple[str, list[str | os.PathLike]]]:
-    """``parts`` as a list of (part name, names); a single name may stand for a one-item list."""
-    if not isinstance(parts, Mapping) or not parts:
-        raise ValueError(f"parts: expected a non-empty mapping of part name to a list of names, got {parts!r}")
-    out = []
-    for part, names in parts.items():
-        if isinstance(names, (str, os.PathLike)):
-            names = [names]
-        names = list(names)
-        if not names:
-            raise ValueError(f"parts[{part!r}]: lists no files or folders")
-        out.append((str(part), names))
-    return out
 
 
 def _relative(path: Path, root: str | os.PathLike | None) -> str:
@@ -178,7 +162,7 @@ def read_image_folder(
     Files lying directly in a folder (next to the class folders) and folders nested inside a
     class folder are ignored and counted in the log.
     """
-    part_list = _check_parts(parts)
+    parts_ = part_list(parts)
     if isinstance(exclude, (str, bytes)):
         exclude = [exclude]
     excluded = {str(e) for e in exclude}
@@ -192,7 +176,7 @@ def read_image_folder(
     listing: list[tuple[str, Path, list[tuple[str, list[Path]]]]] = []
     seen_excluded: set[str] = set()
     all_classes: set[str] = set()
-    for part, names in part_list:
+    for part, names in parts_:
         for name in names:
             folder = resolve(root, name, "folder")
             if not folder.is_dir():
@@ -265,7 +249,7 @@ def read_image_folder(
     description = "image folders, one sub-folder per class; " + "; ".join(summary)
     if excluded:
         description += f"; excluded {', '.join(sorted(excluded))}"
-    logger.info("read %d images of %d classes (%s)", len(paths), len(class_names), _part_counts(part_of, part_list))
+    logger.info("read %d images of %d classes (%s)", len(paths), len(class_names), _part_counts(part_of, parts_))
     return _dataset(paths, labels, part_of, class_names, description)
 
 
@@ -283,7 +267,7 @@ def _voc_objects(xml_path: Path, include_difficult: bool) -> list[str]:
         where = f"{xml_path}:{line}" if line else f"{xml_path}"
         raise ValueError(f"{where}: malformed XML ({exc})") from None
     names = []
-    for obj in tree.getroot().iter("object"):
+    for obj in tree.getroot().findall("object"):
         name = (obj.findtext("name") or "").strip()
         if not name:
             raise ValueError(f"{xml_path}: an <object> has no <name>")
@@ -341,12 +325,12 @@ def read_voc(
         ``"<xml>: ..."`` for an object without name or a class not in ``class_names``.
         Image files are not checked here; feature extraction names a missing one.
     """
-    part_list = _check_parts(parts)
+    parts_ = part_list(parts)
     given = _check_class_names(class_names)
     # rows as (part, image path, [class names])
     rows: list[tuple[str, str, list[str], Path]] = []
     dropped_multi, dropped_empty, n_images = 0, 0, 0
-    for part, names in part_list:
+    for part, names in parts_:
         for name in names:
             set_file = resolve(root, name, "image-set file")
             year_dir = set_file.parent.parent.parent
@@ -390,7 +374,7 @@ def read_voc(
     else:
         class_list = sorted({c for _, _, labels, _ in rows for c in labels})
         if not class_list:
-            raise ValueError(f"{', '.join(str(n) for _, ns in part_list for n in ns)}: no image with a labelled object")
+            raise ValueError(f"{', '.join(str(n) for _, ns in parts_ for n in ns)}: no image with a labelled object")
     index = {c: i for i, c in enumerate(class_list)}
     paths, y, part_of = [], [], []
     for part, path, labels, _ in rows:
@@ -405,13 +389,13 @@ def read_voc(
             "VOC: dropped %d of %d images without %sobjects", dropped_empty, n_images,
             "" if include_difficult else "non-difficult ",
         )  # fmt: skip
-    sets = "; ".join(f"{part}: {', '.join(_relative(resolve(root, n), root) for n in ns)}" for part, ns in part_list)
+    sets = "; ".join(f"{part}: {', '.join(_relative(resolve(root, n), root) for n in ns)}" for part, ns in parts_)
     description = (
         f"Pascal VOC image sets ({sets}); {n_images} images, "
         + (f"{dropped_multi} with more than one class dropped" if single_label else "one row per (image, class)")
         + ("" if include_difficult else ", difficult objects ignored")
     )
-    logger.info("read %d rows of %d classes (%s)", len(paths), len(class_list), _part_counts(part_of, part_list))
+    logger.info("read %d rows of %d classes (%s)", len(paths), len(class_list), _part_counts(part_of, parts_))
     return _dataset(paths, y, part_of, class_list, description)
 
 
@@ -490,7 +474,7 @@ def read_image_list(
     """
     if label_format not in ("onehot", "name"):
         raise ValueError(f"label_format: expected 'onehot' or 'name', got {label_format!r}")
-    part_list = _check_parts(parts)
+    parts_ = part_list(parts)
     given = _check_class_names(class_names)
     img_dir = Path(image_dir)
     if root is not None and not img_dir.is_absolute():
@@ -500,7 +484,7 @@ def read_image_list(
 
     rows: list[tuple[str, str, int | str, str]] = []  # part, path, label, where
     files_read = []
-    for part, names in part_list:
+    for part, names in parts_:
         for name in names:
             path = resolve(root, name, "file")
             files_read.append(path)
@@ -560,8 +544,8 @@ def read_image_list(
     part_of = [p for p, _, _, _ in rows]
     description = (
         "image list CSVs ("
-        + "; ".join(f"{part}: {', '.join(_relative(resolve(root, n), root) for n in ns)}" for part, ns in part_list)
+        + "; ".join(f"{part}: {', '.join(_relative(resolve(root, n), root) for n in ns)}" for part, ns in parts_)
         + f"), images under {_relative(img_dir, root)}, {label_format} labels"
     )
-    logger.info("read %d images of %d classes (%s)", len(paths), len(class_list), _part_counts(part_of, part_list))
+    logger.info("read %d images of %d classes (%s)", len(paths), len(class_list), _part_counts(part_of, parts_))
     return _dataset(paths, y, part_of, class_list, description)

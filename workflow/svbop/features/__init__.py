@@ -1,9 +1,13 @@
-"""Feature extraction for the paper's experiments: a small CNN for images, tf-idf for text.
+"""Feature extraction for the paper's experiments: CNNs for images, tf-idf for text and sequences.
 
 * :mod:`svbop.features.cnn` -- the MNIST recipe of Mortier et al. (2021): three
   convolution / batchnorm / max-pool blocks and a 32-unit dense layer trained with Adam and early
   stopping; the 32-unit hidden representation feeds a linear model afterwards.  Needs ``torch``.
-* :mod:`svbop.features.tfidf` -- tf-idf weighting fitted on the training rows only.  Needs
+* :mod:`svbop.features.raw` -- a dataset's own numeric inputs as a feature matrix.
+* :mod:`svbop.features.vgg16` -- the convolutional part of an ImageNet VGG16 (25,088 values per
+  image) for the VOC and Caltech image datasets.  Needs ``torch``, ``torchvision``, ``Pillow``.
+* :mod:`svbop.features.tfidf` -- tf-idf weighting fitted on the training rows only: of term
+  counts, of documents (word n-grams) and of DNA / protein sequences (k-mers).  Needs
   ``scikit-learn``.
 
 Names are imported lazily, so ``import svbop.features`` pulls in neither torch nor
@@ -20,10 +24,14 @@ __all__ = [
     "SmallCNN",
     "extract_features",
     "load_cnn",
+    "raw_features",
     "save_cnn",
     "train_cnn",
     "tfidf_features",
+    "tfidf_strings",
     "tfidf_texts",
+    "vgg16_features",
+    "vgg16_model",
 ]
 
 _LAZY = {
@@ -31,15 +39,21 @@ _LAZY = {
     "SmallCNN": "cnn",
     "extract_features": "cnn",
     "load_cnn": "cnn",
+    "raw_features": "raw",
     "save_cnn": "cnn",
     "train_cnn": "cnn",
     "tfidf_features": "tfidf",
+    "tfidf_strings": "tfidf",
     "tfidf_texts": "tfidf",
+    "vgg16_features": "vgg16",
+    "vgg16_model": "vgg16",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .cnn import CNNTrainingResult, SmallCNN, extract_features, load_cnn, save_cnn, train_cnn
-    from .tfidf import tfidf_features, tfidf_texts
+    from .raw import raw_features
+    from .tfidf import tfidf_features, tfidf_strings, tfidf_texts
+    from .vgg16 import vgg16_features, vgg16_model
 
 
 def __getattr__(name: str) -> Any:

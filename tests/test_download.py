@@ -1,0 +1,412 @@
+"""svbop.download: resumable, verified downloads against a local HTTP server (no network)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from svbop.download import ChecksumError, DownloadError, fetch, file_digest, verify
+
+DATA = bytes(range(256)) * 40 + b"the end\n"  # 10 248 bytes
+SHA256 = hashlib.sha256(DATA).hexdigest()
+MD5 = hashlib.md5(DATA).hexdigest()
+BAD = b"X" + DATA[1:]  # same length, different content
+BAD_SHA256 = hashlib.sha256(BAD).hexdigest()
+WHERE = "datasets.toy.files.data.bin"
+
+# short backoff, small chunks (several reads per transfer), no progress bar
+get = functools.partial(fetch, backoff=0.01, timeout=5.0, chunk_size=1024, progress=False, where=WHERE)
+
+
+@dataclass
+class Route:
+    """What the test server does for one path."""
+
+    body: bytes
+    ranges: bool = True  # honour Range requests (206); False: always answer 200 with everything
+    truncate: int = 0  # number of responses still to cut off after half their bytes
+    errors: list[int] = field(default_factory=list)  # statuses to answer first, one per request
+    status: int | None = None  # always answer this error status
+    stall: float = 0.0  # on the first response: send half the body, then go silent this many seconds
+
+
+class ServerState:
+    def __init__(self, port: int):
+        self.port = port
+        self.routes: dict[str, Route] = {}
+        self.requests: list[dict] = []
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def hits(self, path: str) -> list[dict]:
+        return [r for r in self.requests if r["path"] == path]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, format, *args):  # keep the test output quiet
+        pass
+
+    def do_GET(self):
+        state: ServerState = self.server.state
+        state.requests.append(
+            {"path": self.path, "range": self.headers.get("Range"), "user_agent": self.headers.get("User-Agent")}
+        )
+        route = state.routes.get(self.path)
+        if route is None:
+            self.send_error(404)
+            return
+        if route.status is not None:
+            self.send_error(route.status)
+            return
+        if route.errors:
+            self.send_error(route.errors.pop(0))
+            return
+        body, start = route.body, 0
+        requested = self.headers.get("Range")
+        if requested and route.ranges:
+            start = int(re.fullmatch(r"bytes=(\d+)-", requested).group(1))
+            if start >= len(body):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(body)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            self.send_response(200)
+        payload = body[start:]
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if route.stall:
+            stall, route.stall = route.stall, 0.0  # only the first response stalls
+            self.wfile.write(payload[: len(payload) // 2])
+            time.sleep(stall)  # the client's read times out meanwhile
+            self.close_connection = True
+            return
+        if route.truncate:
+            route.truncate -= 1
+            self.wfile.write(payload[: len(payload) // 2])  # announced len(payload), then hang up
+            self.close_connection = True
+            return
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.state = ServerState(httpd.server_address[1])
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield httpd.state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+def leftovers(dest):
+    return sorted(p.name for p in dest.parent.iterdir() if p.name != dest.name)
+
+
+# ------------------------------------------------------------------------------------------
+# downloads over HTTP
+# ------------------------------------------------------------------------------------------
+
+
+def test_good_file_with_sha256(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "sub" / "data.bin"  # parent folder is created
+    assert get(dest, url=server.url("/data.bin"), sha256=SHA256.upper()) == dest
+    assert dest.read_bytes() == DATA
+    assert leftovers(dest) == []  # no .part, no sidecar when the digest is configured
+    [hit] = server.requests
+    assert hit["range"] is None and hit["user_agent"] == "svbop-downloader"
+
+
+def test_md5_verification(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    get(dest, url=server.url("/data.bin"), md5=MD5)
+    assert dest.read_bytes() == DATA
+
+    server.routes["/bad.bin"] = Route(BAD)
+    bad = tmp_path / "bad.bin"
+    with pytest.raises(ChecksumError, match=f"md5 expected {MD5}, actual {hashlib.md5(BAD).hexdigest()}"):
+        get(bad, url=server.url("/bad.bin"), md5=MD5)
+    assert not bad.exists()
+
+
+def test_corrupt_download_is_moved_aside_and_rerun_succeeds(server, tmp_path):
+    server.routes["/data.bin"] = Route(BAD)
+    dest = tmp_path / "data.bin"
+    with pytest.raises(ChecksumError) as info:
+        get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    message = str(info.value)
+    corrupt = tmp_path / "data.bin.corrupt"
+    assert SHA256 in message and BAD_SHA256 in message and "sha256" in message
+    assert str(corrupt) in message and WHERE in message
+    assert not dest.exists() and not (tmp_path / "data.bin.part").exists()
+    assert corrupt.read_bytes() == BAD
+
+    server.routes["/data.bin"] = Route(DATA)  # the server is fixed
+    get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    assert server.hits("/data.bin")[-1]["range"] is None  # the bad bytes were not resumed
+
+
+def test_truncated_transfer_is_resumed_with_range(server, tmp_path, caplog):
+    server.routes["/data.bin"] = Route(DATA, truncate=1)
+    dest = tmp_path / "data.bin"
+    with caplog.at_level(logging.INFO, logger="svbop.download"):
+        get(dest, url=server.url("/data.bin"), sha256=SHA256, retries=2)
+    assert dest.read_bytes() == DATA and not (tmp_path / "data.bin.part").exists()
+    first, second = server.hits("/data.bin")
+    assert first["range"] is None
+    assert second["range"] == f"bytes={len(DATA) // 2}-"
+    assert "transfer ended early" in caplog.text and "retry 1 of 2" in caplog.text
+    assert f"sha256 {SHA256}" in caplog.text
+
+
+def test_read_timeout_is_retried_and_resumed(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA, stall=0.5)
+    dest = tmp_path / "data.bin"
+    get(dest, url=server.url("/data.bin"), sha256=SHA256, timeout=0.2)
+    assert dest.read_bytes() == DATA
+    first, second = server.hits("/data.bin")
+    assert first["range"] is None
+    # resumed from what reached the .part before the timeout (whole chunks of the half sent)
+    offset = int(re.fullmatch(r"bytes=(\d+)-", second["range"]).group(1))
+    assert 0 < offset <= len(DATA) // 2
+
+
+def test_server_without_range_support_starts_over(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA, ranges=False)
+    dest = tmp_path / "data.bin"
+    (tmp_path / "data.bin.part").write_bytes(b"garbage from an earlier run")  # would break an append
+    get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    [hit] = server.hits("/data.bin")
+    assert hit["range"] == "bytes=27-"  # it asked to resume, got 200, truncated the .part
+
+
+def test_truncation_without_range_support_retries_from_start(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA, ranges=False, truncate=1)
+    dest = tmp_path / "data.bin"
+    get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    assert [h["range"] for h in server.hits("/data.bin")] == [None, f"bytes={len(DATA) // 2}-"]
+
+
+def test_404_is_not_retried_and_names_url_and_dest(server, tmp_path):
+    dest = tmp_path / "data.bin"
+    url = server.url("/gone.bin")
+    with pytest.raises(DownloadError) as info:
+        get(dest, url=url, sha256=SHA256, retries=3)
+    message = str(info.value)
+    assert url in message and "404" in message and str(dest) in message
+    assert "path:" in message and WHERE in message
+    assert len(server.requests) == 1
+    assert not dest.exists()
+
+
+def test_mirrors_first_404_then_good(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    get(dest, urls=[server.url("/missing.bin"), server.url("/data.bin")], sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    assert [r["path"] for r in server.requests] == ["/missing.bin", "/data.bin"]
+
+
+def test_server_errors_are_retried(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA, errors=[503, 429])
+    dest = tmp_path / "data.bin"
+    get(dest, url=server.url("/data.bin"), sha256=SHA256, retries=2)
+    assert dest.read_bytes() == DATA
+    assert len(server.requests) == 3
+
+
+def test_gives_up_after_retries_and_keeps_the_part(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA, truncate=100)
+    dest = tmp_path / "data.bin"
+    url = server.url("/data.bin")
+    with pytest.raises(DownloadError) as info:
+        get(dest, url=url, sha256=SHA256, retries=2)
+    assert url in str(info.value) and "ended early" in str(info.value)
+    assert len(server.requests) == 3  # 1 + 2 retries, each resuming further
+    assert [h["range"] is not None for h in server.requests] == [False, True, True]
+    assert not dest.exists()
+    part = tmp_path / "data.bin.part"
+    assert DATA.startswith(part.read_bytes())
+
+    server.routes["/data.bin"].truncate = 0  # a later run finishes the job from the .part
+    get(dest, url=url, sha256=SHA256)
+    assert dest.read_bytes() == DATA and not part.exists()
+    assert server.requests[-1]["range"] == f"bytes={len(DATA) - len(DATA) // 8}-"
+
+
+def test_existing_part_is_resumed(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    half = len(DATA) // 2
+    (tmp_path / "data.bin.part").write_bytes(DATA[:half])
+    get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    [hit] = server.requests
+    assert hit["range"] == f"bytes={half}-"
+
+
+def test_complete_part_answered_416_counts_as_complete(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    (tmp_path / "data.bin.part").write_bytes(DATA)
+    get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    assert [h["range"] for h in server.requests] == [f"bytes={len(DATA)}-"]
+
+
+def test_existing_dest_is_verified_not_downloaded(server, tmp_path):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    dest.write_bytes(DATA)
+    get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert server.requests == []
+    dest.write_bytes(BAD)
+    with pytest.raises(ChecksumError, match=BAD_SHA256):
+        get(dest, url=server.url("/data.bin"), sha256=SHA256)
+    assert not dest.exists() and (tmp_path / "data.bin.corrupt").read_bytes() == BAD
+
+
+# ------------------------------------------------------------------------------------------
+# recorded checksums (sidecar)
+# ------------------------------------------------------------------------------------------
+
+
+def test_no_checksum_records_sidecar_and_warns(server, tmp_path, caplog):
+    server.routes["/data.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    with caplog.at_level(logging.WARNING, logger="svbop.download"):
+        get(dest, url=server.url("/data.bin"))
+    sidecar = tmp_path / "data.bin.sha256"
+    assert sidecar.read_text() == f"{SHA256}  data.bin\n"
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"sha256: {SHA256}" in record.getMessage() and WHERE in record.getMessage()
+
+    assert verify(dest) == SHA256  # checked against the sidecar
+    dest.write_bytes(BAD)  # tampered
+    with pytest.raises(ChecksumError) as info:
+        verify(dest, where=WHERE)
+    assert SHA256 in str(info.value) and BAD_SHA256 in str(info.value) and str(sidecar) in str(info.value)
+    assert not dest.exists() and (tmp_path / "data.bin.corrupt").read_bytes() == BAD
+
+    # a re-download is checked against the recorded digest too
+    server.routes["/data.bin"] = Route(BAD)
+    with pytest.raises(ChecksumError, match=BAD_SHA256):
+        get(dest, url=server.url("/data.bin"))
+    assert not dest.exists()
+
+
+def test_verify_and_file_digest(tmp_path):
+    f = tmp_path / "f.bin"
+    f.write_bytes(DATA)
+    assert file_digest(f) == SHA256 and file_digest(f, "md5", chunk_size=7) == MD5
+    assert verify(f, sha256=SHA256, md5=MD5, record=False) == SHA256
+    assert verify(f, record=False) == SHA256 and not (tmp_path / "f.bin.sha256").exists()
+    with pytest.raises(ValueError, match="64 hexadecimal digits"):
+        verify(f, sha256="abc", where=WHERE)
+    (tmp_path / "f.bin.corrupt").write_bytes(b"older")
+    with pytest.raises(ChecksumError, match="sha256 expected"):
+        verify(f, sha256=BAD_SHA256)
+    assert (tmp_path / "f.bin.corrupt").read_bytes() == DATA and not f.exists()  # replaced the old one
+    with pytest.raises(ValueError, match="no such file"):
+        verify(f)
+
+
+# ------------------------------------------------------------------------------------------
+# other sources
+# ------------------------------------------------------------------------------------------
+
+
+def test_path_source_links_and_verifies(tmp_path):
+    own = tmp_path / "mine" / "data.bin"
+    own.parent.mkdir()
+    own.write_bytes(DATA)
+    dest = tmp_path / "raw" / "data.bin"
+    assert get(dest, path=own, sha256=SHA256) == dest
+    assert dest.is_symlink() and os.readlink(dest) == str(own.resolve())
+    assert dest.read_bytes() == DATA
+    get(dest, path=own, sha256=SHA256)  # idempotent
+
+    other = tmp_path / "raw" / "other.bin"
+    with pytest.raises(ChecksumError, match=BAD_SHA256):
+        get(other, path=own, sha256=BAD_SHA256)
+    assert own.read_bytes() == DATA  # the user's own file is not moved
+    assert not other.exists() and not other.is_symlink()
+
+    missing = tmp_path / "nowhere.bin"
+    with pytest.raises(ValueError) as info:
+        get(tmp_path / "raw" / "x.bin", path=missing)
+    assert str(missing) in str(info.value) and WHERE in str(info.value)
+
+
+def test_manual_source(tmp_path):
+    manual = {"url": "https://example.org/login/data.bin", "note": "needs an account"}
+    dest = tmp_path / "raw" / "data.bin"
+    with pytest.raises(DownloadError) as info:
+        get(dest, manual=manual, sha256=SHA256)
+    message = str(info.value)
+    assert manual["url"] in message and str(dest.absolute()) in message
+    assert "path:" in message and WHERE in message and "needs an account" in message
+    assert dest.parent.is_dir()  # ready for the user to drop the file in
+
+    dest.write_bytes(DATA)
+    assert get(dest, manual=manual, sha256=SHA256) == dest
+    dest.write_bytes(BAD)
+    with pytest.raises(ChecksumError):
+        get(dest, manual=manual, sha256=SHA256)
+
+
+def test_manual_message_has_absolute_path_for_relative_dest(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DownloadError) as info:
+        get("raw/data.bin", manual={"url": "https://example.org/x"})
+    assert str(tmp_path / "raw" / "data.bin") in str(info.value)
+
+
+def test_file_url(tmp_path):
+    source = tmp_path / "src dir" / "data.bin"  # a space, to exercise URL quoting
+    source.parent.mkdir()
+    source.write_bytes(DATA)
+    dest = tmp_path / "data.bin"
+    get(dest, url=source.as_uri(), sha256=SHA256, progress=True)  # tqdm bar code path (off: not a TTY)
+    assert dest.read_bytes() == DATA and leftovers(dest) == ["src dir"]
+
+    missing = (tmp_path / "missing.bin").as_uri()
+    with pytest.raises(DownloadError, match="missing.bin") as info:
+        get(tmp_path / "out.bin", url=missing, retries=3, backoff=10.0)  # not retried: no 10 s sleep
+    assert str(tmp_path / "out.bin") in str(info.value)
+
+
+def test_source_settings_are_checked(tmp_path):
+    dest = tmp_path / "data.bin"
+    with pytest.raises(ValueError, match="exactly one kind of source"):
+        get(dest)
+    with pytest.raises(ValueError, match="exactly one kind of source"):
+        get(dest, url="http://127.0.0.1/x", path=dest)
+    with pytest.raises(ValueError, match="not both"):
+        get(dest, url="http://127.0.0.1/x", urls=["http://127.0.0.1/y"])
+    with pytest.raises(ValueError, match="unsupported URL"):
+        get(dest, url="ftp://example.org/x")
+    with pytest.raises(ValueError, match="manual"):
+        get(dest, manual={"note": "no url"})

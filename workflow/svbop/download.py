@@ -1,0 +1,614 @@
+"""Fetch data files once, resumably, and verify them by checksum.
+
+:func:`fetch` makes one file exist with verified content, from exactly one kind of source
+given in the config: ``url`` / ``urls`` (downloaded over ``http(s)://`` or copied from
+``file://``, mirrors tried in order), ``path`` (a local copy the user already has, linked into
+place) or ``manual`` (a page behind a login: the user puts the file in place by hand).
+
+Downloads go to ``<dest>.part`` and are resumed with an HTTP ``Range`` request after an
+interruption; transient failures are retried with exponential backoff.  A finished file is
+checked against its configured ``sha256`` / ``md5`` digest (or, when none is configured, against
+the digest recorded in ``<dest>.sha256`` on the first download) before it is renamed onto
+``dest``, so ``dest`` never holds a partial or corrupt file: a file that fails the check is moved
+to ``<dest>.corrupt``.
+
+Examples
+--------
+>>> fetch("data/raw/mnist/train-images-idx3-ubyte.gz",          # doctest: +SKIP
+...       urls=["https://mirror-a/train-images-idx3-ubyte.gz",
+...             "https://mirror-b/train-images-idx3-ubyte.gz"],
+...       sha256="...", where="datasets.mnist.files.train-images-idx3-ubyte.gz")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import logging
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+try:
+    from tqdm.auto import tqdm as _tqdm
+except ImportError:  # pragma: no cover - tqdm is optional
+    _tqdm = None
+
+__all__ = ["DownloadError", "ChecksumError", "file_digest", "verify", "fetch"]
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT = "svbop-downloader"
+_HEX_DIGITS = {"sha256": 64, "md5": 32}
+_SCHEMES = ("http", "https", "file")
+_RETRIED_CLIENT_STATUS = {408, 429}  # 4xx answers that are worth retrying
+_GONE_STATUS = {404, 410}
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+_UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)\s*$", re.IGNORECASE)
+
+
+class DownloadError(RuntimeError):
+    """A file could not be obtained: network or HTTP failure after retries, a source that is no
+    longer served (404/410), or a ``manual`` source whose file has not been put in place."""
+
+
+class ChecksumError(ValueError):
+    """A file's digest differs from the expected one; the message gives both digests and where
+    the bad file was moved."""
+
+
+class _Transient(Exception):
+    """A failure of one transfer attempt that is worth retrying (resuming from the .part)."""
+
+
+class _Permanent(Exception):
+    """A failure that retrying the same URL will not fix (try the next mirror)."""
+
+    def __init__(self, message: str, gone: bool = False):
+        super().__init__(message)
+        self.gone = gone
+
+
+# Failures of one attempt that are retried with backoff.  Local I/O errors (disk full,
+# permissions) are not in this list and propagate at once.
+_RETRIED = (
+    _Transient,
+    urllib.error.URLError,
+    http.client.HTTPException,  # IncompleteRead, RemoteDisconnected, BadStatusLine, ...
+    ConnectionError,  # ConnectionResetError, ConnectionRefusedError, BrokenPipeError
+    TimeoutError,  # socket.timeout
+)
+
+
+# --------------------------------------------------------------------------------------------
+# checksums
+# --------------------------------------------------------------------------------------------
+
+
+def _digests(path: Path, algorithms: Sequence[str], chunk_size: int = 1 << 20) -> dict[str, str]:
+    """Hex digests of ``path`` for several algorithms, in one streamed pass."""
+    hashes = {name: hashlib.new(name) for name in algorithms}
+    with open(path, "rb") as fh:
+        while chunk := fh.read(chunk_size):
+            for h in hashes.values():
+                h.update(chunk)
+    return {name: h.hexdigest() for name, h in hashes.items()}
+
+
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256", chunk_size: int = 1 << 20) -> str:
+    """Hex digest of a file, read in chunks (constant memory).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    algorithm : str
+        Any name :func:`hashlib.new` accepts (``"sha256"``, ``"md5"``, ...).
+    chunk_size : int
+        Bytes read at a time.
+
+    Returns
+    -------
+    str
+        Lower-case hexadecimal digest.
+    """
+    return _digests(Path(path), [algorithm], chunk_size)[algorithm]
+
+
+def _key(where: str) -> str:
+    """`` (config key `where`)`` or nothing, to append to a message."""
+    return f" (config key `{where}`)" if where else ""
+
+
+def _under(where: str) -> str:
+    """Where a setting goes in the config, for advice in messages."""
+    return f"under `{where}` in the config" if where else "for this file in the config"
+
+
+def _expected_digest(value: str, algorithm: str, where: str) -> str:
+    digest = str(value).strip().lower()
+    if len(digest) != _HEX_DIGITS[algorithm] or not re.fullmatch(r"[0-9a-f]+", digest):
+        raise ValueError(
+            f"`{algorithm}:` {_under(where)} must be {_HEX_DIGITS[algorithm]} hexadecimal digits, got {value!r}"
+        )
+    return digest
+
+
+def _sidecar(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def _read_sidecar(sidecar: Path) -> str:
+    text = sidecar.read_text(encoding="ascii", errors="replace").split()
+    digest = text[0].lower() if text else ""
+    if len(digest) != 64 or not re.fullmatch(r"[0-9a-f]+", digest):
+        raise ValueError(
+            f"{sidecar}: not a recorded sha256 digest (expected '<64 hex digits>  <file name>'); "
+            "delete it to record the digest again"
+        )
+    return digest
+
+
+def _write_sidecar(sidecar: Path, digest: str, name: str) -> None:
+    """Write ``"<digest>  <name>\\n"`` (``sha256sum`` format) atomically."""
+    tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(f"{digest}  {name}\n", encoding="ascii")
+        os.replace(tmp, sidecar)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _check(
+    file: Path,
+    target: Path,
+    *,
+    sha256: str | None,
+    md5: str | None,
+    record: bool,
+    where: str,
+    move_aside: bool,
+    origin: str = "",
+) -> str:
+    """Verify ``file`` as the content of ``target``; return its sha256.
+
+    The sidecar is ``<target>.sha256`` and a bad file goes to ``<target>.corrupt`` (when
+    ``move_aside``; otherwise it is left where it is, e.g. a user's own copy given by ``path:``).
+    """
+    if not file.is_file():
+        raise ValueError(f"{file}: no such file to verify{_key(where)}")
+    expected: dict[str, str] = {}
+    if sha256 is not None:
+        expected["sha256"] = _expected_digest(sha256, "sha256", where)
+    if md5 is not None:
+        expected["md5"] = _expected_digest(md5, "md5", where)
+    sidecar = _sidecar(target)
+    recorded = not expected and sidecar.is_file()
+    if recorded:
+        expected["sha256"] = _read_sidecar(sidecar)
+
+    actual = _digests(file, ["sha256", *(["md5"] if "md5" in expected else [])])
+    wrong = [name for name, digest in expected.items() if actual[name] != digest]
+    if wrong:
+        if move_aside:
+            corrupt = target.with_name(target.name + ".corrupt")
+            os.replace(file, corrupt)
+            fate = f"The bad file was moved to {corrupt}; nothing was left at {target}."
+        else:
+            fate = f"The file was left in place (it is your own copy) and {target} was not linked to it."
+        what = "; ".join(f"{name} expected {expected[name]}, actual {actual[name]}" for name in wrong)
+        if recorded:
+            source = f"the expected digest was recorded in {sidecar} when the file was first obtained"
+            advice = (
+                f"If the source legitimately changed, delete {sidecar} (or pin the new digest as "
+                f"`sha256:` {_under(where)}) and rerun; otherwise rerun to obtain the file again."
+            )
+        else:
+            source = f"the expected digest is `{wrong[0]}:` {_under(where)}"
+            advice = (
+                "Rerun to obtain the file again; if the mismatch persists, the source has changed: "
+                f"check it and update the digest {_under(where)}."
+            )
+        raise ChecksumError(f"{target}{origin}: checksum mismatch: {what} ({source}). {fate} {advice}")
+
+    if not expected and record:
+        _write_sidecar(sidecar, actual["sha256"], target.name)
+        logger.warning(
+            "%s: no checksum configured%s; recorded sha256 %s in %s, which later runs verify against. "
+            "To pin it, add `sha256: %s` %s.",
+            target, _key(where), actual["sha256"], sidecar, actual["sha256"], _under(where),
+        )
+    return actual["sha256"]
+
+
+def verify(
+    path: str | os.PathLike,
+    *,
+    sha256: str | None = None,
+    md5: str | None = None,
+    record: bool = True,
+    where: str = "",
+) -> str:
+    """Check a file against its expected digest(s), recording a digest on first use.
+
+    With ``sha256`` and/or ``md5`` given, each is checked.  With neither: if a sidecar
+    ``<path>.sha256`` exists (a digest recorded when the file was first obtained), the file is
+    checked against it; otherwise, when ``record`` is true, the sidecar is written (one line
+    ``"<hex>  <filename>"``, like ``sha256sum``) and a WARNING is logged saying how to pin the
+    digest in the config.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file to check.
+    sha256, md5 : str, optional
+        Expected hexadecimal digests (case and surrounding blanks ignored).
+    record : bool
+        Write the sidecar when no digest is known.
+    where : str
+        The config key path of this file (e.g. ``"datasets.mnist.files.train-images-idx3-ubyte.gz"``),
+        used in messages.
+
+    Returns
+    -------
+    str
+        The sha256 hex digest of the file.
+
+    Raises
+    ------
+    ChecksumError
+        On a mismatch.  The file is first moved to ``<path>.corrupt`` (replacing an older one), so
+        it is never left at ``path``; the message names both digests, the algorithm and the
+        ``.corrupt`` path.
+    ValueError
+        When ``path`` does not exist, or a digest or the sidecar is malformed.
+    """
+    path = Path(path)
+    return _check(path, path, sha256=sha256, md5=md5, record=record, where=where, move_aside=True)
+
+
+# --------------------------------------------------------------------------------------------
+# transfers
+# --------------------------------------------------------------------------------------------
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, (_Transient, _Permanent)):
+        return str(err)
+    if isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError):
+        return f"URLError: {err.reason}"
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _copy(source: IO[bytes], part: Path, mode: str, initial: int, total: int | None, *,
+          chunk_size: int, progress: bool, desc: str) -> int:
+    """Append (``"ab"``) or write (``"wb"``) ``source`` to ``part``; return the bytes copied."""
+    bar = None
+    if progress and _tqdm is not None:
+        # disable=None: drawn only when stderr is a terminal
+        bar = _tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True,
+                    unit_divisor=1024, leave=False, disable=None)
+    received = 0
+    try:
+        with open(part, mode) as out:
+            while chunk := source.read(chunk_size):
+                out.write(chunk)
+                received += len(chunk)
+                if bar is not None:
+                    bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    return received
+
+
+def _copy_file_url(url: str, part: Path, *, chunk_size: int, progress: bool, desc: str) -> None:
+    """Copy a ``file://`` URL into ``part`` from the start (no ranges for local files)."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.netloc not in ("", "localhost"):
+        raise _Permanent(f"file URLs on another host ({parsed.netloc}) are not supported")
+    source = Path(urllib.request.url2pathname(parsed.path))
+    if part.exists() and part.stat().st_size:
+        logger.info("%s: file URLs are copied from the start; discarding the partial %s", url, part)
+    try:
+        fh = open(source, "rb")
+    except OSError as err:
+        raise _Permanent(f"{source}: {err.strerror or err}") from err
+    with fh:
+        total = os.fstat(fh.fileno()).st_size
+        received = _copy(fh, part, "wb", 0, total, chunk_size=chunk_size, progress=progress, desc=desc)
+    if received != total:
+        raise _Transient(f"copy ended early: {received} of {total} bytes")
+
+
+def _download_http(url: str, part: Path, *, timeout: float, chunk_size: int, progress: bool,
+                   desc: str) -> None:
+    """One attempt to complete ``part`` from an http(s) URL, resuming it when it exists."""
+    offset = part.stat().st_size if part.exists() else 0
+    headers = {"User-Agent": USER_AGENT}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+        logger.info("resuming %s at byte %d from %s", part, offset, url)
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as err:
+        code, reason = err.code, err.reason
+        content_range = (err.headers.get("Content-Range") or "") if err.headers is not None else ""
+        err.close()
+        if code == 416 and offset:
+            match = _UNSATISFIED_RANGE.match(content_range.strip())
+            if match and int(match.group(1)) == offset:
+                logger.info("%s is already complete (%d bytes; the server has nothing past it)", part, offset)
+                return
+            size = match.group(1) if match else "not given"
+            logger.warning("%s: HTTP 416 to a resume at byte %d (server size %s); discarding %s and starting over",
+                           url, offset, size, part)
+            part.unlink()
+            return _download_http(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=desc)
+        if 400 <= code < 500 and code not in _RETRIED_CLIENT_STATUS:
+            raise _Permanent(f"HTTP {code} {reason}", gone=code in _GONE_STATUS) from err
+        raise _Transient(f"HTTP {code} {reason}") from err
+
+    with response:
+        status = response.status
+        length_header = response.headers.get("Content-Length", "").strip()
+        length = int(length_header) if length_header.isdigit() else None
+        if status == 206:
+            content_range = response.headers.get("Content-Range", "")
+            match = _CONTENT_RANGE.match(content_range.strip())
+            if not match or int(match.group(1)) != offset:
+                if part.exists():
+                    part.unlink()
+                raise _Transient(
+                    f"HTTP 206 with Content-Range {content_range!r} does not continue at byte {offset}; "
+                    f"discarded {part} to start over"
+                )
+            if match.group(3) != "*":
+                total = int(match.group(3))
+            else:
+                total = offset + length if length is not None else None
+            mode = "ab"
+        else:
+            if offset:
+                logger.info("%s: no range support (HTTP %d to a Range request); starting %s over",
+                            url, status, part)
+            offset, total, mode = 0, length, "wb"
+        received = _copy(response, part, mode, offset, total, chunk_size=chunk_size, progress=progress, desc=desc)
+
+    size = offset + received
+    if total is not None and size != total:
+        if size > total:
+            part.unlink()
+            raise _Transient(f"received {size} bytes, more than the {total} announced; discarded {part}")
+        raise _Transient(f"transfer ended early: {size} of {total} bytes")
+
+
+def _transfer(url: str, part: Path, *, timeout: float, chunk_size: int, progress: bool, desc: str) -> None:
+    if urllib.parse.urlparse(url).scheme.lower() == "file":
+        _copy_file_url(url, part, chunk_size=chunk_size, progress=progress, desc=desc)
+    else:
+        _download_http(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=desc)
+
+
+def _mirrors(url: str | None, urls: Sequence[str] | None, where: str) -> list[str]:
+    if url is not None and urls is not None:
+        raise ValueError(f"give `url:` or `urls:` {_under(where)}, not both")
+    if urls is None:
+        return [] if url is None else [url]
+    if isinstance(urls, (str, bytes)) or not isinstance(urls, Sequence) or not urls:
+        raise ValueError(f"`urls:` {_under(where)} must be a non-empty list of URLs, got {urls!r}")
+    return list(urls)
+
+
+def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, backoff: float,
+              timeout: float, chunk_size: int, where: str, progress: bool) -> None:
+    part = target.with_name(target.name + ".part")
+    errors: list[tuple[str, str]] = []
+    gone = False
+    last: BaseException | None = None
+    started = time.monotonic()
+    for url in mirrors:
+        logger.info("downloading %s -> %s", url, target)
+        for attempt in range(retries + 1):
+            try:
+                _transfer(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=target.name)
+            except _Permanent as err:
+                logger.warning("%s: %s; not retrying this URL", url, err)
+                errors.append((url, str(err)))
+                gone = gone or err.gone
+                last = err
+                break
+            except _RETRIED as err:
+                last = err
+                if attempt == retries:
+                    errors.append((url, f"{_describe(err)} (gave up after {retries + 1} attempts)"))
+                    break
+                delay = backoff * 2**attempt
+                kept = part.stat().st_size if part.exists() else 0
+                resume = f" (resuming from byte {kept})" if kept else ""
+                logger.warning("%s: %s; retry %d of %d in %.3g s%s",
+                               url, _describe(err), attempt + 1, retries, delay, resume)
+                time.sleep(delay)
+            else:
+                size = part.stat().st_size
+                digest = _check(part, target, sha256=sha256, md5=md5, record=True, where=where,
+                                move_aside=True, origin=f" (downloaded from {url})")
+                os.replace(part, target)
+                logger.info("downloaded %s: %d bytes, sha256 %s, in %.2f s",
+                            target, size, digest, time.monotonic() - started)
+                return
+
+    lines = [f"could not download {target}{_key(where)} from {len(mirrors)} URL(s):"]
+    lines += [f"  {url}: {error}" for url, error in errors]
+    if gone:
+        lines.append(
+            "The source may no longer be served there. Get the file by other means and put it at "
+            f"exactly {target}, or set `path:` {_under(where)} to a local copy, then rerun."
+        )
+    else:
+        kept = f" (the partial download {part} is kept and resumed)" if part.exists() else ""
+        lines.append(
+            f"Check the network connection and rerun{kept}; or put the file at exactly {target}, "
+            f"or set `path:` {_under(where)} to a local copy."
+        )
+    raise DownloadError("\n".join(lines)) from last
+
+
+def _link(path: str | os.PathLike, target: Path, *, sha256, md5, where: str) -> None:
+    """Verify the user's own file and make ``target`` a symlink to its absolute path."""
+    source = Path(os.path.abspath(os.path.expanduser(path)))
+    if not source.exists():
+        raise ValueError(f"{source}: no such file (set as `path:` {_under(where)})")
+    if not source.is_file():
+        raise ValueError(f"{source}: not a file (set as `path:` {_under(where)})")
+    _check(source, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=False)
+    if target.exists() and os.path.samefile(source, target):
+        return  # already linked (or the path is dest itself)
+    if target.exists() or target.is_symlink():
+        logger.info("replacing %s with a link to %s (set as `path:`%s)", target, source, _key(where))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.link")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(source, tmp)
+    os.replace(tmp, target)
+    logger.info("linked %s -> %s", target, source)
+
+
+def fetch(
+    dest: str | os.PathLike,
+    *,
+    url: str | None = None,
+    urls: Sequence[str] | None = None,
+    path: str | os.PathLike | None = None,
+    manual: Mapping[str, str] | None = None,
+    sha256: str | None = None,
+    md5: str | None = None,
+    retries: int = 3,
+    backoff: float = 1.0,
+    timeout: float = 60.0,
+    chunk_size: int = 1 << 20,
+    where: str = "",
+    progress: bool = True,
+) -> Path:
+    """Make the file ``dest`` exist with verified content, from exactly one kind of source.
+
+    Sources (give exactly one kind):
+
+    - ``url`` / ``urls``: download; ``urls`` is a list of mirrors tried in order, ``url`` is
+      shorthand for ``[url]``.  ``http://``, ``https://`` and ``file://`` URLs work.
+    - ``path``: a local file the user already has.  It is verified, then ``dest`` becomes a
+      symlink to its absolute path (no copy).  A relative ``path`` is relative to the working
+      directory.  A bad checksum leaves the user's file where it is.
+    - ``manual``: ``{"url": <page where the user gets the file>, "note": <optional text>}`` for
+      files that cannot be downloaded automatically (e.g. behind a login).  If ``dest`` exists
+      it is verified; otherwise :class:`DownloadError` says where to get the file and the exact
+      path to put it at.
+
+    If ``dest`` exists already (downloaded before, or placed by hand) it is verified instead of
+    downloaded again.  Parent folders are created.
+
+    Downloads are written to ``<dest>.part``.  An existing ``.part`` (an interrupted earlier
+    run) is resumed with a ``Range: bytes=<size>-`` request: a 206 answer is appended, a 200
+    answer (no range support) starts over, a 416 with a complete ``.part`` counts as complete.
+    A transfer that ends early or fails on the network (connection error, timeout, incomplete
+    read, HTTP 5xx, 408, 429) is retried up to ``retries`` more times after
+    ``backoff * 2**attempt`` seconds, resuming each time; then the next mirror is tried.  Other
+    HTTP 4xx answers and missing ``file://`` files are not retried.  The finished ``.part`` is
+    verified (as in :func:`verify`; with no digest configured, against or into the sidecar
+    ``<dest>.sha256``) and only then renamed onto ``dest``, so ``dest`` never holds a partial or
+    corrupt file.
+
+    Parameters
+    ----------
+    dest : str or path-like
+        Where the file must end up.
+    url : str, optional
+        The one URL to download from.
+    urls : sequence of str, optional
+        Mirrors, tried in order.
+    path : str or path-like, optional
+        A local copy to link to.
+    manual : mapping, optional
+        ``{"url": ..., "note": ...}`` for a file the user must fetch by hand.
+    sha256, md5 : str, optional
+        Expected hexadecimal digests.
+    retries : int
+        Extra attempts per URL after a transient failure.
+    backoff : float
+        Seconds before the first retry; doubled at each further retry.
+    timeout : float
+        Seconds the socket may block (connect or read) before the attempt fails.
+    chunk_size : int
+        Bytes read and written at a time.
+    where : str
+        The config key path of this file (e.g. ``"datasets.mnist.files.train-images-idx3-ubyte.gz"``),
+        used in messages.
+    progress : bool
+        Show a tqdm progress bar (only when standard error is a terminal).
+
+    Returns
+    -------
+    pathlib.Path
+        ``Path(dest)``.
+
+    Raises
+    ------
+    DownloadError
+        When every URL failed (the message lists each URL with its last error; a 404/410 says
+        how to supply the file instead), or a ``manual`` file is missing.
+    ChecksumError
+        When the file does not match its digest; it is moved to ``<dest>.corrupt`` (a ``path``
+        source is left in place and not linked).
+    ValueError
+        When the source settings are invalid (none or several kinds, an unsupported URL scheme,
+        a malformed digest) or a ``path`` source does not exist.
+    """
+    dest = Path(dest)
+    target = Path(os.path.abspath(dest))
+    mirrors = _mirrors(url, urls, where)
+    kinds = [name for name, given in (("url/urls", bool(mirrors)), ("path", path is not None),
+                                      ("manual", manual is not None)) if given]
+    if len(kinds) != 1:
+        found = " and ".join(kinds) if kinds else "none"
+        raise ValueError(
+            f"{target}: give exactly one kind of source (`url`/`urls`, `path` or `manual`) "
+            f"{_under(where)}; got {found}"
+        )
+    for mirror in mirrors:
+        if not isinstance(mirror, str) or urllib.parse.urlparse(mirror).scheme.lower() not in _SCHEMES:
+            raise ValueError(f"unsupported URL {mirror!r}{_key(where)}: expected http://, https:// or file://")
+    if manual is not None and (not isinstance(manual, Mapping) or not manual.get("url")):
+        raise ValueError(f"`manual:` {_under(where)} must be a mapping with a `url` (and an optional `note`), "
+                         f"got {manual!r}")
+    if not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+    if backoff < 0:
+        raise ValueError(f"backoff must be non-negative, got {backoff!r}")
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if path is not None:
+        _link(path, target, sha256=sha256, md5=md5, where=where)
+        return dest
+    if target.exists():
+        logger.info("%s exists; verifying it instead of downloading", target)
+        _check(target, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=True)
+        return dest
+    if manual is not None:
+        note = f"\nNote: {manual['note']}" if manual.get("note") else ""
+        raise DownloadError(
+            f"{target}{_key(where)} cannot be downloaded automatically. Get it from {manual['url']} "
+            f"and put it at exactly:\n    {target}\nor set `path:` {_under(where)} to where you keep "
+            f"the file, then rerun.{note}"
+        )
+    _download(mirrors, target, sha256=sha256, md5=md5, retries=retries, backoff=backoff, timeout=timeout,
+              chunk_size=chunk_size, where=where, progress=progress)
+    return dest
