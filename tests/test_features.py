@@ -294,3 +294,14 @@ def test_tfidf_texts_fits_vocabulary_and_idf_on_train_rows(text):
         tfidf_texts("the cat sat")
     with pytest.raises(ValueError, match=r"texts\[1\] must be a str"):
         tfidf_texts(["a b", 3])
+
+
+def test_tfidf_drop_unseen_keeps_the_training_vocabulary_in_order():
+    from svbop.features import tfidf_features
+
+    C = sp.csr_matrix(np.array([[1, 0, 2, 0], [0, 0, 1, 3], [5, 0, 0, 1]], dtype=float))
+    full = tfidf_features(C, [0, 1]).toarray()
+    kept = tfidf_features(C, [0, 1], drop_unseen=True).toarray()
+    assert kept.shape == (3, 3)  # term 1 never occurs; terms 0, 2, 3 occur in rows 0-1
+    # Same idf for the kept terms; rows renormalised over them (term 1 is zero everywhere anyway).
+    np.testing.assert_allclose(kept, full[:, [0, 2, 3]], rtol=1e-6)

@@ -16,6 +16,6 @@ if dataset.x_kind in ("text", "sequences"):
                       lowercase=cfg["lowercase"], min_df=cfg["min_df"], max_features=cfg.get("max_features"),
                       sublinear_tf=cfg["sublinear_tf"])
 else:
-    X = tfidf_features(dataset.X, split["train"], sublinear_tf=cfg["sublinear_tf"])
+    X = tfidf_features(dataset.X, split["train"], sublinear_tf=cfg["sublinear_tf"], drop_unseen=cfg["drop_unseen"])
 save_matrix(snakemake.output.features, X)
 logging.info("tf-idf features of %s: %s, %d non-zeros", dataset.x_kind, X.shape, X.nnz)

@@ -101,6 +101,7 @@ def tfidf_features(
     sublinear_tf: bool = False,
     norm: str | None = "l2",
     smooth_idf: bool = True,
+    drop_unseen: bool = False,
 ) -> sp.csr_matrix:
     """tf-idf weights of a document-term count matrix, with the idf fitted on ``fit_rows``.
 
@@ -121,10 +122,16 @@ def tfidf_features(
         ``idf = ln((1 + n) / (1 + df)) + 1`` (True, scikit-learn's default) or
         ``ln(n / df) + 1``.  Leave it on when the fit rows may miss terms: without smoothing a
         term absent from them would get an infinite idf.
+    drop_unseen : bool
+        Keep only the terms that occur in the fit rows (the training vocabulary, as
+        :func:`tfidf_strings` does), in their original order.  A linear model can learn no
+        weight for the others; dropping them keeps weight matrices as small as the data allows
+        (term ids in the LSHTC files run to 1.2 million, of which a few percent occur).
 
     Returns
     -------
     scipy.sparse.csr_matrix of shape (n_documents, n_terms), float32
+        ``n_terms`` counts only the training vocabulary when ``drop_unseen``.
     """
     from sklearn.feature_extraction.text import TfidfTransformer
 
@@ -136,6 +143,10 @@ def tfidf_features(
             "smooth_idf=False needs every term to occur in the fit rows (some have document "
             "frequency 0 there, which gives an infinite idf); use smooth_idf=True"
         )
+    seen = X[rows].getnnz(axis=0) > 0
+    if drop_unseen and not seen.all():
+        X = X[:, np.flatnonzero(seen)]
+        logger.info("tf-idf: kept the %d of %d terms that occur in the fit rows", X.shape[1], seen.size)
     transformer = TfidfTransformer(norm=norm, use_idf=True, smooth_idf=smooth_idf, sublinear_tf=sublinear_tf)
     transformer.fit(X[rows])
     out = sp.csr_matrix(transformer.transform(X), dtype=np.float32)
