@@ -11,6 +11,14 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def need_shared_data(folder: str, what: str = "real public data, see its README") -> Path:
+    """The folder ``../shared/data/<folder>``, or skip the test saying what is missing."""
+    path = SHARED_DATA / folder
+    if not path.is_dir():
+        pytest.skip(f"needs ../shared/data/{folder} ({what}); absent")
+    return path
+
+
 def brute_force_best(p: np.ndarray, g: np.ndarray):
     """Every non-empty subset: (best expected utility, best expected utility per set size)."""
     p = np.asarray(p, dtype=np.float64) / np.sum(p)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import SHARED_DATA
+from conftest import need_shared_data
 from svbop.datasets.base import Dataset
 from svbop.datasets.fasta import read_fasta
 from svbop.datasets.idx import read_idx, read_mnist_idx
@@ -390,16 +390,9 @@ def test_npz_errors(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- real data
-def need(folder: str, what: str) -> Path:
-    path = SHARED_DATA / folder
-    if not path.is_dir():
-        pytest.skip(f"needs ../shared/data/{folder} ({what}); absent")
-    return path
-
-
 @pytest.mark.realdata
 def test_real_mnist_idx():
-    root = need("mnist", "real MNIST idx files")
+    root = need_shared_data("mnist", "real MNIST idx files")
     parts = {
         "train": ["train-images.idx3-ubyte.gz", "train-labels.idx1-ubyte.gz"],
         "test": ["t10k-images.idx3-ubyte.gz", "t10k-labels.idx1-ubyte.gz"],
@@ -413,7 +406,7 @@ def test_real_mnist_idx():
 
 @pytest.mark.realdata
 def test_real_lshtc1_dryrun():
-    root = need("lshtc1-dryrun", "the LSHTC1 dry-run libSVM files")
+    root = need_shared_data("lshtc1-dryrun", "the LSHTC1 dry-run libSVM files")
     stem = "Task2_Train_RDFData_Test_CrawlData__"
     parts = {p: [f"{stem}{p}.txt"] for p in ("train", "validation", "test")}
     t0 = time.perf_counter()
@@ -430,7 +423,7 @@ def test_real_lshtc1_dryrun():
 
 @pytest.mark.realdata
 def test_real_rrna16s_fasta():
-    root = need("rrna16s-gold", "the 16S rRNA gold FASTA file")
+    root = need_shared_data("rrna16s-gold", "the 16S rRNA gold FASTA file")
     ds = read_fasta(root, {"all": ["rRNA16S.gold.fasta.gz"]})
     assert ds.n_samples == 5181 and ds.n_classes == 1196
     h = ds.hierarchy

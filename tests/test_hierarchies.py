@@ -7,7 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import need_shared_data
 from svbop.archives import build_raw_folder, unpack_archive
 from svbop.datasets import (
     hierarchy_from_edges,
@@ -129,16 +129,9 @@ def test_nested_lists_errors():
 
 
 # --------------------------------------------------------------------------- real data
-def _need(folder):
-    path = SHARED_DATA / folder
-    if not path.is_dir():
-        pytest.skip(f"needs ../shared/data/{folder} (real public data, see its README); absent")
-    return path
-
-
 @pytest.mark.realdata
 def test_real_lshtc1_dryrun_hierarchy_covers_every_class_of_the_data():
-    folder = _need("lshtc1-dryrun")
+    folder = need_shared_data("lshtc1-dryrun")
     ds = read_dataset(
         folder,
         {"kind": "libsvm", "ignore_features": [0],
@@ -154,7 +147,7 @@ def test_real_lshtc1_dryrun_hierarchy_covers_every_class_of_the_data():
 
 @pytest.mark.realdata
 def test_real_proteins_hierarchy_has_3485_leaf_classes():
-    folder = _need("proteins-hierarchy")
+    folder = need_shared_data("proteins-hierarchy")
     sets = read_nested_lists(folder / "data_PROTEIN2_hierarchy_full.txt")
     ids = sorted({v for s in sets for v in s})
     assert ids == list(range(1, 3486))
@@ -168,7 +161,7 @@ def test_real_proteins_hierarchy_has_3485_leaf_classes():
 
 @pytest.mark.realdata
 def test_real_voc2006_hierarchy_over_the_split_classes():
-    folder = _need("voc2006-split")
+    folder = need_shared_data("voc2006-split")
     tree = read_hierarchy(folder, {"format": "nested_lists", "file": "data_VOC2006_hierarchy_full.txt"}, [str(j) for j in range(10)])
     assert tree.n_classes == 10 and tree.n_nodes == 19
     assert tree.depth()[:10].tolist() == [3, 3, 3, 3, 2, 4, 4, 5, 5, 4]
