@@ -47,3 +47,9 @@ def naive_algorithm1(p: np.ndarray, g: np.ndarray, early_stop: bool, rho: float 
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session")
+def text():
+    """scikit-learn's text module (the reference for the tf-idf tests), or skip without it."""
+    return pytest.importorskip("sklearn.feature_extraction.text")

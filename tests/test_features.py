@@ -207,11 +207,6 @@ def test_importing_svbop_features_does_not_import_torch():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def text():
-    return pytest.importorskip("sklearn.feature_extraction.text")
-
-
 def _counts():
     rng = np.random.default_rng(7)
     C = rng.poisson(0.7, size=(40, 12)).astype(np.int64)

@@ -155,11 +155,6 @@ def test_importing_features_does_not_import_torchvision():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def text():
-    return pytest.importorskip("sklearn.feature_extraction.text")
-
-
 def test_char_analyzer_gives_exactly_the_overlapping_kmers(text):
     from svbop.features import tfidf_strings
 

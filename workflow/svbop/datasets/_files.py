@@ -90,8 +90,8 @@ def encode_labels(labels: np.ndarray) -> tuple[list[str], np.ndarray]:
     return [str(v) for v in uniq.tolist()], y.astype(np.int64).reshape(-1)
 
 
-def describe_parts(root: str | os.PathLike | None, parts: list[tuple[str, list]]) -> str:
-    """``"train: a.txt, b.txt; test: c.txt"`` (file names as given, relative to ``root``)."""
+def describe_parts(parts: list[tuple[str, list]]) -> str:
+    """``"train: a.txt, b.txt; test: c.txt"`` (file names as given in the config)."""
     return "; ".join(f"{part}: {', '.join(str(n) for n in names)}" for part, names in parts)
 
 

@@ -268,7 +268,7 @@ class Dataset:
             inferred = "sparse"
         elif isinstance(self.X, (list, tuple)) or (isinstance(self.X, np.ndarray) and self.X.dtype.kind in "OUS"):
             X = np.empty(len(self.X), dtype=object)
-            X[:] = [str(v) if not isinstance(v, str) else v for v in self.X] if len(self.X) else []
+            X[:] = [str(v) for v in self.X]
             if isinstance(self.X, np.ndarray) and self.X.ndim != 1:
                 raise ValueError(f"X: an array of strings must be 1-D (one string per row), got shape {self.X.shape}")
             inferred = "text"

@@ -195,9 +195,9 @@ def read_fasta(
         counts.append(n_part)
 
     if not seqs:
-        raise ValueError(f"{describe_parts(root, plist)}: no FASTA records")
+        raise ValueError(f"{describe_parts(plist)}: no FASTA records")
     class_names, y = encode_labels(np.asarray(labels, dtype=np.str_))
-    desc_files = describe_parts(root, plist)
+    desc_files = describe_parts(plist)
     tree = None
     if label == "taxonomy" and hierarchy:
         from .hierarchies import hierarchy_from_paths

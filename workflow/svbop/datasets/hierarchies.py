@@ -260,8 +260,6 @@ def hierarchy_from_nested_lists(
             if not s <= inner[m]:
                 raise ValueError(f"{where}: node sets are not nested: {sorted(s)[:10]} overlaps {sorted(inner[m])[:10]} without being inside it")
             parent_inner[n] = m
-        elif n > 0 and len(s) == len(inner[0]):
-            raise ValueError(f"{where}: two different top-level node sets of size {len(s)}")
     # Laminar family: the sets holding a class are exactly its smallest set and that set's ancestors.
     depth = np.zeros(n_inner, dtype=np.int64)
     for n in range(n_inner):  # parents come first (sorted by size, decreasing)

@@ -143,7 +143,7 @@ def read_mnist_idx(root: str | os.PathLike | None, parts: Mapping[str, Sequence[
         counts.append(lab.shape[0])
     X = images[0] if len(images) == 1 else np.concatenate(images)
     y = np.concatenate(labels).astype(np.int64)
-    description = f"IDX images and labels (MNIST format) read from {describe_parts(root, plist)}; X uint8 {X.shape[1]} x {X.shape[2]}"
+    description = f"IDX images and labels (MNIST format) read from {describe_parts(plist)}; X uint8 {X.shape[1]} x {X.shape[2]}"
     logger.debug("read_mnist_idx: %d images of %s", X.shape[0], X.shape[1:])
     return Dataset(
         name="", X=X, y=y, class_names=[str(d) for d in range(10)], description=description,

@@ -456,12 +456,12 @@ def read_libsvm(
 
     labels = np.concatenate([p.label for _, _, p in files]).astype(np.int64)
     if labels.size == 0:
-        raise ValueError(f"{files[0][1]}: no rows in {describe_parts(root, plist)}")
+        raise ValueError(f"{files[0][1]}: no rows in {describe_parts(plist)}")
     class_names, y = encode_labels(labels)
     part = part_array([f[0] for f in files], [f[2].nnz.size for f in files])
     dropped = f", ignored feature indices {ignore}" if ignore else ""
     description = (
-        f"libSVM sparse features read from {describe_parts(root, plist)} "
+        f"libSVM sparse features read from {describe_parts(plist)} "
         f"({'zero' if zero_based else 'one'}-based indices{dropped}, multilabel={multilabel!r}"
         f"{f', {n_skipped} rows skipped' if n_skipped else ''}); X float32 CSR, {n_cols} columns"
     )

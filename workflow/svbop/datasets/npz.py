@@ -124,7 +124,7 @@ def read_npz(
         if y.size == 0:
             raise ValueError(f"{sources[0]}: no rows (and no {class_names_key!r} to name the classes)")
         class_names, y = encode_labels(y)
-    description = f"precomputed features read from {describe_parts(root, plist)} (keys {x_key!r}, {y_key!r}); X {kind} {X.dtype}"
+    description = f"precomputed features read from {describe_parts(plist)} (keys {x_key!r}, {y_key!r}); X {kind} {X.dtype}"
     logger.debug("read_npz: %s rows, %d classes", X.shape, len(class_names))
     return Dataset(
         name="", X=X, y=y, class_names=class_names, description=description, x_kind=kind,

@@ -35,10 +35,10 @@ FORMATS: dict[str, tuple[str, str]] = {
 }
 
 
-def get_reader(kind: str) -> Callable[..., Dataset]:
-    """The reader function of a format kind (see :data:`FORMATS`)."""
+def get_reader(kind: str, where: str = "format") -> Callable[..., Dataset]:
+    """The reader function of a format kind (see :data:`FORMATS`); ``where`` names the config key."""
     if kind not in FORMATS:
-        raise ValueError(f"format.kind: {kind!r} is not one of {sorted(FORMATS)}")
+        raise ValueError(f"{where}.kind: {kind!r} is not one of {sorted(FORMATS)}")
     module, func = FORMATS[kind]
     return getattr(importlib.import_module(f"{__package__}.{module}"), func)
 
@@ -81,9 +81,7 @@ def read_dataset(
     kind = spec.pop("kind", None)
     if kind is None:
         raise ValueError(f"{where}.kind: missing (one of {sorted(FORMATS)})")
-    if kind not in FORMATS:
-        raise ValueError(f"{where}.kind: {kind!r} is not one of {sorted(FORMATS)}")
-    reader = get_reader(kind)
+    reader = get_reader(kind, where)
     parts = spec.pop("parts", None)
     if not isinstance(parts, Mapping) or not parts:
         raise ValueError(f"{where}.parts: expected a mapping of part name to a list of files, got {parts!r}")

@@ -153,10 +153,10 @@ def read_csv_text(
 
     all_labels = np.concatenate(labels)
     if all_labels.size == 0:
-        raise ValueError(f"{sources[0]}: no rows in {describe_parts(root, plist)}")
+        raise ValueError(f"{sources[0]}: no rows in {describe_parts(plist)}")
     class_names, y = encode_labels(all_labels.astype(np.str_))
     X = np.concatenate(texts)
-    desc_files = describe_parts(root, plist)
+    desc_files = describe_parts(plist)
 
     hierarchy = None
     if hcols:
