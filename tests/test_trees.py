@@ -1,0 +1,194 @@
+"""Probabilistic class trees (svbop.trees): tree building, node training, probabilities."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from svbop.datasets import Hierarchy
+from svbop.linear import softmax, train_ovr
+from svbop.trees import (
+    TreeModel,
+    balanced_2means,
+    balanced_kmeans_tree,
+    class_profiles,
+    collapse_single_children,
+    merge_trees,
+    node_examples,
+    split_nodes,
+    train_tree,
+    tree_from_hierarchy,
+)
+
+
+def clustered(K=23, N=1200, D=80, seed=0):
+    """Sparse non-negative data where each class has its own feature profile."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, N)
+    y[:K] = np.arange(K)  # every class has an example
+    centers = rng.random((K, D)) * (rng.random((K, D)) < 0.2)
+    X = centers[y] + 0.3 * rng.random((N, D)) * (rng.random((N, D)) < 0.1)
+    return sp.csr_matrix(X), y
+
+
+def test_class_profiles_are_normalised_class_sums():
+    X = sp.csr_matrix(np.array([[3.0, 0, 0], [1.0, 0, 0], [0, 0, 2.0], [0, 4.0, 0]]))
+    y = np.array([0, 0, 1, 1])
+    P = class_profiles(X, y, 3).toarray()
+    np.testing.assert_allclose(P[0], [1, 0, 0])
+    np.testing.assert_allclose(P[1], [0, 4, 2] / np.sqrt(20))
+    np.testing.assert_array_equal(P[2], 0)  # no example: zero profile
+
+
+def test_balanced_2means_separates_two_obvious_groups_in_halves():
+    rng = np.random.default_rng(1)
+    a = np.abs(rng.normal(size=(5, 6))) * [1, 1, 1, 0, 0, 0]
+    b = np.abs(rng.normal(size=(4, 6))) * [0, 0, 0, 1, 1, 1]
+    P = np.vstack([a, b])
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    left = balanced_2means(sp.csr_matrix(P), rng=3)
+    assert left.sum() == 5  # ceil(9 / 2)
+    assert len(set(left[:5])) == 1 and len(set(left[5:])) == 1 and left[0] != left[5]
+
+
+@pytest.mark.parametrize("K,max_leaves", [(23, 3), (64, 4), (101, 10), (5, 100), (2, 2)])
+def test_balanced_kmeans_tree_is_balanced_and_covers_every_class_once(K, max_leaves):
+    X, y = clustered(K=K, N=max(1200, 6 * K))
+    tree = balanced_kmeans_tree(X, y, K, max_leaves=max_leaves, seed=0)
+    assert tree.n_classes == K
+    # every class is exactly one leaf (Hierarchy guarantees leaves 0..K-1 have no children)
+    below = [set() for _ in range(tree.n_nodes)]
+    for c in range(K):
+        for node in tree.path(c):
+            below[node].add(c)
+    assert below[tree.root] == set(range(K))
+    for node, kids in enumerate(tree.children()):
+        if node < K:
+            continue
+        leaf_kids = [k for k in kids if k < K]
+        if leaf_kids:  # a bottom node: at most max_leaves classes, all as direct children
+            assert len(kids) == len(leaf_kids) <= max_leaves
+        else:  # a split: two halves whose sizes differ by at most one
+            assert len(kids) == 2
+            sizes = [len(below[k]) for k in kids]
+            assert abs(sizes[0] - sizes[1]) <= 1
+
+
+def test_collapse_single_children_removes_chains_and_a_single_child_root():
+    # root 6 -> 5 -> 4 -> {2, 3}; 3 -> {0, 1}
+    h = Hierarchy(np.array([3, 3, 4, 4, 5, 6, -1]), 3)
+    c = collapse_single_children(h)
+    np.testing.assert_array_equal(c.parent, [3, 3, 4, 4, -1])
+    # a single-child node in the middle: root 5 -> {4, 2}; 4 -> 3 -> {0, 1}
+    h = Hierarchy(np.array([3, 3, 5, 4, 5, -1]), 3)
+    c = tree_from_hierarchy(h)
+    np.testing.assert_array_equal(c.parent, [3, 3, 4, 4, -1])
+    assert collapse_single_children(c) is c  # nothing to do
+
+
+def test_node_examples_route_every_example_down_its_path():
+    # root 5 -> {4, 2}; 4 -> {0, 1, 3}
+    tree = Hierarchy(np.array([4, 4, 5, 4, 5, -1]), 4)
+    y = np.array([2, 0, 3, 1, 2])
+    indptr, rows, child = node_examples(tree, y)
+    at = lambda v: (rows[indptr[v]:indptr[v + 1]].tolist(), child[indptr[v]:indptr[v + 1]].tolist())
+    assert at(5) == ([0, 1, 2, 3, 4], [0, 1, 1, 1, 0])  # children of 5 sorted: 2, 4
+    assert at(4) == ([1, 2, 3], [0, 2, 1])  # children of 4 sorted: 0, 1, 3
+    assert indptr[0] == indptr[4]  # leaves get no examples
+
+
+def test_leaf_probabilities_sum_to_one_and_nodes_sum_their_children():
+    X, y = clustered()
+    tree = balanced_kmeans_tree(X, y, 23, max_leaves=4)
+    model = train_tree(X, y, tree, C=1.0, eps=0.01, progress=False)
+    P = model.predict_proba(X[:50])
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    logp = model.node_log_proba(X[:50])
+    indptr, children = tree.children_csr()
+    for v in range(23, tree.n_nodes):
+        kids = children[indptr[v]:indptr[v + 1]]
+        np.testing.assert_allclose(np.exp(logp[:, kids]).sum(axis=1), np.exp(logp[:, v]), rtol=1e-12)
+    assert np.mean(model.predict(X) == y) > 0.8  # the classes are separable
+
+
+def test_a_one_level_tree_is_the_flat_one_vs_rest_softmax():
+    X, y = clustered(K=7)
+    tree = Hierarchy(np.array([7] * 7 + [-1]), 7)
+    model = train_tree(X, y, tree, C=2.0, eps=0.01, progress=False)
+    flat = train_ovr(X, y, 7, C=2.0, eps=0.01, progress=False)
+    np.testing.assert_allclose(model.predict_proba(X), flat.predict_proba(X), rtol=1e-9, atol=1e-12)
+
+
+def test_a_binary_node_is_one_logistic_model():
+    X, y = clustered(K=2)
+    tree = Hierarchy(np.array([2, 2, -1]), 2)
+    model = train_tree(X, y, tree, C=1.0, eps=0.01, progress=False)
+    single = train_ovr(X, y, 2, classes=[0], C=1.0, eps=0.01, progress=False)
+    expected = 1.0 / (1.0 + np.exp(-single.decision_function(X)[:, 0]))
+    np.testing.assert_allclose(model.predict_proba(X)[:, 0], expected, rtol=1e-9)
+    assert model.W[1].nnz == 0 and model.b[1] == 0.0  # the second child scores 0
+
+
+def test_parts_and_parallel_jobs_give_the_same_model():
+    X, y = clustered(K=30, N=1500)
+    tree = balanced_kmeans_tree(X, y, 30, max_leaves=4)
+    whole = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False)
+    groups = split_nodes(tree, y, 3)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(30, tree.n_nodes))
+    merged = merge_trees([train_tree(X, y, tree, C=1.0, eps=0.1, nodes=g, progress=False) for g in groups])
+    assert (merged.W != whole.W).nnz == 0 and np.array_equal(merged.b, whole.b)
+    forked = train_tree(X, y, tree, C=1.0, eps=0.1, n_jobs=2, progress=False)
+    assert (forked.W != whole.W).nnz == 0 and np.array_equal(forked.b, whole.b)
+
+
+def test_node_weights_are_sparse_to_the_features_their_examples_use():
+    X, y = clustered(K=8)
+    X = sp.hstack([X, sp.csr_matrix((X.shape[0], 1000))], format="csr")  # unused features
+    tree = balanced_kmeans_tree(X, y, 8, max_leaves=2)
+    model = train_tree(X, y, tree, progress=False)
+    assert model.W.shape == (tree.n_nodes, X.shape[1])
+    assert model.W[:, -1000:].nnz == 0
+
+
+def test_a_node_without_examples_is_uniform_over_its_children():
+    X, y = clustered(K=6)
+    keep = y < 4  # classes 4 and 5 have no training example
+    tree = Hierarchy(np.array([6, 6, 7, 7, 8, 8, 9, 9, 9, -1]), 6)
+    model = train_tree(X[keep], y[keep], tree, progress=False)
+    logp = model.node_log_proba(X[:5])
+    np.testing.assert_allclose(logp[:, 4] - logp[:, 8], np.log(0.5))
+    np.testing.assert_allclose(model.predict_proba(X[:5]).sum(axis=1), 1.0)
+
+
+def test_save_load_round_trip(tmp_path):
+    X, y = clustered(K=9)
+    tree = balanced_kmeans_tree(X, y, 9, max_leaves=3)
+    model = train_tree(X, y, tree, progress=False)
+    model.save(tmp_path / "tree.npz")
+    back = TreeModel.load(tmp_path / "tree.npz")
+    np.testing.assert_array_equal(back.tree.parent, tree.parent)
+    np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
+
+
+def test_merge_and_parts_refuse_what_does_not_fit():
+    X, y = clustered(K=9)
+    tree = balanced_kmeans_tree(X, y, 9, max_leaves=3)
+    a, b = split_nodes(tree, y, 2)
+    part = train_tree(X, y, tree, nodes=a, progress=False)
+    with pytest.raises(ValueError, match="merge the parts"):
+        part.predict_proba(X)
+    with pytest.raises(ValueError, match="missing nodes"):
+        merge_trees([part])
+    with pytest.raises(ValueError, match="overlapping"):
+        merge_trees([part, part, train_tree(X, y, tree, nodes=b, progress=False)])
+    with pytest.raises(ValueError, match="internal nodes"):
+        train_tree(X, y, tree, nodes=[0])
+    with pytest.raises(ValueError, match="max_leaves"):
+        balanced_kmeans_tree(X, y, 9, max_leaves=1)
+
+
+def test_softmax_probabilities_sum_to_one_even_for_huge_scores():
+    S = np.array([[1e308, -1e308, 0.0], [-5.0, -5.0, -5.0], [1000.0, 999.0, -np.inf]])
+    P = softmax(S)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_allclose(P[1], 1 / 3)
+    np.testing.assert_allclose(P[2, :2], [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))])

@@ -1,0 +1,701 @@
+"""Probabilistic class trees: the model behind SVBOP-HF.
+
+A probabilistic tree factorises ``P(c | x)`` along the path from the root to the leaf of class
+``c``: every internal node ``v`` has a classifier that gives ``P(child | v, x)`` over its children,
+and ``P(c | x)`` is the product of these along the path (Mortier et al. 2021, Section 4.3).  This
+module builds the tree and trains it; the search over it (SVBOP-HF) lives in :mod:`svbop.hf`.
+
+Trees
+-----
+* :func:`tree_from_hierarchy` -- a predefined class hierarchy (LSHTC1, Bacteria, Proteins) with
+  chains of single-child nodes collapsed (a node with one child predicts it with probability 1,
+  so it only costs time).
+* :func:`balanced_kmeans_tree` -- hierarchical balanced 2-means on class profiles, as in Parabel
+  (Prabhu et al. 2018) and napkinXC: a class profile is the sum of the class's training feature
+  vectors, L2-normalised; the classes of a node are split into two halves (sizes differ by at
+  most one) by 2-means with cosine similarity, iterated until the mean similarity gains less than
+  ``eps``; a node with ``max_leaves`` classes or fewer is not split, its classes become its
+  children.
+
+Both return a :class:`svbop.datasets.Hierarchy` (leaves ``0 .. K-1`` are the classes).
+
+Node classifiers
+----------------
+:func:`train_tree` trains, for every internal node, a liblinear L2-regularised logistic regression
+(dual solver, ``-s 7``, as :func:`svbop.linear.train_ovr`) on the training examples whose class
+lies below the node, labelled by the child they go to:
+
+* a node with two children gets a single logistic model ``w``; its children's scores are
+  ``(w . x + b, 0)``, so that the softmax below is exactly the logistic ``sigma(w . x + b)``;
+* a node with more children gets one one-vs-rest model per child, turned into ``P(child | v, x)``
+  by a softmax over the children's scores (as the flat model).
+* a node no training example reaches gets zero weights: uniform over its children.
+
+Each node is trained on its examples restricted to the features they use, so that a node's
+weights cost memory in proportion to its data (not to the number of features), and are stored as
+one sparse row per non-root node in :class:`TreeModel`.  Nodes can be trained in separate jobs
+(:func:`split_nodes` partitions them, :func:`merge_trees` joins the parts), and each class of each
+node seeds liblinear's ``rand()`` the same way, so the result does not depend on the partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .datasets.base import Hierarchy
+from .io import NpzReader, matrix_arrays, save_arrays
+from .linear import _as_features, cpu_count, train_ovr
+from .logs import progress as _progress
+
+__all__ = [
+    "tree_from_hierarchy",
+    "collapse_single_children",
+    "class_profiles",
+    "balanced_2means",
+    "balanced_kmeans_tree",
+    "TreeModel",
+    "node_examples",
+    "split_nodes",
+    "train_tree",
+    "merge_trees",
+]
+
+logger = logging.getLogger(__name__)
+
+_FORMAT = "svbop.TreeModel"
+_FORMAT_VERSION = 1
+
+
+# --------------------------------------------------------------------------------------------
+# trees
+# --------------------------------------------------------------------------------------------
+
+
+def _renumber(parent: np.ndarray, keep: np.ndarray, n_classes: int, names: list[str] | None) -> Hierarchy:
+    """The tree on the nodes ``keep`` (a boolean mask; ``parent`` already points to kept nodes)."""
+    new_id = np.full(parent.size, -1, dtype=np.int64)
+    new_id[keep] = np.arange(int(keep.sum()))
+    kept = np.flatnonzero(keep)
+    new_parent = np.where(parent[kept] >= 0, new_id[np.maximum(parent[kept], 0)], -1)
+    return Hierarchy(new_parent, n_classes, None if names is None else [names[i] for i in kept])
+
+
+def collapse_single_children(hierarchy: Hierarchy) -> Hierarchy:
+    """The same tree with every internal node that has exactly one child removed.
+
+    The child takes the removed node's place (a chain of such nodes is removed at once); when the
+    root has a single child, that child becomes the root.  The leaves keep their ids ``0..K-1``;
+    internal nodes are renumbered in their old order.  Node names are kept.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+
+    Returns
+    -------
+    Hierarchy
+        A tree whose internal nodes all have at least two children (unless ``K == 1``).
+    """
+    parent = hierarchy.parent.copy()
+    n, K = parent.size, hierarchy.n_classes
+    n_children = np.bincount(parent[parent >= 0], minlength=n)
+    single = n_children == 1
+    single[:K] = False
+    if not single.any():
+        return hierarchy
+    # Every node's new parent is its nearest ancestor that is kept; the root is removed too when
+    # it has a single child (its child then points past it, to -1, and becomes the root).
+    up = parent.copy()
+    while True:
+        skip = (up >= 0) & single[np.maximum(up, 0)]
+        if not skip.any():
+            break
+        up[skip] = parent[up[skip]]
+    parent = up
+    keep = ~single
+    new = _renumber(parent, keep, K, hierarchy.node_names)
+    logger.info("collapsed %d single-child nodes: %d -> %d nodes", int(single.sum()), n, new.n_nodes)
+    return new
+
+
+def tree_from_hierarchy(hierarchy: Hierarchy) -> Hierarchy:
+    """A predefined class hierarchy as a tree for SVBOP-HF: single-child chains collapsed.
+
+    Equivalent to :func:`collapse_single_children`; named for what the pipeline does with it.
+    """
+    if not isinstance(hierarchy, Hierarchy):
+        raise ValueError(f"hierarchy must be a svbop.datasets.Hierarchy, got {type(hierarchy).__name__}")
+    return collapse_single_children(hierarchy)
+
+
+def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
+    """The sum of every class's training feature vectors, L2-normalised (one row per class).
+
+    A class without training examples gets a zero row.
+
+    Parameters
+    ----------
+    X : array or sparse matrix of shape (n_samples, n_features)
+    y : int array of shape (n_samples,), in ``0..n_classes-1``
+    n_classes : int
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (n_classes, n_features), float64
+    """
+    X = _as_features(X)
+    y = _check_labels(y, X.shape[0], n_classes)
+    Y = sp.csr_matrix((np.ones(y.size), (y, np.arange(y.size))), shape=(n_classes, y.size))
+    P = sp.csr_matrix(Y @ X)
+    P.sum_duplicates()
+    norms = np.sqrt(np.asarray(P.multiply(P).sum(axis=1)).ravel())
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return sp.csr_matrix(sp.diags(scale) @ P)
+
+
+def _check_labels(y: Any, n_rows: int, n_classes: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1 or y.size != n_rows:
+        raise ValueError(f"y must be 1-d with one label per row of X ({n_rows}), got shape {y.shape}")
+    if y.size and not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"y must hold integer class ids, got dtype {y.dtype}")
+    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+        raise ValueError(f"n_classes must be a positive integer, got {n_classes!r}")
+    y = y.astype(np.int64)
+    if y.size and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(f"y must be in 0..{n_classes - 1}, found {y[(y < 0) | (y >= n_classes)][0]}")
+    return y
+
+
+def _normalise(v: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(v)
+    return v / norm if norm > 0 else v
+
+
+def balanced_2means(
+    profiles: sp.csr_matrix | np.ndarray,
+    *,
+    eps: float = 1e-3,
+    max_iter: int = 100,
+    rng: np.random.Generator | int | None = 0,
+) -> np.ndarray:
+    """Split rows into two halves by balanced spherical 2-means (cosine similarity).
+
+    Two distinct rows are drawn as the initial centroids.  Each iteration ranks the rows by
+    ``sim(row, c0) - sim(row, c1)`` and gives the first ``ceil(n / 2)`` to cluster 0 and the rest
+    to cluster 1, then re-computes each centroid as the normalised sum of its rows; it stops when
+    the mean similarity of the rows to their centroid gains less than ``eps`` (or after
+    ``max_iter`` iterations).
+
+    Parameters
+    ----------
+    profiles : sparse or dense array of shape (n, D), n >= 2
+        L2-normalised rows (see :func:`class_profiles`).
+    eps : float
+        Stopping tolerance on the gain of the mean similarity (the paper's eps_c).
+    max_iter : int
+    rng : numpy Generator or seed
+
+    Returns
+    -------
+    ndarray of bool, shape (n,)
+        True for the rows of cluster 0 (``ceil(n / 2)`` of them).
+    """
+    n = profiles.shape[0]
+    if n < 2:
+        raise ValueError(f"balanced_2means needs at least 2 rows, got {n}")
+    if not (np.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    rng = np.random.default_rng(rng)
+    first, second = rng.choice(n, size=2, replace=False)
+    dense = not sp.issparse(profiles)
+
+    def row(i):
+        return np.asarray(profiles[i], dtype=np.float64).ravel() if dense else profiles[i].toarray().ravel()
+
+    centroids = np.stack([row(first), row(second)])
+    half = (n + 1) // 2
+    left = np.zeros(n, dtype=bool)
+    previous = -np.inf
+    for _ in range(max_iter):
+        sims = np.asarray(profiles @ centroids.T)
+        # stable sort of the difference: ties (e.g. empty profiles) keep their order
+        order = np.argsort(sims[:, 1] - sims[:, 0], kind="stable")
+        left[:] = False
+        left[order[:half]] = True
+        score = (sims[left, 0].sum() + sims[~left, 1].sum()) / n
+        if score - previous < eps:
+            break
+        previous = score
+        centroids = np.stack([
+            _normalise(np.asarray(profiles[left].sum(axis=0)).ravel()),
+            _normalise(np.asarray(profiles[~left].sum(axis=0)).ravel()),
+        ])
+    return left
+
+
+def balanced_kmeans_tree(
+    X: Any,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    max_leaves: int = 100,
+    eps: float = 1e-3,
+    max_iter: int = 100,
+    seed: int = 0,
+) -> Hierarchy:
+    """Hierarchical balanced 2-means on class profiles (the paper's HF_c tree).
+
+    Starting with all classes at the root, every node with more than ``max_leaves`` classes is
+    split in two halves by :func:`balanced_2means` on the class profiles
+    (:func:`class_profiles`); a node with ``max_leaves`` classes or fewer gets its classes as
+    children.
+
+    Parameters
+    ----------
+    X : array or sparse matrix of shape (n_samples, n_features)
+        Training features.
+    y : int array of shape (n_samples,)
+        Training labels in ``0..n_classes-1``.
+    n_classes : int
+    max_leaves : int, >= 2
+        Classes below a node that is not split (the paper's ``l``).
+    eps : float
+        2-means stopping tolerance (the paper's ``eps_c``).
+    max_iter : int
+        Cap on the 2-means iterations per split.
+    seed : int
+        Seed of the initial centroids (one generator for the whole tree, nodes in creation order).
+
+    Returns
+    -------
+    Hierarchy
+        Leaves ``0..K-1`` are the classes; node ``K`` is the root, the other internal nodes follow
+        in the order they were created (breadth-first).
+    """
+    if isinstance(max_leaves, bool) or not isinstance(max_leaves, (int, np.integer)) or max_leaves < 2:
+        raise ValueError(f"max_leaves must be an integer >= 2, got {max_leaves!r}")
+    start = time.perf_counter()
+    profiles = class_profiles(X, y, n_classes)
+    rng = np.random.default_rng(seed)
+    K = int(n_classes)
+    if K == 1:
+        return Hierarchy(np.array([-1]), 1)
+    parent = [-1]  # internal nodes, numbered K + i
+    leaf_parent = np.full(K, -1, dtype=np.int64)
+    queue = [(0, np.arange(K))]  # (internal index, classes below it)
+    head = 0
+    while head < len(queue):
+        node, members = queue[head]
+        head += 1
+        if members.size <= max_leaves:
+            leaf_parent[members] = K + node
+            continue
+        left = balanced_2means(profiles[members], eps=eps, max_iter=max_iter, rng=rng)
+        for part in (members[left], members[~left]):
+            parent.append(K + node)
+            queue.append((len(parent) - 1, part))
+    tree = Hierarchy(np.concatenate([leaf_parent, np.array(parent, dtype=np.int64)]), K)
+    logger.info(
+        "balanced 2-means tree: %d classes, %d internal nodes, depth %d, max_leaves %d, eps %g (%.2f s)",
+        K, tree.n_nodes - K, int(tree.depth()[:K].max()), max_leaves, eps, time.perf_counter() - start,
+    )
+    return tree
+
+
+# --------------------------------------------------------------------------------------------
+# the tree model
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TreeModel:
+    """Node classifiers of a probabilistic class tree.
+
+    Attributes
+    ----------
+    tree : Hierarchy
+        The tree; leaves ``0..K-1`` are the classes.
+    W : scipy.sparse.csr_matrix of shape (n_nodes, n_features)
+        Row ``v`` scores node ``v`` among its siblings (the root's row is zero):
+        ``P(v | parent(v), x) = softmax over the siblings of (W x + b)``.
+    b : ndarray of shape (n_nodes,)
+        Intercepts.
+    trained : ndarray of bool, shape (n_nodes,)
+        Internal nodes whose classifier is in ``W`` (all of them in a complete model; a part
+        from :func:`train_tree` with ``nodes=`` has only those).
+    """
+
+    tree: Hierarchy
+    W: sp.csr_matrix
+    b: np.ndarray
+    trained: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = self.tree.n_nodes
+        self.W = sp.csr_matrix(self.W, dtype=np.float64)
+        self.b = np.asarray(self.b, dtype=np.float64)
+        self.trained = np.asarray(self.trained, dtype=bool)
+        if self.W.shape[0] != n or self.b.shape != (n,) or self.trained.shape != (n,):
+            raise ValueError(
+                f"W, b and trained need one row per node ({n}), got {self.W.shape}, {self.b.shape}, "
+                f"{self.trained.shape}"
+            )
+
+    @property
+    def n_classes(self) -> int:
+        return self.tree.n_classes
+
+    @property
+    def n_features(self) -> int:
+        return int(self.W.shape[1])
+
+    @property
+    def complete(self) -> bool:
+        """Whether every internal node has its classifier."""
+        internal = np.zeros(self.tree.n_nodes, dtype=bool)
+        internal[self.tree.n_classes:] = True
+        return bool(np.array_equal(self.trained, internal))
+
+    def node_scores(self, X: Any) -> np.ndarray:
+        """Scores ``X W^T + b`` of every node, shape (n_samples, n_nodes)."""
+        X = _as_features(X)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features, the model has {self.n_features}")
+        scores = X @ self.W.T
+        scores = scores.toarray() if sp.issparse(scores) else np.asarray(scores)
+        scores += self.b
+        return scores
+
+    def node_log_proba(self, X: Any) -> np.ndarray:
+        """``log P(v | x)`` of every node ``v`` (the product along its path), shape (n, n_nodes)."""
+        if not self.complete:
+            raise ValueError("the model is a part (not every internal node is trained): merge the parts first")
+        scores = self.node_scores(X)
+        tree = self.tree
+        indptr, children = tree.children_csr()
+        counts = np.diff(indptr)
+        parents = np.flatnonzero(counts)
+        starts = indptr[parents]
+        # log-softmax within every group of siblings (children are contiguous per parent)
+        S = scores[:, children]
+        peak = np.maximum.reduceat(S, starts, axis=1)
+        S -= np.repeat(peak, counts[parents], axis=1)
+        total = np.add.reduceat(np.exp(S), starts, axis=1)
+        S -= np.repeat(np.log(total), counts[parents], axis=1)
+        out = np.zeros_like(scores)
+        out[:, children] = S
+        # top-down: add the parent's log-probability, one depth level at a time
+        depth = tree.depth()
+        by_depth = np.argsort(depth, kind="stable")
+        bounds = np.searchsorted(depth[by_depth], np.arange(1, depth.max() + 2))
+        for d in range(1, int(depth.max()) + 1):
+            level = by_depth[bounds[d - 1]:bounds[d]]
+            out[:, level] += out[:, tree.parent[level]]
+        return out
+
+    def predict_proba(self, X: Any, batch_size: int = 4096) -> np.ndarray:
+        """``P(c | x)`` of every class (the leaves), shape (n_samples, K); rows sum to 1."""
+        X = _as_features(X)
+        K = self.n_classes
+        out = np.empty((X.shape[0], K))
+        for start in range(0, X.shape[0], batch_size):
+            rows = slice(start, start + batch_size)
+            np.exp(self.node_log_proba(X[rows])[:, :K], out=out[rows])
+        return out
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of highest probability, shape (n_samples,)."""
+        return np.argmax(self.predict_proba(X), axis=1)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model to ``path`` (``.npz``, compressed, atomic, no pickle)."""
+        arrays: dict[str, np.ndarray] = {
+            "format": np.array(_FORMAT),
+            "version": np.array(_FORMAT_VERSION),
+            "parent": self.tree.parent,
+            "n_classes": np.array(self.tree.n_classes),
+            "b": self.b,
+            "trained": self.trained,
+        }
+        arrays.update(matrix_arrays(self.W, "W"))
+        save_arrays(path, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TreeModel:
+        """Read a model written by :meth:`save`; errors name the file."""
+        with NpzReader(path, "TreeModel file") as data:
+            if str(data["format"]) != _FORMAT:
+                raise ValueError(f"{path}: format is {str(data['format'])!r}, expected {_FORMAT!r}")
+            version = int(data["version"])
+            if version > _FORMAT_VERSION:
+                raise ValueError(f"{path}: format version {version} is newer than this code ({_FORMAT_VERSION})")
+            try:
+                tree = Hierarchy(data["parent"], int(data["n_classes"]))
+                return cls(tree, data.matrix("W"), data["b"], data["trained"])
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# training
+# --------------------------------------------------------------------------------------------
+
+
+def node_examples(tree: Hierarchy, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which training examples reach which internal node, and the child they go to.
+
+    Parameters
+    ----------
+    tree : Hierarchy
+    y : int array of shape (n_samples,), classes ``0..K-1`` (leaves of ``tree``)
+
+    Returns
+    -------
+    indptr : ndarray of int64, shape (n_nodes + 1,)
+        Node ``v``'s examples are ``rows[indptr[v]:indptr[v + 1]]`` (none for leaves).
+    rows : ndarray of int64
+        Example indices, grouped by node, increasing within a node.
+    child : ndarray of int64, same length as ``rows``
+        Position (0-based, among the node's sorted children) of the child each example goes to.
+    """
+    y = _check_labels(y, np.asarray(y).size, tree.n_classes)
+    n = tree.n_nodes
+    indptr_c, children = tree.children_csr()
+    position = np.zeros(n, dtype=np.int64)  # rank of every node among its siblings
+    position[children] = np.arange(children.size) - np.repeat(indptr_c[:-1], np.diff(indptr_c))
+    node_parts, row_parts, child_parts = [], [], []
+    current = y.copy()  # walk every example up from its leaf
+    alive = np.arange(y.size)
+    while alive.size:
+        up = tree.parent[current[alive]]
+        has = up >= 0
+        alive, up = alive[has], up[has]
+        node_parts.append(up)
+        row_parts.append(alive)
+        child_parts.append(position[current[alive]])
+        current[alive] = up
+    nodes = np.concatenate(node_parts) if node_parts else np.zeros(0, np.int64)
+    rows = np.concatenate(row_parts) if row_parts else np.zeros(0, np.int64)
+    child = np.concatenate(child_parts) if child_parts else np.zeros(0, np.int64)
+    order = np.lexsort((rows, nodes))
+    counts = np.bincount(nodes, minlength=n)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return indptr, rows[order].astype(np.int64), child[order].astype(np.int64)
+
+
+def split_nodes(tree: Hierarchy, y: np.ndarray, n_parts: int) -> list[np.ndarray]:
+    """Partition the internal nodes into ``n_parts`` groups of similar training cost.
+
+    The cost of a node is its number of examples times the number of binary problems it solves
+    (1 for two children, else the number of children); nodes are dealt largest first to the
+    least loaded group.  Deterministic: every job computes the same partition.
+
+    Returns
+    -------
+    list of ``n_parts`` sorted int64 arrays (some may be empty when there are few nodes)
+    """
+    if isinstance(n_parts, bool) or not isinstance(n_parts, (int, np.integer)) or n_parts < 1:
+        raise ValueError(f"n_parts must be a positive integer, got {n_parts!r}")
+    indptr, _, _ = node_examples(tree, y)
+    internal = np.arange(tree.n_classes, tree.n_nodes)
+    n_children = np.bincount(tree.parent[tree.parent >= 0], minlength=tree.n_nodes)[internal]
+    problems = np.where(n_children == 2, 1, n_children)
+    cost = (np.diff(indptr)[internal] + 1) * problems
+    load = np.zeros(n_parts)
+    groups: list[list[int]] = [[] for _ in range(n_parts)]
+    for i in np.argsort(-cost, kind="stable"):
+        g = int(np.argmin(load))
+        groups[g].append(int(internal[i]))
+        load[g] += cost[i]
+    return [np.array(sorted(g), dtype=np.int64) for g in groups]
+
+
+class _NodeTrainer:
+    """Trains one internal node; shared by forked workers (copy-on-write)."""
+
+    def __init__(self, X, y, tree, params):
+        self.X, self.tree, self.params = X, tree, params
+        self.indptr, self.rows, self.child = node_examples(tree, y)
+        self.children = tree.children()
+
+    def fit(self, node: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """(node, child ids, CSR-ish (indptr, indices, data) of the child rows, intercepts)."""
+        kids = self.children[node]
+        lo, hi = self.indptr[node], self.indptr[node + 1]
+        m, D = kids.size, self.X.shape[1]
+        if hi == lo:  # no example reaches the node: uniform over its children
+            empty = sp.csr_matrix((m, D))
+            return node, kids, empty, np.zeros(m)
+        Xv = self.X[self.rows[lo:hi]]
+        used = np.unique(Xv.indices)
+        remap = np.zeros(D, dtype=np.int64)
+        remap[used] = np.arange(used.size)
+        Xc = sp.csr_matrix((Xv.data, remap[Xv.indices], Xv.indptr), shape=(Xv.shape[0], max(used.size, 1)))
+        labels = self.child[lo:hi]
+        if m == 2:
+            part = train_ovr(Xc, labels, 2, classes=[0], n_jobs=1, progress=False, **self.params)
+            Wc = np.vstack([part.W, np.zeros((1, part.W.shape[1]))])
+            bc = np.array([part.b[0], 0.0])
+        else:
+            part = train_ovr(Xc, labels, m, n_jobs=1, progress=False, **self.params)
+            Wc, bc = part.W, part.b
+        Wc = sp.csr_matrix(Wc[:, : used.size])  # back to the original feature ids
+        Wc = sp.csr_matrix((Wc.data, used[Wc.indices], Wc.indptr), shape=(m, D))
+        return node, kids, Wc, bc
+
+
+_FORKED: _NodeTrainer | None = None
+
+
+def _forked_fit(node: int):
+    assert _FORKED is not None
+    return _FORKED.fit(node)
+
+
+def train_tree(
+    X: Any,
+    y: np.ndarray,
+    tree: Hierarchy,
+    *,
+    C: float = 1.0,
+    eps: float = 0.1,
+    bias: float = 1.0,
+    nodes: Sequence[int] | np.ndarray | None = None,
+    n_jobs: int = 1,
+    seed: int | None = 1,
+    progress: bool = True,
+) -> TreeModel:
+    """Train the node classifiers of a probabilistic tree with liblinear (``-s 7``).
+
+    Parameters
+    ----------
+    X : array or sparse matrix of shape (n_samples, n_features)
+        Training features.
+    y : int array of shape (n_samples,)
+        Training labels (leaves of ``tree``).
+    tree : Hierarchy
+    C, eps, bias : float
+        liblinear's ``-c``, ``-e`` and ``-B`` for every node.
+    nodes : sequence of int, optional
+        Internal nodes to train (a part, see :func:`split_nodes` and :func:`merge_trees`);
+        default all.
+    n_jobs : int
+        Nodes trained at once in forked processes (-1: every available core); the result is the
+        same for any value.
+    seed : int or None
+        ``srand(seed)`` before every binary problem (see :func:`svbop.linear.train_ovr`).
+    progress : bool
+        Show a progress bar over the nodes.
+
+    Returns
+    -------
+    TreeModel
+        With ``trained`` set for ``nodes``.
+    """
+    if not isinstance(tree, Hierarchy):
+        raise ValueError(f"tree must be a svbop.datasets.Hierarchy, got {type(tree).__name__}")
+    X = sp.csr_matrix(_as_features(X))
+    if not X.has_sorted_indices:
+        X.sort_indices()
+    y = _check_labels(y, X.shape[0], tree.n_classes)
+    K, n = tree.n_classes, tree.n_nodes
+    if nodes is None:
+        todo = np.arange(K, n, dtype=np.int64)
+    else:
+        todo = np.unique(np.asarray(nodes, dtype=np.int64))
+        if todo.size != np.asarray(nodes).size:
+            raise ValueError("nodes must not repeat a node")
+        if todo.size and (todo[0] < K or todo[-1] >= n):
+            raise ValueError(f"nodes must be internal nodes ({K}..{n - 1}), got {todo[0] if todo[0] < K else todo[-1]}")
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
+        raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}")
+    workers = max(1, min(cpu_count() if n_jobs == -1 else int(n_jobs), todo.size))
+    start = time.perf_counter()
+    trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": seed})
+    # largest nodes first, so that parallel workers finish together
+    sizes = np.diff(trainer.indptr)[todo] * np.maximum(np.array([trainer.children[v].size for v in todo]), 1)
+    order = todo[np.argsort(-sizes, kind="stable")]
+    logger.info(
+        "liblinear tree: %d of %d internal nodes, %d x %d, C=%g eps=%g bias=%g, %d job(s)",
+        todo.size, n - K, X.shape[0], X.shape[1], C, eps, bias, workers,
+    )
+
+    def tracked(results):
+        if not progress:
+            return results
+        return _progress(results, desc="liblinear tree nodes", total=todo.size, logger=logger)
+
+    results = []
+    if workers == 1:
+        results = list(tracked(map(trainer.fit, order)))
+    else:
+        global _FORKED
+        _FORKED = trainer
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(workers, mp_context=context) as pool:
+                results = list(tracked(pool.map(_forked_fit, order, chunksize=1)))
+        finally:
+            _FORKED = None
+    row_of = np.full(n, -1, dtype=np.int64)
+    blocks, b = [], np.zeros(n)
+    position = 0
+    for _, kids, Wc, bc in results:
+        row_of[kids] = np.arange(position, position + kids.size)
+        position += kids.size
+        blocks.append(Wc)
+        b[kids] = bc
+    stacked = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, X.shape[1]))
+    # rows in node order; nodes that are not a trained node's child get a zero row
+    have = np.flatnonzero(row_of >= 0)
+    W = sp.csr_matrix((n, X.shape[1]))
+    if have.size:
+        pick = sp.csr_matrix((np.ones(have.size), (have, row_of[have])), shape=(n, stacked.shape[0]))
+        W = sp.csr_matrix(pick @ stacked)
+    W.eliminate_zeros()
+    trained = np.zeros(n, dtype=bool)
+    trained[todo] = True
+    logger.info("liblinear tree: %d nodes in %.1f s, %d non-zero weights", todo.size, time.perf_counter() - start, W.nnz)
+    return TreeModel(tree, W, b, trained)
+
+
+def merge_trees(parts: Sequence[TreeModel]) -> TreeModel:
+    """Join tree-model parts trained on disjoint node sets into one complete model.
+
+    Raises ValueError when the parts have different trees or features, overlap, or leave an
+    internal node untrained.
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("parts is empty: nothing to merge")
+    first = parts[0]
+    for i, part in enumerate(parts):
+        if not isinstance(part, TreeModel):
+            raise ValueError(f"parts[{i}] is a {type(part).__name__}, not a TreeModel")
+        if part.tree.n_classes != first.tree.n_classes or not np.array_equal(part.tree.parent, first.tree.parent):
+            raise ValueError(f"parts[{i}] has a different tree from parts[0]")
+        if part.n_features != first.n_features:
+            raise ValueError(f"parts[{i}] has {part.n_features} features, parts[0] has {first.n_features}")
+    counts = np.sum([p.trained for p in parts], axis=0)
+    if np.any(counts > 1):
+        raise ValueError(f"overlapping parts: node {int(np.flatnonzero(counts > 1)[0])} is trained in more than one")
+    internal = np.arange(first.tree.n_classes, first.tree.n_nodes)
+    missing = internal[counts[internal] == 0]
+    if missing.size:
+        raise ValueError(f"missing nodes: {missing.size} internal nodes (e.g. {int(missing[0])}) are in no part")
+    W = parts[0].W
+    for part in parts[1:]:
+        W = W + part.W
+    b = np.sum([p.b for p in parts], axis=0)
+    return TreeModel(first.tree, sp.csr_matrix(W), b, counts.astype(bool))
