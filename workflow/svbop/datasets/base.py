@@ -1,7 +1,8 @@
 """Containers for classification data: :class:`Hierarchy` (a class tree) and :class:`Dataset`.
 
 A :class:`Dataset` holds raw inputs ``X`` (images, dense features or sparse term counts),
-integer labels ``y``, class names and optionally a :class:`Hierarchy` over the classes.  It is
+integer labels ``y``, class names, optionally a :class:`Hierarchy` over the classes and a record
+id per row (e.g. the FASTA ids, to join per-sequence annotations such as protein domains).  It is
 saved as a single compressed ``.npz`` file without pickled objects.
 """
 
@@ -21,8 +22,9 @@ __all__ = ["Hierarchy", "Dataset", "X_KINDS", "encode_strings", "decode_strings"
 
 logger = logging.getLogger(__name__)
 
-#: Version of the ``.npz`` layout written by :meth:`Dataset.save` (2: text inputs, x_kind, part).
-FORMAT_VERSION = 2
+#: Version of the ``.npz`` layout written by :meth:`Dataset.save` (2: text inputs, x_kind, part;
+#: 3: record ids).  Files of older versions still load (a version-2 file has no ids).
+FORMAT_VERSION = 3
 
 #: What the rows of ``Dataset.X`` are.  Numeric: ``dense`` (N, D) features, ``sparse`` (N, D)
 #: CSR term counts or features, ``images`` (N, H, W) or (N, C, H, W) pixels.  Strings (one per
@@ -217,6 +219,32 @@ class Hierarchy:
 
 
 # ---------------------------------------------------------------------- dataset
+def _check_ids(ids, n_rows: int) -> np.ndarray:
+    """Row ids as a 1-D object array of ``str`` with ``n_rows`` entries; warns about repeats."""
+    if isinstance(ids, (str, bytes)):
+        raise ValueError(f"ids: expected one id per row, got a single string {ids!r}")
+    arr = np.asarray(ids, dtype=object) if not isinstance(ids, np.ndarray) else ids
+    if arr.ndim != 1:
+        raise ValueError(f"ids: expected a 1-D array (one id per row), got shape {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"ids: has {arr.shape[0]} ids but there are {n_rows} rows")
+    out = np.empty(n_rows, dtype=object)
+    out[:] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr]
+    if n_rows:
+        # After sorting, repeated ids sit side by side: N log N, no pairwise comparison.
+        sorted_ids = np.sort(out.astype(np.str_), kind="stable")
+        repeated = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+        if repeated.size:
+            first = str(sorted_ids[repeated[0]])
+            rows = np.flatnonzero(out == first)[:2].tolist()
+            n_repeated = np.unique(sorted_ids[repeated]).size
+            logger.warning(
+                "ids: %d id(s) occur more than once, e.g. %r at rows %d and %d; joins on ids "
+                "(e.g. domain annotations) will refuse this dataset", n_repeated, first, rows[0], rows[1],
+            )
+    return out
+
+
 @dataclass(eq=False)
 class Dataset:
     """A labelled multi-class dataset.
@@ -245,6 +273,12 @@ class Dataset:
     part : ndarray of str, shape (N,), optional
         The part of the source each row came from (e.g. ``"train"``, ``"test"``), for splits
         that follow the source's own train/test division.
+    ids : sequence of str, shape (N,), optional
+        An identifier per row (e.g. the FASTA record id), held as a 1-D object array of ``str``,
+        to join per-record annotations (protein domains) to rows.  Ids should be unique, but a
+        repeated id only logs a warning: it matters to a join, and the joins (e.g.
+        :func:`svbop.features.domains.domain_encoding`) refuse it, while a dataset that never
+        uses its ids should still parse, save and train.
     """
 
     name: str
@@ -256,6 +290,7 @@ class Dataset:
     synthetic: bool = False
     x_kind: str = ""
     part: np.ndarray | None = None
+    ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
@@ -306,6 +341,8 @@ class Dataset:
             if part.shape != y.shape:
                 raise ValueError(f"part: expected one part name per row, shape {y.shape}, got {part.shape}")
             self.part = part
+        if self.ids is not None:
+            self.ids = _check_ids(self.ids, y.shape[0])
         if self.hierarchy is not None:
             if not isinstance(self.hierarchy, Hierarchy):
                 raise ValueError(f"hierarchy: expected a Hierarchy, got {type(self.hierarchy).__name__}")
@@ -337,7 +374,8 @@ class Dataset:
         Keys: ``format_version``, ``name``, ``description``, ``synthetic``, ``y``,
         ``class_names``, ``x_kind``, ``X_format`` (``"dense"``, ``"csr"`` or ``"text"``), then
         ``X`` (dense), ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape`` (CSR) or
-        ``X_text_bytes``, ``X_text_offsets`` (UTF-8 strings); ``part`` when set; with a hierarchy also
+        ``X_text_bytes``, ``X_text_offsets`` (UTF-8 strings); ``part`` when set; ``ids_bytes``,
+        ``ids_offsets`` (UTF-8 strings, as for text rows) when ids are set; with a hierarchy also
         ``hierarchy_parent``, ``hierarchy_n_classes`` and, when named, ``hierarchy_node_names``.
 
         Returns
@@ -363,6 +401,8 @@ class Dataset:
             arrays.update(matrix_arrays(self.X, "X"))
         if self.part is not None:
             arrays["part"] = self.part
+        if self.ids is not None:
+            arrays["ids_bytes"], arrays["ids_offsets"] = encode_strings(self.ids)
         if self.hierarchy is not None:
             arrays["hierarchy_parent"] = self.hierarchy.parent
             arrays["hierarchy_n_classes"] = np.array(self.hierarchy.n_classes, dtype=np.int64)
@@ -374,7 +414,8 @@ class Dataset:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Dataset:
-        """Read a dataset written by :meth:`save`.
+        """Read a dataset written by :meth:`save` (any format version up to :data:`FORMAT_VERSION`;
+        files without ids, such as those of version 2, give ``ids=None``).
 
         Raises
         ------
@@ -398,6 +439,12 @@ class Dataset:
                     raise ValueError(f"{path}: unreadable text rows ({exc})") from None
             else:
                 X = data.matrix("X")
+            ids = None
+            if "ids_bytes" in files or "ids_offsets" in files:
+                try:
+                    ids = decode_strings(get("ids_bytes"), get("ids_offsets"))
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise ValueError(f"{path}: unreadable ids ({exc})") from None
             hierarchy = None
             if "hierarchy_parent" in files:
                 names = get("hierarchy_node_names").tolist() if "hierarchy_node_names" in files else None
@@ -416,6 +463,7 @@ class Dataset:
                     synthetic=bool(get("synthetic")),
                     x_kind=str(get("x_kind")) if "x_kind" in files else "",
                     part=get("part") if "part" in files else None,
+                    ids=ids,
                 )
             except ValueError as exc:
                 raise ValueError(f"{path}: invalid dataset ({exc})") from None

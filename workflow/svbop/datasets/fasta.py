@@ -5,7 +5,9 @@ either a taxonomy in one of its tab-separated fields, as in the 16S rRNA "gold" 
 (``>7000004128189528<TAB>Acidothermus cellulolyticus 11B, ...<TAB>...<TAB>Bacteria;
 Actinobacteria; Actinobacteria; Actinomycetales; Acidothermaceae; Acidothermus``, the class
 being the genus, the last level, and the levels above it its place in the class hierarchy), or a
-regular expression (e.g. an EC number or a family name in protein headers).
+regular expression (e.g. an EC number or a family name in protein headers).  Each record's id,
+the first word of its header (``sp|P12345|AATM_RABIT`` in ``>sp|P12345|AATM_RABIT Aspartate
+...``, the name HMMER and pfam_scan.pl report it under), is kept in ``Dataset.ids``.
 
 FASTA files are small next to the other datasets, so they are parsed line by line in Python.
 """
@@ -117,15 +119,18 @@ def read_fasta(
     Dataset
         ``X`` the sequences (line breaks and whitespace removed, upper-cased), ``x_kind``
         ``"sequences"``; ``y`` indices into ``class_names``, the labels sorted; ``hierarchy``
-        (taxonomy labels with ``hierarchy=True``); ``part`` per row; ``name`` empty.
+        (taxonomy labels with ``hierarchy=True``); ``part`` per row; ``ids`` the record ids
+        (the first whitespace-separated word of each header, without ``>``; a repeated id is
+        logged as a warning naming both records); ``name`` empty.
 
     Raises
     ------
     ValueError
         ``"<path>:<line>: ..."`` for a sequence line before the first header, a header without
-        sequence, a character outside ``alphabet``, a header the regex does not match or whose
-        taxonomy field is missing, too short for ``level`` or has an empty level, and for a
-        class whose taxonomy path differs between two records (naming both lines).
+        an id (nothing but white space after ``>``) or without sequence, a character outside
+        ``alphabet``, a header the regex does not match or whose taxonomy field is missing, too
+        short for ``level`` or has an empty level, and for a class whose taxonomy path differs
+        between two records (naming both lines).
     """
     if label not in ("taxonomy", "regex"):
         raise ValueError(f"label: expected 'taxonomy' or 'regex', got {label!r}")
@@ -145,6 +150,9 @@ def read_fasta(
 
     seqs: list[str] = []
     labels: list[str] = []
+    ids: list[str] = []
+    where_id: dict[str, tuple[Path, int]] = {}  # id -> (file, line) of its first record
+    repeated: list[tuple[str, Path, int]] = []
     part_names, counts = [], []
     path_of: dict[str, tuple[tuple[str, ...], Path, int]] = {}  # class -> (path, file, line)
     for part, names in plist:
@@ -152,6 +160,14 @@ def read_fasta(
         for name in names:
             path = resolve(root, name)
             for line, header, seq in _records(path, alphabet):
+                words = header.split(maxsplit=1)
+                if not words:
+                    raise ValueError(f"{path}:{line}: header has no record id (nothing after '>')")
+                rid = words[0]
+                if rid in where_id:
+                    repeated.append((rid, path, line))
+                else:
+                    where_id[rid] = (path, line)
                 if regex is not None:
                     m = regex.search(header)
                     if m is None:
@@ -190,12 +206,21 @@ def read_fasta(
                         )
                 seqs.append(seq)
                 labels.append(cls)
+                ids.append(rid)
                 n_part += 1
         part_names.append(part)
         counts.append(n_part)
 
     if not seqs:
         raise ValueError(f"{describe_parts(plist)}: no FASTA records")
+    if repeated:
+        rid, path, line = repeated[0]
+        first_path, first_line = where_id[rid]
+        logger.warning(
+            "%s:%d: record id %r repeats the one at %s:%d (%d repeated record(s) in all); ids "
+            "should be unique to join annotations such as domains to records",
+            path, line, rid, first_path, first_line, len(repeated),
+        )
     class_names, y = encode_labels(np.asarray(labels, dtype=np.str_))
     desc_files = describe_parts(plist)
     tree = None
@@ -216,5 +241,5 @@ def read_fasta(
     return Dataset(
         name="", X=X, y=y, class_names=class_names, hierarchy=tree,
         description=f"sequences from FASTA files {desc_files}; {how}",
-        x_kind="sequences", part=part_array(part_names, counts),
+        x_kind="sequences", part=part_array(part_names, counts), ids=ids,
     )

@@ -9,6 +9,10 @@
 * :mod:`svbop.features.tfidf` -- tf-idf weighting fitted on the training rows only: of term
   counts, of documents (word n-grams) and of DNA / protein sequences (k-mers).  Needs
   ``scikit-learn``.
+* :mod:`svbop.features.domains` -- the binary Pfam functional-domain encoding of protein
+  sequences (read from HMMER / pfam_scan output), appended to the Proteins 3-mers.
+* :mod:`svbop.features.binning` -- random binning features of the Laplacian kernel (Rahimi and
+  Recht), the paper's ALOI.BIN representation computed from plain ALOI.
 
 Names are imported lazily, so ``import svbop.features`` pulls in neither torch nor
 scikit-learn; the first use of a name imports its module.
@@ -21,10 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "CNNTrainingResult",
+    "RandomBinning",
     "SmallCNN",
+    "domain_encoding",
     "extract_features",
     "load_cnn",
+    "random_binning_features",
     "raw_features",
+    "read_domain_annotations",
+    "read_families",
     "save_cnn",
     "train_cnn",
     "tfidf_features",
@@ -36,6 +45,11 @@ __all__ = [
 
 _LAZY = {
     "CNNTrainingResult": "cnn",
+    "RandomBinning": "binning",
+    "domain_encoding": "domains",
+    "random_binning_features": "binning",
+    "read_domain_annotations": "domains",
+    "read_families": "domains",
     "SmallCNN": "cnn",
     "extract_features": "cnn",
     "load_cnn": "cnn",
@@ -50,6 +64,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .binning import RandomBinning, random_binning_features
+    from .domains import domain_encoding, read_domain_annotations, read_families
     from .cnn import CNNTrainingResult, SmallCNN, extract_features, load_cnn, save_cnn, train_cnn
     from .raw import raw_features
     from .tfidf import tfidf_features, tfidf_strings, tfidf_texts
