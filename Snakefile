@@ -6,7 +6,7 @@
 #   snakemake -n                                          show what would run
 #   snakemake --report results/provenance.zip             Snakemake's provenance report
 #
-# Data flows one way: download -> features -> train -> predict -> evaluate -> report; one rule
+# Data flows one way: download -> features -> train (flat, trees) -> index -> predict -> evaluate -> report; one rule
 # file per stage in workflow/rules/, the real work in the library workflow/svbop/. The page to
 # read is results/report.html.
 
@@ -28,6 +28,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/download.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/index.smk"
 include: "workflow/rules/predict.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"

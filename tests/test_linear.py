@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from svbop.linear import LinearModel, merge_models, softmax, train_ovr
+from svbop.linear import LinearModel, class_parts, merge_models, softmax, train_ovr
 
 liblinearutil = pytest.importorskip("liblinear.liblinearutil")
 from svbop.linear import _libc  # noqa: E402
@@ -82,6 +82,21 @@ def test_chunks_and_parallel_jobs_give_the_same_model_exactly(data):
     assert np.array_equal(merged.W, full.W) and np.array_equal(merged.b, full.b)
     parallel = train_ovr(X, y, 6, n_jobs=2, progress=False)
     assert np.array_equal(parallel.W, full.W) and np.array_equal(parallel.b, full.b)
+
+
+@pytest.mark.parametrize("parts", [1, 4, 8])
+def test_class_parts_as_separate_jobs_merge_to_the_unchunked_model(data, parts):
+    X, y = data
+    full = train_ovr(X, y, 6, progress=False)
+    ranges = class_parts(6, parts)
+    assert len(ranges) == parts and np.array_equal(np.concatenate(ranges), np.arange(6))
+    assert max(r.size for r in ranges) - min(r.size for r in ranges) <= 1
+    chunks = [train_ovr(X, y, 6, classes=r, progress=False) for r in ranges]  # some empty when parts > K
+    merged = merge_models(chunks)
+    assert np.array_equal(merged.W, full.W) and np.array_equal(merged.b, full.b)
+    clipped = merge_models([c.clip(0.5) for c in chunks])
+    assert clipped.clip_threshold == 0.5
+    np.testing.assert_array_equal(clipped.W.toarray(), full.clip(0.5).W.toarray())
 
 
 def test_thread_backend_agrees_within_the_solver_tolerance(data):

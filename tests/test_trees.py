@@ -192,3 +192,17 @@ def test_softmax_probabilities_sum_to_one_even_for_huge_scores():
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     np.testing.assert_allclose(P[1], 1 / 3)
     np.testing.assert_allclose(P[2, :2], [1 / (1 + np.exp(-1)), 1 / (1 + np.exp(1))])
+
+
+def test_tree_files_round_trip_and_clip_keeps_large_weights(tmp_path):
+    from svbop.trees import load_tree, save_tree
+
+    X, y = clustered(K=9)
+    tree = balanced_kmeans_tree(X, y, 9, max_leaves=3)
+    save_tree(tmp_path / "t.npz", tree)
+    np.testing.assert_array_equal(load_tree(tmp_path / "t.npz").parent, tree.parent)
+    model = train_tree(X, y, tree, progress=False)
+    clipped = model.clip(0.1)
+    assert clipped.W.nnz < model.W.nnz and np.all(np.abs(clipped.W.data) >= 0.1)
+    big = np.abs(model.W.toarray()) >= 0.1
+    np.testing.assert_array_equal(clipped.W.toarray()[big], model.W.toarray()[big])

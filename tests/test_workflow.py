@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("snakemake", reason="snakemake is not installed (pip install -e '.[pipeline]')")
 
-# Both quickstart datasets, shrunk: a few CNN epochs on the digits, 24 synthetic classes.
+# Both quickstart datasets, shrunk: a few CNN epochs on the digits, 24 synthetic classes with
+# every model kind (flat in 2 parts, both trees in 2 parts, the HNSW index).
 TINY = """
 run: [digits, synthetic]
 utilities: ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"]
@@ -29,7 +30,9 @@ datasets:
       synthetic: {n_classes: 24, branching: [2, 3, 4], n_samples: 720, n_features: 2000}
     split: {validation: 0.15, calibration: 0.15, test: 0.25}
     features: {kind: tfidf}
-    flat: {C: 10.0}
+    flat: {C: 10.0, parts: 2}
+    hsg: {enabled: true, M: 8, efC: 50, k: 5}
+    hf: {enabled: true, trees: [predefined, kmeans], C: 10.0, max_leaves: 4, parts: 2}
 """
 
 
@@ -124,6 +127,40 @@ def test_tiny_run_writes_report_and_sane_metrics(finished_run):
     logs = list((workdir / "results/logs").rglob("*.log"))
     assert len(logs) >= 20 and all(log.stat().st_size > 0 for log in logs)
     assert (workdir / "results/benchmarks/train_flat/synthetic.tsv").exists()
+
+
+def test_tiny_run_trains_flat_parts_trees_and_index_consistently(finished_run):
+    from svbop.datasets import Dataset, load_split
+    from svbop.index import HNSWIndex
+    from svbop.io import load_matrix
+    from svbop.linear import LinearModel, class_parts, train_ovr
+    from svbop.trees import TreeModel, load_tree
+
+    results = finished_run / "results/synthetic"
+    dataset = Dataset.load(finished_run / "data/synthetic/dataset.npz")
+    split = load_split(finished_run / "data/synthetic/split.npz")
+    X = load_matrix(results / "features/tfidf.npz")
+    flat = LinearModel.load(results / "models/flat.npz")
+    # the two part jobs merge into exactly the model one job trains on the same rows
+    whole = train_ovr(X[split["train"]], dataset.y[split["train"]], 24, C=10.0, eps=0.1, progress=False)
+    assert np.array_equal(flat.W, whole.W) and np.array_equal(flat.b, whole.b)
+    infos = [json.loads((results / f"models/flat/part_{i}.json").read_text()) for i in range(2)]
+    assert [i["n_classes"] for i in infos] == [r.size for r in class_parts(24, 2)]
+    test = X[split["test"]]
+    for tree in ("predefined", "kmeans"):
+        structure = load_tree(results / f"models/tree_{tree}.npz")
+        model = TreeModel.load(results / f"models/hf_{tree}.npz")
+        np.testing.assert_array_equal(model.tree.parent, structure.parent)
+        P = model.predict_proba(test)
+        np.testing.assert_allclose(P.sum(axis=1), 1.0)
+        assert np.mean(P.argmax(axis=1) == dataset.y[split["test"]]) > 0.5
+    # the predefined tree is the synthetic 2 x 3 x 4 hierarchy: 1 + 2 + 6 internal nodes
+    assert load_tree(results / "models/tree_predefined.npz").n_nodes == 24 + 9
+    index = HNSWIndex.load(results / "indexes/hnsw.bin")
+    ids, scores = index.query(test, k=5, ef=24)
+    exact = flat.decision_function(test)
+    np.testing.assert_array_equal(ids[:, 0], exact.argmax(axis=1))
+    np.testing.assert_allclose(scores[:, 0], exact.max(axis=1), rtol=1e-4, atol=1e-4)
 
 
 def test_rerun_is_a_no_op_and_deleting_a_model_reruns_only_its_dependants(finished_run):

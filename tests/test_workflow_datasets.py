@@ -29,6 +29,14 @@ def test_default_config_plans_all_eleven_datasets():
     for name in PAPER_DATASETS:
         assert f"data/{name}/downloads/" in text, f"{name}: no download planned"
         assert f"results/{name}/metrics.tsv" in text, f"{name}: not planned through to its metrics"
+        assert f"results/{name}/models/flat.npz" in text, f"{name}: no flat model planned"
+    # the five largest datasets also get SVBOP-HSG's index and SVBOP-HF's trees (Table 4)
+    for name in ("aloi_bin", "bacteria", "proteins", "dmoz", "lshtc1"):
+        assert f"results/{name}/indexes/hnsw.bin" in text, f"{name}: no HNSW index planned"
+        assert f"results/{name}/models/hf_kmeans.npz" in text, f"{name}: no balanced 2-means tree planned"
+    for name in ("bacteria", "proteins"):
+        assert f"results/{name}/models/hf_predefined.npz" in text, f"{name}: no predefined tree planned"
+    assert "results/proteins/features/tfidf.npz" in text and "results/lshtc1/models/flat/part_15.npz" in text
     assert "results/report.html" in text
 
 

@@ -48,6 +48,8 @@ wildcard_constraints:
     file="[^/]+",
     utility="|".join(re.escape(label) for label in UTILITIES),
     s="[0-9]+",
+    part="[0-9]+",
+    tree="predefined|kmeans",
     epsilon="[0-9.e-]+",
 
 
@@ -91,6 +93,30 @@ def features_file(wildcards):
     return f"results/{wildcards.dataset}/features/{kind}.npz"
 
 
+def flat_parts(wildcards):
+    """The flat model's parts (class ranges), one training job each."""
+    n = config["datasets"][wildcards.dataset]["flat"]["parts"]
+    return [f"results/{wildcards.dataset}/models/flat/part_{i}.npz" for i in range(n)]
+
+
+def tree_parts(wildcards):
+    """A tree model's parts (groups of internal nodes), one training job each."""
+    n = config["datasets"][wildcards.dataset]["hf"]["parts"]
+    return [f"results/{wildcards.dataset}/models/hf_{wildcards.tree}/part_{i}.npz" for i in range(n)]
+
+
+def approximate_models(dataset):
+    """SVBOP-HSG's index and SVBOP-HF's tree models, where the dataset's config enables them."""
+    cfg = config["datasets"][dataset]
+    out = []
+    if cfg["hsg"]["enabled"]:
+        out.append(f"results/{dataset}/indexes/hnsw.bin")
+    if cfg["hf"]["enabled"]:
+        for tree in cfg["hf"]["trees"]:
+            out += [f"results/{dataset}/models/tree_{tree}.npz", f"results/{dataset}/models/hf_{tree}.npz"]
+    return out
+
+
 def predictions(dataset):
     """Every method of the paper's Table 3 for one dataset: {(method, param): path}."""
     out = {}
@@ -116,6 +142,7 @@ def dataset_results(dataset):
         f"results/{dataset}/features/{kind}.npz",
         *([f"results/{dataset}/models/cnn.pt"] if kind == "cnn" else []),
         f"results/{dataset}/models/flat.npz",
+        *approximate_models(dataset),
         f"results/{dataset}/scores/flat.npz",
         *predictions(dataset).values(),
         f"results/{dataset}/metrics.tsv",

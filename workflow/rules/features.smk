@@ -1,6 +1,7 @@
 # Features: what the flat model sees. The paper's MNIST CNN (hidden layer) for small images,
 # VGG16's convolutional features for photographs, tf-idf for term counts, texts (words) and
-# sequences (k-mers), or the source's own features (raw). Features are computed for every row;
+# sequences (k-mers, plus Pfam domains for proteins), random binning features of the Laplacian
+# kernel for dense vectors (ALOI), or the source's own features (raw). Features are computed for every row;
 # only training rows are used for fitting.
 
 
@@ -35,7 +36,8 @@ rule features_tfidf:
     input:
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        code=library_sources("features/__init__", "features/tfidf"),
+        raw=lambda wc: raw_folder(wc) if dataset_config(wc)["features"].get("domains") else [],
+        code=library_sources("features/__init__", "features/tfidf", "features/domains"),
     output:
         features="results/{dataset}/features/tfidf.npz",
     params:
@@ -91,3 +93,26 @@ rule features_raw:
         "../../envs/svbop.yaml"
     script:
         "../scripts/features_raw.py"
+
+
+rule features_binning:
+    input:
+        dataset="data/{dataset}/dataset.npz",
+        split="data/{dataset}/split.npz",
+        code=library_sources("features/__init__", "features/binning"),
+    output:
+        features="results/{dataset}/features/binning.npz",
+    params:
+        features=lambda wc: dataset_config(wc)["features"],
+        seed=lambda wc: split_seed(wc.dataset),
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["features"]["runtime"],
+    log:
+        "results/logs/features_binning/{dataset}.log",
+    benchmark:
+        "results/benchmarks/features_binning/{dataset}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/features_binning.py"

@@ -61,7 +61,7 @@ import scipy.sparse as sp
 from .io import NpzReader, matrix_arrays, save_arrays
 from .logs import progress as _progress
 
-__all__ = ["LinearModel", "softmax", "train_ovr", "merge_models", "cpu_count"]
+__all__ = ["LinearModel", "softmax", "train_ovr", "merge_models", "class_parts", "cpu_count"]
 
 logger = logging.getLogger(__name__)
 
@@ -338,6 +338,18 @@ def merge_models(models: Sequence[LinearModel], n_classes: int | None = None) ->
     return LinearModel(W, b, classes[order], clip_threshold=threshold)
 
 
+def class_parts(n_classes: int, n_parts: int) -> list[np.ndarray]:
+    """Split classes ``0..K-1`` into ``n_parts`` contiguous ranges of (nearly) equal size.
+
+    The ranges are the chunks that separate jobs train (:func:`train_ovr` with ``classes=``) and
+    :func:`merge_models` joins; when ``n_parts > K`` the last ranges are empty.
+    """
+    for name, value, low in (("n_classes", n_classes, 1), ("n_parts", n_parts, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return [part.astype(np.int64) for part in np.array_split(np.arange(int(n_classes)), int(n_parts))]
+
+
 def _few(ids: np.ndarray, limit: int = 10) -> str:
     shown = ", ".join(str(int(i)) for i in ids[:limit])
     return f"[{shown}{', ...' if ids.size > limit else ''}] ({ids.size} in all)"
@@ -513,7 +525,7 @@ def train_ovr(
         liblinear's ``-s``: a classification solver, 0-3 or 5-7 (default 7, the paper's).
     classes : sequence of int, optional
         The classes to train (a chunk, for :func:`merge_models`); default all ``0..K-1``.  The
-        rows of the result are in increasing class order.
+        rows of the result are in increasing class order; an empty sequence gives an empty model.
     n_jobs : int
         Classes trained at once; -1 means every core available to the process.
     backend : {"processes", "threads"}
@@ -562,8 +574,10 @@ def train_ovr(
         todo = np.arange(n_classes, dtype=np.int64)
     else:
         raw = np.asarray(classes)
-        if raw.ndim != 1 or raw.size == 0 or not np.issubdtype(raw.dtype, np.integer):
-            raise ValueError(f"classes must be a non-empty 1-d sequence of integers, got {classes!r}")
+        if raw.ndim == 1 and raw.size == 0:  # an empty part (more parts than classes)
+            return LinearModel(np.zeros((0, X.shape[1])), np.zeros(0), np.zeros(0, dtype=np.int64))
+        if raw.ndim != 1 or not np.issubdtype(raw.dtype, np.integer):
+            raise ValueError(f"classes must be a 1-d sequence of integers, got {classes!r}")
         todo = np.unique(raw).astype(np.int64)
         if todo.size != raw.size:
             raise ValueError("classes must not repeat a class")

@@ -68,6 +68,8 @@ __all__ = [
     "split_nodes",
     "train_tree",
     "merge_trees",
+    "save_tree",
+    "load_tree",
 ]
 
 logger = logging.getLogger(__name__)
@@ -136,6 +138,26 @@ def tree_from_hierarchy(hierarchy: Hierarchy) -> Hierarchy:
     if not isinstance(hierarchy, Hierarchy):
         raise ValueError(f"hierarchy must be a svbop.datasets.Hierarchy, got {type(hierarchy).__name__}")
     return collapse_single_children(hierarchy)
+
+
+def save_tree(path: str | os.PathLike, tree: Hierarchy) -> None:
+    """Write a tree (parent array, number of classes, node names if any) to ``path`` (``.npz``)."""
+    arrays = {"format": np.array("svbop.Tree"), "parent": tree.parent, "n_classes": np.array(tree.n_classes)}
+    if tree.node_names is not None:
+        arrays["node_names"] = np.array(tree.node_names, dtype=str)
+    save_arrays(path, **arrays)
+
+
+def load_tree(path: str | os.PathLike) -> Hierarchy:
+    """Read a tree written by :func:`save_tree`; errors name the file."""
+    with NpzReader(path, "tree file") as data:
+        if str(data["format"]) != "svbop.Tree":
+            raise ValueError(f"{path}: format is {str(data['format'])!r}, expected 'svbop.Tree'")
+        names = [str(s) for s in data["node_names"]] if "node_names" in data else None
+        try:
+            return Hierarchy(data["parent"], int(data["n_classes"]), names)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
 
 def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
@@ -366,6 +388,18 @@ class TreeModel:
         internal = np.zeros(self.tree.n_nodes, dtype=bool)
         internal[self.tree.n_classes:] = True
         return bool(np.array_equal(self.trained, internal))
+
+    def clip(self, threshold: float) -> TreeModel:
+        """A copy with the weights ``|w| < threshold`` set to zero (intercepts kept)."""
+        threshold = float(threshold)
+        if not np.isfinite(threshold) or threshold < 0:
+            raise ValueError(f"threshold must be a finite number >= 0, got {threshold}")
+        W = self.W.copy()
+        before = W.nnz
+        W.data[np.abs(W.data) < threshold] = 0.0
+        W.eliminate_zeros()
+        logger.info("clip |w| < %g: kept %d of %d non-zero node weights", threshold, W.nnz, before)
+        return TreeModel(self.tree, W, self.b.copy(), self.trained.copy())
 
     def node_scores(self, X: Any) -> np.ndarray:
         """Scores ``X W^T + b`` of every node, shape (n_samples, n_nodes)."""

@@ -1,0 +1,30 @@
+"""Glue: one part (a group of internal nodes) of an SVBOP-HF tree model (rule train_tree_part)."""
+
+import json
+import logging
+import time
+
+from svbop.datasets import Dataset, load_split
+from svbop.io import atomic_path, load_matrix
+from svbop.logs import to_log_file
+from svbop.trees import load_tree, split_nodes, train_tree
+
+to_log_file(snakemake.log[0])
+cfg, part, parts = snakemake.params.hf, snakemake.params.part, snakemake.params.parts
+tree = load_tree(snakemake.input.tree)
+X = load_matrix(snakemake.input.features)
+dataset = Dataset.load(snakemake.input.dataset)
+train = load_split(snakemake.input.split)["train"]
+nodes = split_nodes(tree, dataset.y[train], parts)[part]
+start = time.perf_counter()
+model = train_tree(X[train], dataset.y[train], tree, C=cfg["C"], eps=cfg["eps"], bias=cfg["bias"], nodes=nodes,
+                   n_jobs=snakemake.threads)
+seconds = time.perf_counter() - start
+if cfg["clip"] is not None:
+    model = model.clip(cfg["clip"])
+model.save(snakemake.output.model)
+info = {"part": part, "parts": parts, "nodes": int(nodes.size), "train_seconds": seconds,
+        "threads_used": snakemake.threads, "nnz": int(model.W.nnz)}
+with atomic_path(snakemake.output.info) as tmp:
+    tmp.write_text(json.dumps(info, indent=2) + "\n")
+logging.info("part %d of %d: %d nodes in %.1f s", part + 1, parts, nodes.size, seconds)
