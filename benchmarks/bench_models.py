@@ -13,6 +13,10 @@ and prints wall time, CPU time, peak resident memory and top-1 test accuracy, ne
 reference figures of the authors' C++ library (napkinXC 0.5.2, liblinear inside, one thread,
 C=10): about 70 s for the flat model and 21 s for the balanced 2-means tree on this machine.
 
+Then it builds SVBOP-HSG's HNSW index over the flat model's weights (M=20, efC=100, one thread,
+the dry-run's Table 5 row) and prints its build time and, for the test rows, the recall of the
+exact top-k classes at ``ef = k`` and the query time, against the brute-force scores.
+
     python benchmarks/bench_models.py [--jobs 2] [--C 10] [--eps 0.1] [--max-leaves 100]
 """
 
@@ -29,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from svbop.datasets import read_dataset
+from svbop.index import HNSWIndex
 from svbop.features.tfidf import tfidf_features
 from svbop.linear import train_ovr
 from svbop.trees import balanced_kmeans_tree, train_tree, tree_from_hierarchy
@@ -54,16 +59,16 @@ def load(data: Path):
 def _child(task, conn):
     start_cpu = time.process_time()
     start = time.perf_counter()
-    accuracy, extra = task()
+    accuracy, extra, payload = task()
     wall = time.perf_counter() - start
     cpu = time.process_time() - start_cpu + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
     peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-    conn.send((wall, cpu, peak / 1024, accuracy, extra))
+    conn.send((wall, cpu, peak / 1024, accuracy, extra, payload))
     conn.close()
 
 
 def measure(task):
-    """Run ``task`` in a forked process: (wall s, CPU s, peak RSS MB, accuracy, extra)."""
+    """Run ``task`` in a forked process: (wall s, CPU s, peak RSS MB, accuracy, extra, payload)."""
     parent, child = multiprocessing.get_context("fork").Pipe(duplex=False)
     proc = multiprocessing.get_context("fork").Process(target=_child, args=(task, child))
     proc.start()
@@ -94,28 +99,49 @@ def main(argv=None) -> int:
           f"(tf-idf, training vocabulary); loaded in {time.perf_counter() - t0:.1f} s")
     params = {"C": args.C, "eps": args.eps}
 
-    def flat():
-        model = train_ovr(Xtr, ytr, K, n_jobs=args.jobs, progress=False, **params)
-        return float(np.mean(model.predict(Xte) == yte)), ""
-
     def predefined():
         tree = tree_from_hierarchy(dataset.hierarchy)
         model = train_tree(Xtr, ytr, tree, n_jobs=args.jobs, progress=False, **params)
-        return float(np.mean(model.predict(Xte) == yte)), f"{tree.n_nodes - K} internal nodes"
+        return float(np.mean(model.predict(Xte) == yte)), f"{tree.n_nodes - K} internal nodes", None
 
     def kmeans():
         tree = balanced_kmeans_tree(Xtr, ytr, K, max_leaves=args.max_leaves, eps=args.kmeans_eps)
         model = train_tree(Xtr, ytr, tree, n_jobs=args.jobs, progress=False, **params)
-        return float(np.mean(model.predict(Xte) == yte)), f"{tree.n_nodes - K} internal nodes"
+        return float(np.mean(model.predict(Xte) == yte)), f"{tree.n_nodes - K} internal nodes", None
+
+    def flat():
+        model = train_ovr(Xtr, ytr, K, n_jobs=args.jobs, progress=False, **params)
+        return float(np.mean(model.predict(Xte) == yte)), "", model  # the model goes on to the index
 
     print(f"liblinear -s 7 -c {args.C:g} -e {args.eps:g} -B 1, {args.jobs} process(es); "
           f"napkinXC 0.5.2 reference: one thread")
     print(f"{'model':<20} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'top-1 %':>8} {'napkinXC s':>10}  notes")
-    for name, task in (("flat", flat), ("tree (predefined)", predefined), ("tree (2-means)", kmeans)):
-        wall, cpu, peak, accuracy, extra = measure(task)
+    flat_model = None
+    for name, task in (("tree (predefined)", predefined), ("tree (2-means)", kmeans), ("flat", flat)):
+        wall, cpu, peak, accuracy, extra, payload = measure(task)
+        flat_model = payload if name == "flat" else flat_model
         ref = NAPKINXC.get(name)
         ref_text = f"{ref:10.0f}" if ref else f"{'-':>10}"
         print(f"{name:<20} {wall:8.1f} {cpu:8.1f} {peak:8.0f} {100 * accuracy:8.2f} {ref_text}  {extra}")
+
+    model = flat_model
+    start = time.perf_counter()
+    index = HNSWIndex.from_model(model, M=20, ef_construction=100, n_threads=1)
+    build = time.perf_counter() - start
+    start = time.perf_counter()
+    exact = np.argsort(-model.decision_function(Xte), axis=1)
+    brute = time.perf_counter() - start
+    print(f"\nHNSW index (M=20, efC=100, 1 thread) over the flat weights: built in {build:.1f} s; "
+          f"brute-force scores + full sort of {test.size} rows: {brute:.2f} s")
+    print(f"{'k':>5} {'ef':>5} {'query s':>8} {'recall@k %':>11} {'top-1 found %':>14}")
+    for k in (1, 10, 100):
+        for ef in sorted({k, 4 * k}):
+            start = time.perf_counter()
+            ids, _ = index.query(Xte, k, ef=ef)
+            seconds = time.perf_counter() - start
+            recall = np.mean([np.intersect1d(a, b).size / k for a, b in zip(ids, exact[:, :k])])
+            top1 = np.mean(ids[:, 0] == exact[:, 0])
+            print(f"{k:5d} {ef:5d} {seconds:8.2f} {100 * recall:11.2f} {100 * top1:14.2f}")
     return 0
 
 
