@@ -471,12 +471,28 @@ class _Trainer:
         return i
 
 
-_FORKED: _Trainer | None = None  # the trainer inherited by forked worker processes
+_FORKED: Any = None  # the function forked worker processes call (inherited, not pickled)
 
 
-def _forked_fit(i: int) -> int:
+def _call_forked(item: Any) -> Any:
     assert _FORKED is not None
-    return _FORKED.fit(i)
+    return _FORKED(item)
+
+
+def _forked_map(fn: Any, items: Any, workers: int, chunksize: int = 1):
+    """``map(fn, items)`` in ``workers`` forked processes, results in order.
+
+    The workers inherit ``fn`` and everything it refers to (features, liblinear problems) by
+    fork, copy-on-write, instead of receiving them pickled; only items and results travel.
+    """
+    global _FORKED
+    _FORKED = fn
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            yield from pool.map(_call_forked, items, chunksize=chunksize)
+    finally:
+        _FORKED = None
 
 
 def _shared_zeros(shape: tuple[int, ...]) -> np.ndarray:
@@ -629,15 +645,8 @@ def train_ovr(
             for _ in tracked(pool.map(trainer.fit, range(K))):
                 pass
     else:
-        global _FORKED
-        _FORKED = trainer
-        try:
-            context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                for _ in tracked(pool.map(_forked_fit, range(K))):
-                    pass
-        finally:
-            _FORKED = None
+        for _ in tracked(_forked_map(trainer.fit, range(K), workers)):
+            pass
         W, b = np.array(W), np.array(b)  # copy out of the shared memory
     logger.info("liblinear one-vs-rest: %d classes in %.1f s", K, time.perf_counter() - start)
     return LinearModel(W, b, todo)

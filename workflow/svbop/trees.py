@@ -41,11 +41,9 @@ node seeds liblinear's ``rand()`` the same way, so the result does not depend on
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +52,7 @@ import scipy.sparse as sp
 
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
-from .linear import _as_features, cpu_count, train_ovr
+from .linear import _as_features, _forked_map, cpu_count, train_ovr
 from .logs import progress as _progress
 
 __all__ = [
@@ -589,14 +587,6 @@ class _NodeTrainer:
         return node, kids, Wc, bc
 
 
-_FORKED: _NodeTrainer | None = None
-
-
-def _forked_fit(node: int):
-    assert _FORKED is not None
-    return _FORKED.fit(node)
-
-
 def train_tree(
     X: Any,
     y: np.ndarray,
@@ -670,18 +660,8 @@ def train_tree(
             return results
         return _progress(results, desc="liblinear tree nodes", total=todo.size, logger=logger)
 
-    results = []
-    if workers == 1:
-        results = list(tracked(map(trainer.fit, order)))
-    else:
-        global _FORKED
-        _FORKED = trainer
-        try:
-            context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                results = list(tracked(pool.map(_forked_fit, order, chunksize=1)))
-        finally:
-            _FORKED = None
+    fits = map(trainer.fit, order) if workers == 1 else _forked_map(trainer.fit, order, workers)
+    results = list(tracked(fits))
     row_of = np.full(n, -1, dtype=np.int64)
     blocks, b = [], np.zeros(n)
     position = 0
