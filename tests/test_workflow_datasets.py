@@ -177,3 +177,105 @@ datasets:
     assert (workdir / "data/bad/downloads/x.svm.corrupt").exists()
     log = (workdir / "results/logs/fetch/bad/x.svm.log").read_text()
     assert "0" * 64 in log and hashlib.sha256(b"1 1:1\n2 2:1\n").hexdigest() in log
+
+
+def _enzymes(folder: Path, rng) -> None:
+    """Protein records with an EC number in the header; each class has its own Pfam family, and a
+    random tenth of the records lack their annotation."""
+    amino = list("ACDEFGHIKLMNPQRSTVWY")
+    families = [f"Fam{c}" for c in range(4)] + ["Unused_1"]
+    fasta, tsv = [], ["# id<TAB>families"]
+    for i in range(120):
+        c = i % 4
+        fasta.append(f">enz{i} EC=1.1.{c}.{c + 1}\n{''.join(rng.choice(amino, size=60))}\n")
+        if rng.random() > 0.1:
+            tsv.append(f"enz{i}\tFam{c}")
+    (folder / "enzymes.fasta").write_text("".join(fasta))
+    (folder / "pfam.tsv").write_text("\n".join(tsv) + "\n")
+    (folder / "families.txt").write_text("\n".join(families) + "\n")
+
+
+def test_binning_domains_trees_and_index_from_config(tmp_path):
+    """Random binning features, Pfam domains appended to protein 3-mers, a predefined taxonomy tree
+    (single-child chains collapsed), 2-means trees and HNSW indexes: config entries only."""
+    rng = np.random.default_rng(11)
+    local = tmp_path / "mine"
+    local.mkdir()
+    _libsvm_files(local, rng)
+    _fasta_file(local / "genes.fasta", rng)
+    _enzymes(local, rng)
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "mine.yaml").write_text(f"""
+run: [mybins, mygenes, myenzymes]
+datasets:
+  mybins:
+    files:
+      train.svm: {{path: "{local / 'train.svm'}"}}
+      test.svm: {{path: "{local / 'test.svm'}"}}
+    format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
+    split: {{test: source, validation: 0.1, calibration: 0.1}}
+    features: {{kind: binning, n_grids: 30}}
+    flat: {{parts: 3}}
+    hsg: {{enabled: true, M: 4, efC: 10, k: 2}}
+  mygenes:
+    files:
+      genes.fasta: {{path: "{local / 'genes.fasta'}"}}
+    format: {{kind: fasta, parts: {{all: [genes.fasta]}}, label: taxonomy}}
+    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
+    features: {{kind: tfidf, analyzer: char, ngram_range: [3, 4], lowercase: false}}
+    hf: {{enabled: true, trees: [predefined, kmeans], C: 10, max_leaves: 2, parts: 2}}
+  myenzymes:
+    files:
+      enzymes.fasta: {{path: "{local / 'enzymes.fasta'}"}}
+      pfam.tsv: {{path: "{local / 'pfam.tsv'}"}}
+      families.txt: {{path: "{local / 'families.txt'}"}}
+    format: {{kind: fasta, parts: {{all: [enzymes.fasta]}}, label: regex, label_regex: "EC=(?P<label>[0-9.]+)"}}
+    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
+    features:
+      kind: tfidf
+      analyzer: char
+      ngram_range: [3, 3]
+      lowercase: false
+      domains: {{families: families.txt, annotations: pfam.tsv}}
+    hf: {{enabled: true, trees: [kmeans], max_leaves: 2}}
+""")
+    targets = [
+        "results/mybins/indexes/hnsw.bin", "results/mybins/scores/flat.npz",
+        "results/mygenes/models/hf_predefined.npz", "results/mygenes/models/hf_kmeans.npz",
+        "results/myenzymes/models/hf_kmeans.npz", "results/myenzymes/scores/flat.npz",
+    ]
+    result = _snakemake(*targets, "--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+
+    from svbop.datasets import Dataset, load_split
+    from svbop.index import HNSWIndex
+    from svbop.io import load_matrix
+    from svbop.trees import TreeModel
+
+    # random binning: one non-zero per grid on every training row, and the classes stay separable
+    bins = load_matrix(workdir / "results/mybins/features/binning.npz")
+    train = load_split(workdir / "data/mybins/split.npz")["train"]
+    assert bins.shape[0] == 330 and np.all(np.diff(bins[train].indptr) == 30)
+    with np.load(workdir / "results/mybins/scores/flat.npz") as scores:
+        assert np.mean(scores["P_test"].argmax(axis=1) == scores["y_test"]) > 0.8
+    assert HNSWIndex.load(workdir / "results/mybins/indexes/hnsw.bin").n_classes == 3
+
+    # the taxonomy: root Bacteria -> 2 phyla (each a chain down to its family) -> 2 genera each
+    predefined = TreeModel.load(workdir / "results/mygenes/models/hf_predefined.npz")
+    assert predefined.tree.n_nodes == 4 + 3
+    kmeans = TreeModel.load(workdir / "results/mygenes/models/hf_kmeans.npz")
+    assert kmeans.tree.n_nodes == 4 + 3  # 4 classes, max_leaves 2: root and two halves
+
+    # the enzymes: 3-mer tf-idf, then one binary column per listed Pfam family
+    enzymes = Dataset.load(workdir / "data/myenzymes/dataset.npz")
+    X = load_matrix(workdir / "results/myenzymes/features/tfidf.npz")
+    domains = X[:, -5:].toarray()
+    annotated = {line.split("\t")[0] for line in (local / "pfam.tsv").read_text().splitlines()[1:]}
+    for row, (record, label) in enumerate(zip(enzymes.ids, enzymes.y)):
+        family = int(enzymes.class_names[label].split(".")[2])
+        expected = np.zeros(5)
+        if record in annotated:
+            expected[family] = 1.0
+        np.testing.assert_array_equal(domains[row], expected)
+    with np.load(workdir / "results/myenzymes/scores/flat.npz") as scores:
+        assert np.mean(scores["P_test"].argmax(axis=1) == scores["y_test"]) > 0.8
