@@ -99,6 +99,20 @@ def test_class_parts_as_separate_jobs_merge_to_the_unchunked_model(data, parts):
     np.testing.assert_array_equal(clipped.W.toarray(), full.clip(0.5).W.toarray())
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_clipping_while_training_equals_clipping_afterwards(data, n_jobs):
+    X, y = data
+    full = train_ovr(X, y, 6, progress=False)
+    clipped = train_ovr(X, y, 6, clip=0.3, n_jobs=n_jobs, classes=[1, 4, 5], progress=False)
+    expected = full.clip(0.3)
+    assert clipped.clip_threshold == 0.3 and clipped.nnz < full.nnz
+    np.testing.assert_array_equal(clipped.classes, [1, 4, 5])
+    np.testing.assert_array_equal(clipped.W.toarray(), expected.W.toarray()[[1, 4, 5]])
+    np.testing.assert_array_equal(clipped.b, full.b[[1, 4, 5]])
+    with pytest.raises(ValueError, match="clip"):
+        train_ovr(X, y, 6, clip=-1.0, progress=False)
+
+
 def test_thread_backend_agrees_within_the_solver_tolerance(data):
     X, y = data
     full = train_ovr(X, y, 6, progress=False)

@@ -17,10 +17,8 @@ train = load_split(snakemake.input.split)["train"]
 classes = class_parts(dataset.n_classes, parts)[part]
 start = time.perf_counter()
 model = train_ovr(X[train], dataset.y[train], dataset.n_classes, C=cfg["C"], eps=cfg["eps"], bias=cfg["bias"],
-                  classes=classes, n_jobs=snakemake.threads)
+                  classes=classes, clip=cfg["clip"], n_jobs=snakemake.threads)
 seconds = time.perf_counter() - start
-if cfg["clip"] is not None:
-    model = model.clip(cfg["clip"])
 model.save(snakemake.output.model)
 info = {"part": part, "parts": parts, "n_classes": int(classes.size), "train_seconds": seconds,
         "threads_used": snakemake.threads, "nnz": model.nnz}

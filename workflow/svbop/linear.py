@@ -446,12 +446,18 @@ def _fit_one(prob, param, y: np.ndarray, c: int, seed: int | None) -> tuple[np.n
 
 
 class _Trainer:
-    """Everything a worker needs; ``fit(i)`` writes row ``i`` of ``W``/``b``."""
+    """Everything a worker needs; ``fit(i)`` trains row ``i``.
 
-    def __init__(self, prob, param, y, classes, seed, W, b, threads: bool):
+    Without ``clip`` the row is written into ``W``/``b`` (shared memory for forked workers) and
+    ``fit`` returns ``i``; with ``clip`` the weights ``|w| < clip`` are dropped at once and ``fit``
+    returns ``(i, indices, values, intercept)``, so no dense ``K x D`` matrix is ever allocated.
+    """
+
+    def __init__(self, prob, param, y, classes, seed, W, b, threads: bool, clip: float | None = None):
         self.prob, self.param, self.y, self.classes, self.seed = prob, param, y, classes, seed
         self.W, self.b = W, b
         self.threads = threads
+        self.clip = clip
         self._local = threading.local()
 
     def _problem(self):
@@ -462,12 +468,17 @@ class _Trainer:
             prob = self._local.prob = _sibling_problem(self.prob)
         return prob
 
-    def fit(self, i: int) -> int:
+    def fit(self, i: int):
         seed = None if self.threads else self.seed
-        w, sign, bias = _fit_one(self._problem(), self.param, self.y, int(self.classes[i]), seed)
-        D = self.W.shape[1]
+        prob = self._problem()
+        w, sign, bias = _fit_one(prob, self.param, self.y, int(self.classes[i]), seed)
+        D = prob.n - 1 if bias >= 0 else prob.n
+        intercept = sign * w[D] * bias if bias >= 0 else 0.0
+        if self.clip is not None:
+            keep = np.flatnonzero(np.abs(w[:D]) >= self.clip)
+            return i, keep, sign * w[keep], intercept
         self.W[i] = sign * w[:D]
-        self.b[i] = sign * w[D] * bias if bias >= 0 else 0.0
+        self.b[i] = intercept
         return i
 
 
@@ -515,6 +526,7 @@ def train_ovr(
     n_jobs: int = 1,
     backend: str = "processes",
     seed: int | None = 1,
+    clip: float | None = None,
     progress: bool = True,
 ) -> LinearModel:
     """Train one-vs-rest liblinear models (``train -s solver -c C -e eps -B bias``), class by class.
@@ -550,13 +562,17 @@ def train_ovr(
     seed : int or None
         ``srand(seed)`` before every class, so each class's weights do not depend on what was
         trained before (ignored by the thread backend); None leaves ``rand()`` alone.
+    clip : float, optional
+        Drop the weights ``|w| < clip`` of every class as soon as it is trained and return ``W``
+        as CSR: the same model as ``train_ovr(...).clip(clip)`` without ever holding the dense
+        ``K x D`` matrix (the paper clips at 0.1 on DMOZ and LSHTC1).
     progress : bool
         Show a progress bar over the classes and log every tenth of them.
 
     Returns
     -------
     LinearModel
-        ``W`` of shape (len(classes), n_features), dense float64.
+        ``W`` of shape (len(classes), n_features), dense float64 (CSR with ``clip``).
     """
     X = _as_features(X)
     y = np.asarray(y)
@@ -582,6 +598,8 @@ def train_ovr(
         raise ValueError(f"bias must be a finite number, got {bias!r}")
     if solver not in _CLASSIFICATION_SOLVERS:
         raise ValueError(f"solver must be a liblinear classification solver {_CLASSIFICATION_SOLVERS}, got {solver!r}")
+    if clip is not None and not (isinstance(clip, (int, float, np.number)) and np.isfinite(clip) and clip >= 0):
+        raise ValueError(f"clip must be a finite number >= 0 or None, got {clip!r}")
     if backend not in ("processes", "threads"):
         raise ValueError(f"backend must be 'processes' or 'threads', got {backend!r}")
     if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**32):
@@ -627,10 +645,13 @@ def train_ovr(
 
     K, D = todo.size, X.shape[1]
     forked = workers > 1 and backend == "processes"
-    W = _shared_zeros((K, D)) if forked else np.zeros((K, D))
-    b = _shared_zeros((K,)) if forked else np.zeros(K)
+    if clip is None:
+        W = _shared_zeros((K, D)) if forked else np.zeros((K, D))
+        b = _shared_zeros((K,)) if forked else np.zeros(K)
+    else:
+        W, b = None, np.zeros(K)
     trainer = _Trainer(prob, param, y, todo, None if seed is None else int(seed), W, b,
-                       threads=workers > 1 and backend == "threads")
+                       threads=workers > 1 and backend == "threads", clip=clip)
 
     def tracked(iterable):
         if not progress:
@@ -638,15 +659,24 @@ def train_ovr(
         return _progress(iterable, desc="liblinear one-vs-rest", total=K, logger=logger)
 
     if workers == 1:
-        for _ in tracked(map(trainer.fit, range(K))):
-            pass
+        rows = list(tracked(map(trainer.fit, range(K))))
     elif backend == "threads":
         with ThreadPoolExecutor(workers) as pool:
-            for _ in tracked(pool.map(trainer.fit, range(K))):
-                pass
+            rows = list(tracked(pool.map(trainer.fit, range(K))))
     else:
-        for _ in tracked(_forked_map(trainer.fit, range(K), workers)):
-            pass
+        rows = list(tracked(_forked_map(trainer.fit, range(K), workers)))
+    if clip is not None:  # rows are (i, indices, values, intercept), in class order
+        counts = np.array([r[1].size for r in rows], dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        indices = np.concatenate([r[1] for r in rows])
+        data = np.concatenate([r[2] for r in rows])
+        W = sp.csr_matrix((data, indices, indptr), shape=(K, D))
+        b = np.array([r[3] for r in rows])
+    elif forked:
         W, b = np.array(W), np.array(b)  # copy out of the shared memory
     logger.info("liblinear one-vs-rest: %d classes in %.1f s", K, time.perf_counter() - start)
+    if clip is not None:
+        model = LinearModel(W, b, todo, clip_threshold=float(clip))
+        logger.info("clip |w| < %g while training: kept %d weights (density %.4g)", clip, model.nnz, model.density)
+        return model
     return LinearModel(W, b, todo)
