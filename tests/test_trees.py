@@ -206,3 +206,33 @@ def test_tree_files_round_trip_and_clip_keeps_large_weights(tmp_path):
     assert clipped.W.nnz < model.W.nnz and np.all(np.abs(clipped.W.data) >= 0.1)
     big = np.abs(model.W.toarray()) >= 0.1
     np.testing.assert_array_equal(clipped.W.toarray()[big], model.W.toarray()[big])
+
+
+@pytest.mark.realdata
+def test_lshtc1_dryrun_trees_learn_as_well_as_the_flat_model():
+    """Real data: the LSHTC1 dry-run's predefined hierarchy and a 2-means tree, trained as the
+    pipeline does, give proper distributions and about the flat model's top-1 accuracy."""
+    from conftest import need_shared_data
+
+    from svbop.datasets import read_dataset
+    from svbop.features.tfidf import tfidf_features
+
+    root = need_shared_data("lshtc1-dryrun", "the LSHTC1 dry-run libsvm files and cat_hier.txt")
+    prefix = "Task2_Train_RDFData_Test_CrawlData__"
+    spec = {"kind": "libsvm", "parts": {"train": [f"{prefix}train.txt", f"{prefix}validation.txt"],
+                                        "test": [f"{prefix}test.txt"]}, "ignore_features": [0]}
+    data = read_dataset(root, spec, hierarchy={"format": "lshtc_paths", "file": "cat_hier.txt"})
+    train, test = np.flatnonzero(data.part == "train"), np.flatnonzero(data.part == "test")
+    X = tfidf_features(data.X, train, drop_unseen=True)
+    K = data.n_classes
+    predefined = tree_from_hierarchy(data.hierarchy)
+    assert predefined.n_nodes < data.hierarchy.n_nodes  # cat_hier.txt has single-child chains
+    assert np.all(np.bincount(predefined.parent[predefined.parent >= 0])[K:] >= 2)
+    kmeans = balanced_kmeans_tree(X[train], data.y[train], K, max_leaves=100)
+    flat = train_ovr(X[train], data.y[train], K, C=10, eps=0.1, n_jobs=2, progress=False)
+    flat_top1 = np.mean(flat.predict(X[test]) == data.y[test])
+    for tree in (predefined, kmeans):
+        model = train_tree(X[train], data.y[train], tree, C=10, eps=0.1, n_jobs=2, progress=False)
+        P = model.predict_proba(X[test])
+        np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-9)
+        assert np.mean(P.argmax(axis=1) == data.y[test]) > flat_top1 - 0.05
