@@ -1,4 +1,4 @@
-"""Baselines of the paper's experiments (Section 6.2): top-s, cumulative threshold, conformal.
+"""Baselines of the paper's experiments (Section 5.2): top-s, cumulative threshold, conformal.
 
 All three return prefixes of the classes sorted by decreasing probability, computed with the
 same partial-sorting engine as :func:`svbop.predict_sets`.

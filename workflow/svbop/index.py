@@ -1,6 +1,6 @@
 """SVBOP-HSG's class index: an NMSLIB HNSW graph for maximum-inner-product search over classes.
 
-SVBOP-HSG (Mortier et al., 2021, Section 4) never scores all K classes of an example: it asks an
+SVBOP-HSG (Mortier et al., 2021, Section 3.2) never scores all K classes of an example: it asks an
 HNSW index built over the class weight vectors for the ``k`` classes with the largest one-vs-rest
 scores ``w_c . x + b_c`` (a maximum-inner-product query), and doubles ``k`` while Algorithm 1 needs
 more classes.  :class:`HNSWIndex` is that index, built with NMSLIB (the library the paper uses).

@@ -2,8 +2,9 @@
 
 A probabilistic tree factorises ``P(c | x)`` along the path from the root to the leaf of class
 ``c``: every internal node ``v`` has a classifier that gives ``P(child | v, x)`` over its children,
-and ``P(c | x)`` is the product of these along the path (Mortier et al. 2021, Section 4.3).  This
-module builds the tree and trains it; the search over it (SVBOP-HF) lives in :mod:`svbop.hf`.
+and ``P(c | x)`` is the product of these along the path (Mortier et al. 2021, Section 3.3).
+This module builds the tree and trains it; SVBOP-HF's search over it builds on
+:class:`TreeModel`.
 
 Trees
 -----

@@ -1,7 +1,7 @@
 """The paper's image recipe: a small CNN whose 32-unit hidden layer is the feature vector.
 
-Mortier et al. (2021), Section 6.1, for MNIST: "a convolutional neural network with three
-consecutive convolutional, batchnorm and max-pool layers, followed by a fully connected dense
+Mortier et al. (2021), appendix "Experimental setup", for MNIST: "a convolutional neural network
+with three consecutive convolutional, batchnorm and max-pool layers, followed by a fully connected dense
 layer with 32 hidden units.  ReLU activations, categorical cross-entropy loss, Adam with learning
 rate 1e-3.  The number of epochs is set to 100 and early stopping is applied with a patience of
 five."  The hidden representation (after its ReLU) is then given to a liblinear logistic
