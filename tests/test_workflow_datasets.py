@@ -68,6 +68,17 @@ def _fasta_file(path: Path, rng) -> None:
     path.write_text("".join(records))
 
 
+def _genes_entry(path: Path, extra: str) -> str:
+    """Config entry `mygenes`: the FASTA file of `_fasta_file` by path, 3-4-mer tf-idf, plus `extra`."""
+    return f"""  mygenes:
+    files:
+      genes.fasta: {{path: "{path}"}}
+    format: {{kind: fasta, parts: {{all: [genes.fasta]}}, label: taxonomy}}
+    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
+    features: {{kind: tfidf, analyzer: char, ngram_range: [3, 4], lowercase: false}}
+    {extra}"""
+
+
 @pytest.fixture
 def http_folder(tmp_path):
     """A local HTTP server (127.0.0.1) serving tmp_path/served."""
@@ -106,14 +117,7 @@ datasets:
     format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
     split: {{test: source, validation: 0.1, calibration: 0.1}}
     features: {{kind: raw}}
-  mygenes:
-    files:
-      genes.fasta: {{path: "{local / 'genes.fasta'}"}}
-    format: {{kind: fasta, parts: {{all: [genes.fasta]}}, label: taxonomy}}
-    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
-    features: {{kind: tfidf, analyzer: char, ngram_range: [3, 4], lowercase: false}}
-    flat: {{C: 10}}
-""")
+{_genes_entry(local / "genes.fasta", "flat: {C: 10}")}""")
     targets = ["results/mysvm/metrics.tsv", "results/mygenes/metrics.tsv"]
     result = _snakemake(*targets, "--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
     assert result.returncode == 0, result.stderr[-5000:]
@@ -217,13 +221,7 @@ datasets:
     features: {{kind: binning, n_grids: 30}}
     flat: {{parts: 3}}
     hsg: {{enabled: true, M: 4, efC: 10, k: 2}}
-  mygenes:
-    files:
-      genes.fasta: {{path: "{local / 'genes.fasta'}"}}
-    format: {{kind: fasta, parts: {{all: [genes.fasta]}}, label: taxonomy}}
-    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
-    features: {{kind: tfidf, analyzer: char, ngram_range: [3, 4], lowercase: false}}
-    hf: {{enabled: true, trees: [predefined, kmeans], C: 10, max_leaves: 2, parts: 2}}
+{_genes_entry(local / "genes.fasta", "hf: {enabled: true, trees: [predefined, kmeans], C: 10, max_leaves: 2, parts: 2}")}
   myenzymes:
     files:
       enzymes.fasta: {{path: "{local / 'enzymes.fasta'}"}}
