@@ -53,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .io import atomic_path
-from .linear import LinearModel, cpu_count
+from .linear import LinearModel, _n_workers, _positive_int
 
 __all__ = ["HNSWIndex"]
 
@@ -89,19 +89,6 @@ def _nmslib_version() -> str:
         return metadata.version("nmslib")
     except metadata.PackageNotFoundError:  # pragma: no cover - e.g. built from a source tree
         return "unknown"
-
-
-def _positive_int(name: str, value: Any, allow_all: bool = False) -> int:
-    """``value`` as an int >= 1 (or -1 for "every core" when ``allow_all``), else ValueError."""
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if ok and (value >= 1 or (allow_all and value == -1)):
-        return int(value)
-    expected = "a positive integer or -1" if allow_all else "a positive integer"
-    raise ValueError(f"{name} must be {expected}, got {value!r}")
-
-
-def _threads(n_threads: int) -> int:
-    return cpu_count() if n_threads == -1 else n_threads
 
 
 def _in_fresh_thread(fn: Callable[[], Any]) -> Any:
@@ -233,7 +220,7 @@ class HNSWIndex:
             ids = raw.astype(np.int32)
         data = self._augment(W, b, is_sparse, what="W")
         space = _SPARSE_SPACE if is_sparse else _DENSE_SPACE
-        threads = _threads(self.n_threads)
+        threads = _n_workers("n_threads", self.n_threads)
         params = {"M": self.M, "efConstruction": self.ef_construction, "post": self.post,
                   "indexThreadQty": threads}
         logger.info(
@@ -332,7 +319,7 @@ class HNSWIndex:
         elif isinstance(ef, bool) or not isinstance(ef, (int, np.integer)) or ef < k:
             raise ValueError(f"ef must be an integer >= k = {k}, got {ef!r}")
         ef = int(ef)
-        threads = _threads(_positive_int("n_threads", n_threads, allow_all=True))
+        threads = _n_workers("n_threads", n_threads)
         if sp.issparse(X):
             X = sp.csr_matrix(X)
         else:

@@ -222,13 +222,9 @@ class LinearModel:
         The intercepts ``b`` are kept as they are.  The kept fraction is logged and available as
         :attr:`density`; the threshold is recorded in :attr:`clip_threshold`.
         """
-        threshold = float(threshold)
-        if not np.isfinite(threshold) or threshold < 0:
-            raise ValueError(f"threshold must be a finite number >= 0, got {threshold}")
+        threshold = _clip_threshold("threshold", threshold)
         if sp.issparse(self.W):
-            W = self.W.copy()
-            W.data[np.abs(W.data) < threshold] = 0.0
-            W.eliminate_zeros()
+            W = _clip_csr(self.W, threshold)
         else:
             W = sp.csr_matrix(np.where(np.abs(self.W) >= threshold, self.W, 0.0))
         clipped = LinearModel(W, self.b.copy(), self.classes.copy(), clip_threshold=threshold)
@@ -344,10 +340,8 @@ def class_parts(n_classes: int, n_parts: int) -> list[np.ndarray]:
     The ranges are the chunks that separate jobs train (:func:`train_ovr` with ``classes=``) and
     :func:`merge_models` joins; when ``n_parts > K`` the last ranges are empty.
     """
-    for name, value, low in (("n_classes", n_classes, 1), ("n_parts", n_parts, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return [part.astype(np.int64) for part in np.array_split(np.arange(int(n_classes)), int(n_parts))]
+    n_classes, n_parts = _positive_int("n_classes", n_classes), _positive_int("n_parts", n_parts)
+    return [part.astype(np.int64) for part in np.array_split(np.arange(n_classes), n_parts)]
 
 
 def _few(ids: np.ndarray, limit: int = 10) -> str:
@@ -366,6 +360,37 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def _positive_int(name: str, value: Any, allow_all: bool = False) -> int:
+    """``value`` as an int >= 1 (or -1 for "every core" when ``allow_all``), else ValueError."""
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if ok and (value >= 1 or (allow_all and value == -1)):
+        return int(value)
+    expected = "a positive integer or -1" if allow_all else "a positive integer"
+    raise ValueError(f"{name} must be {expected}, got {value!r}")
+
+
+def _n_workers(name: str, n_jobs: Any) -> int:
+    """A job count (``-1``: every available core) checked and resolved to a number of workers."""
+    n_jobs = _positive_int(name, n_jobs, allow_all=True)
+    return cpu_count() if n_jobs == -1 else n_jobs
+
+
+def _clip_threshold(name: str, value: Any) -> float:
+    """A clipping threshold: a finite number >= 0, else ValueError naming ``name``."""
+    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    if not (ok and np.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _clip_csr(W: sp.csr_matrix, threshold: float) -> sp.csr_matrix:
+    """A copy of ``W`` without its entries ``|w| < threshold``."""
+    W = W.copy()
+    W.data[np.abs(W.data) < threshold] = 0.0
+    W.eliminate_zeros()
+    return W
 
 
 def _liblinear():
@@ -582,9 +607,7 @@ def train_ovr(
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
     if X.shape[0] == 0:
         raise ValueError("X has no rows: nothing to train on")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
-        raise ValueError(f"n_classes must be a positive integer, got {n_classes!r}")
-    n_classes = int(n_classes)
+    n_classes = _positive_int("n_classes", n_classes)
     if not (np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))):
         raise ValueError(f"y must hold integer class ids, got dtype {y.dtype}")
     y = y.astype(np.int64)
@@ -598,8 +621,8 @@ def train_ovr(
         raise ValueError(f"bias must be a finite number, got {bias!r}")
     if solver not in _CLASSIFICATION_SOLVERS:
         raise ValueError(f"solver must be a liblinear classification solver {_CLASSIFICATION_SOLVERS}, got {solver!r}")
-    if clip is not None and not (isinstance(clip, (int, float, np.number)) and np.isfinite(clip) and clip >= 0):
-        raise ValueError(f"clip must be a finite number >= 0 or None, got {clip!r}")
+    if clip is not None:
+        clip = _clip_threshold("clip", clip)
     if backend not in ("processes", "threads"):
         raise ValueError(f"backend must be 'processes' or 'threads', got {backend!r}")
     if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**32):
@@ -617,9 +640,7 @@ def train_ovr(
             raise ValueError("classes must not repeat a class")
         if todo[0] < 0 or todo[-1] >= n_classes:
             raise ValueError(f"classes must be in 0..{n_classes - 1}, got {todo[0] if todo[0] < 0 else todo[-1]}")
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}")
-    workers = min(cpu_count() if n_jobs == -1 else int(n_jobs), todo.size)
+    workers = min(_n_workers("n_jobs", n_jobs), todo.size)
     if sp.issparse(X):
         if X.nnz and not np.all(np.isfinite(X.data)):
             raise ValueError("X contains NaN or infinite values")
@@ -648,8 +669,8 @@ def train_ovr(
     if clip is None:
         W = _shared_zeros((K, D)) if forked else np.zeros((K, D))
         b = _shared_zeros((K,)) if forked else np.zeros(K)
-    else:
-        W, b = None, np.zeros(K)
+    else:  # rows come back sparse from fit(); nothing dense to fill
+        W = b = None
     trainer = _Trainer(prob, param, y, todo, None if seed is None else int(seed), W, b,
                        threads=workers > 1 and backend == "threads", clip=clip)
 

@@ -53,7 +53,7 @@ import scipy.sparse as sp
 
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
-from .linear import _as_features, _forked_map, cpu_count, train_ovr
+from .linear import _as_features, _clip_csr, _clip_threshold, _forked_map, _n_workers, _positive_int, train_ovr
 from .logs import progress as _progress
 
 __all__ = [
@@ -190,8 +190,7 @@ def _check_labels(y: Any, n_rows: int, n_classes: int) -> np.ndarray:
         raise ValueError(f"y must be 1-d with one label per row of X ({n_rows}), got shape {y.shape}")
     if y.size and not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"y must hold integer class ids, got dtype {y.dtype}")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
-        raise ValueError(f"n_classes must be a positive integer, got {n_classes!r}")
+    n_classes = _positive_int("n_classes", n_classes)
     y = y.astype(np.int64)
     if y.size and (y.min() < 0 or y.max() >= n_classes):
         raise ValueError(f"y must be in 0..{n_classes - 1}, found {y[(y < 0) | (y >= n_classes)][0]}")
@@ -390,14 +389,9 @@ class TreeModel:
 
     def clip(self, threshold: float) -> TreeModel:
         """A copy with the weights ``|w| < threshold`` set to zero (intercepts kept)."""
-        threshold = float(threshold)
-        if not np.isfinite(threshold) or threshold < 0:
-            raise ValueError(f"threshold must be a finite number >= 0, got {threshold}")
-        W = self.W.copy()
-        before = W.nnz
-        W.data[np.abs(W.data) < threshold] = 0.0
-        W.eliminate_zeros()
-        logger.info("clip |w| < %g: kept %d of %d non-zero node weights", threshold, W.nnz, before)
+        threshold = _clip_threshold("threshold", threshold)
+        W = _clip_csr(self.W, threshold)
+        logger.info("clip |w| < %g: kept %d of %d non-zero node weights", threshold, W.nnz, self.W.nnz)
         return TreeModel(self.tree, W, self.b.copy(), self.trained.copy())
 
     def node_scores(self, X: Any) -> np.ndarray:
@@ -538,8 +532,7 @@ def split_nodes(tree: Hierarchy, y: np.ndarray, n_parts: int) -> list[np.ndarray
     -------
     list of ``n_parts`` sorted int64 arrays (some may be empty when there are few nodes)
     """
-    if isinstance(n_parts, bool) or not isinstance(n_parts, (int, np.integer)) or n_parts < 1:
-        raise ValueError(f"n_parts must be a positive integer, got {n_parts!r}")
+    n_parts = _positive_int("n_parts", n_parts)
     indptr, _, _ = node_examples(tree, y)
     internal = np.arange(tree.n_classes, tree.n_nodes)
     n_children = np.bincount(tree.parent[tree.parent >= 0], minlength=tree.n_nodes)[internal]
@@ -643,9 +636,7 @@ def train_tree(
             raise ValueError("nodes must not repeat a node")
         if todo.size and (todo[0] < K or todo[-1] >= n):
             raise ValueError(f"nodes must be internal nodes ({K}..{n - 1}), got {todo[0] if todo[0] < K else todo[-1]}")
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be a positive integer or -1, got {n_jobs!r}")
-    workers = max(1, min(cpu_count() if n_jobs == -1 else int(n_jobs), todo.size))
+    workers = max(1, min(_n_workers("n_jobs", n_jobs), todo.size))
     start = time.perf_counter()
     trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": seed})
     # largest nodes first, so that parallel workers finish together
