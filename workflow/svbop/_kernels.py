@@ -1,0 +1,414 @@
+"""Compiled kernels (numba) behind SVBOP-Full from a model, SVBOP-HSG and SVBOP-HF.
+
+Everything here works on plain arrays (CSR parts, padded matrices) and is called by
+:mod:`svbop.full`, :mod:`svbop.hsg` and :mod:`svbop.hf`, which validate their inputs first.  The
+kernels release the GIL (``nogil``) so that callers run chunks of rows in Python threads.
+
+Arithmetic order
+    A score ``w . x + b`` is always summed as scipy's sparse product sums it: the products
+    ``x_j w_j`` in increasing feature order ``j``, then ``+ b``.  So scores computed here equal
+    ``X @ W.T + b`` (sparse ``X``, sorted indices) bit for bit, and a set found by a search equals
+    the set :func:`svbop.predict_sets` finds on the exhaustively computed probabilities, ties
+    included.
+
+Algorithm 1 (the paper's SVBOP loop) appears in each search in the same form as in
+:mod:`svbop.search`: class ``n`` (1-based) with probability ``p`` is accepted when
+``g(n) * mass_n >= (1 - rho) * max_{j <= n} g(j) * mass_j``; a set of equal or nearly equal
+expected utility replaces the best one (ties go to the larger set).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = {"nogil": True, "cache": True}
+
+
+# --- scores ------------------------------------------------------------------------------------
+
+
+@njit(**_JIT)
+def score_rows(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, out):
+    """Dense scores ``X W^T + b`` for CSR ``X`` and ``W^T`` in CSR form (one row per feature)."""
+    K = b.size
+    for i in range(xptr.size - 1):
+        row = out[i]
+        for c in range(K):
+            row[c] = 0.0
+        for a in range(xptr[i], xptr[i + 1]):
+            v = xval[a]
+            j = xind[a]
+            for e in range(wt_ptr[j], wt_ptr[j + 1]):
+                row[wt_ind[e]] += v * wt_val[e]
+        for c in range(K):
+            row[c] += b[c]
+
+
+@njit(**_JIT)
+def gather_scores_sparse(w_ptr, w_ind, w_val, b, ids, xptr, xind, xval, n_features, out):
+    """``out[i, q] = w_{ids[i, q]} . x_i + b`` for CSR weights; ids ``< 0`` give ``-inf``."""
+    buf = np.zeros(n_features)
+    for i in range(ids.shape[0]):
+        for a in range(xptr[i], xptr[i + 1]):
+            buf[xind[a]] = xval[a]
+        for q in range(ids.shape[1]):
+            c = ids[i, q]
+            if c < 0:
+                out[i, q] = -np.inf
+                continue
+            s = 0.0
+            for e in range(w_ptr[c], w_ptr[c + 1]):
+                x = buf[w_ind[e]]
+                if x != 0.0:
+                    s += x * w_val[e]
+            out[i, q] = s + b[c]
+        for a in range(xptr[i], xptr[i + 1]):
+            buf[xind[a]] = 0.0
+
+
+@njit(**_JIT)
+def gather_scores_dense(W, b, ids, xptr, xind, xval, out):
+    """``out[i, q] = W[ids[i, q]] . x_i + b`` for dense weights; ids ``< 0`` give ``-inf``."""
+    for i in range(ids.shape[0]):
+        for q in range(ids.shape[1]):
+            c = ids[i, q]
+            if c < 0:
+                out[i, q] = -np.inf
+                continue
+            s = 0.0
+            for a in range(xptr[i], xptr[i + 1]):
+                s += xval[a] * W[c, xind[a]]
+            out[i, q] = s + b[c]
+
+
+# --- SVBOP-Full on one row of scores -------------------------------------------------------------
+
+
+@njit(**_JIT)
+def _full_row(s, g, rho, f, rounds, idx, neg, out_row, want_total):
+    """Algorithm 1 on the softmax of the score row ``s`` without exponentiating every class.
+
+    Candidates are the classes with ``exp(s_c - max s) >= t`` (``t = f`` first, then ``t / 16``
+    ... and finally 0); Theorem 2's stop decides the row once a class fails, or once even a
+    class of probability ``t`` could not be accepted.  Returns (set size, utility in units of
+    the largest class, sum of ``exp(s - max)`` if ``want_total`` else 1).
+    """
+    K = s.size
+    m = s[0]
+    for c in range(1, K):
+        if s[c] > m:
+            m = s[c]
+    t = f
+    rnd = 0
+    size = 0
+    chosen_u = 0.0
+    while True:
+        thr = m + np.log(t) - 1e-12 if t > 0 else -np.inf
+        cnt = 0
+        for c in range(K):
+            if s[c] >= thr:
+                idx[cnt] = c
+                cnt += 1
+        for q in range(cnt):
+            neg[q] = -np.exp(s[idx[q]] - m)
+        order = np.argsort(neg[:cnt], kind="mergesort")  # stable: ties in increasing class id
+        mass = 0.0
+        best = -np.inf
+        size = 0
+        failed = False
+        for q in range(cnt):
+            mass += -neg[order[q]]
+            U = g[q] * mass
+            if U >= (1.0 - rho) * best:
+                size = q + 1
+                chosen_u = U
+                if U > best:
+                    best = U
+            else:
+                failed = True
+                break
+        settled = failed or cnt >= K
+        if not settled:
+            settled = g[cnt] * (mass + t) < (1.0 - rho) * best
+        if settled:
+            for q in range(min(size, out_row.size)):
+                out_row[q] = idx[order[q]]
+            break
+        rnd += 1
+        t = 0.0 if rnd >= rounds else t / 16.0
+    total = 1.0
+    if want_total:
+        total = 0.0
+        for c in range(K):
+            total += np.exp(s[c] - m)
+    return size, chosen_u, total
+
+
+@njit(**_JIT)
+def full_dense(S, g, rho, f, rounds, out_cls, out_size, out_val, want_total):
+    """SVBOP-Full on every row of a dense score matrix (early-stop utilities)."""
+    K = S.shape[1]
+    idx = np.empty(K, dtype=np.int64)
+    neg = np.empty(K)
+    for i in range(S.shape[0]):
+        size, u, total = _full_row(S[i], g, rho, f, rounds, idx, neg, out_cls[i], want_total)
+        out_size[i] = size
+        out_val[i] = u / total
+
+
+@njit(**_JIT)
+def full_sparse(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, g, rho, f, rounds, out_cls, out_size, out_val,
+                want_total):
+    """Scores of one row at a time (as :func:`score_rows`), then SVBOP-Full on it: no score matrix."""
+    K = b.size
+    s = np.empty(K)
+    idx = np.empty(K, dtype=np.int64)
+    neg = np.empty(K)
+    for i in range(xptr.size - 1):
+        for c in range(K):
+            s[c] = 0.0
+        for a in range(xptr[i], xptr[i + 1]):
+            v = xval[a]
+            j = xind[a]
+            for e in range(wt_ptr[j], wt_ptr[j + 1]):
+                s[wt_ind[e]] += v * wt_val[e]
+        for c in range(K):
+            s[c] += b[c]
+        size, u, total = _full_row(s, g, rho, f, rounds, idx, neg, out_cls[i], want_total)
+        out_size[i] = size
+        out_val[i] = u / total
+
+
+# --- Algorithm 1 continued over appended classes (SVBOP-HSG) -------------------------------------
+
+
+@njit(**_JIT)
+def continue_stream(vals, counts, rows, g, rho, early, mass, best, n_seen, size, chosen_u, done):
+    """Feed each row's next ``counts[r]`` values (already in stream order) to Algorithm 1.
+
+    ``rows[r]`` is the global row of line ``r`` of ``vals``; the state arrays (indexed by global
+    row) carry Algorithm 1 across rounds.  A row is ``done`` when a class fails (early-stop
+    utilities) or when it has seen all ``K`` classes.
+    """
+    K = g.size
+    for r in range(rows.size):
+        i = rows[r]
+        for q in range(counts[r]):
+            p = vals[r, q]
+            n = n_seen[i]
+            mass[i] += p
+            U = g[n] * mass[i]
+            n_seen[i] = n + 1
+            if U >= (1.0 - rho) * best[i]:
+                size[i] = n + 1
+                chosen_u[i] = U
+                if U > best[i]:
+                    best[i] = U
+            elif early:
+                done[i] = True
+                break
+        if n_seen[i] >= K:
+            done[i] = True
+
+
+# --- SVBOP-HF: best-first search over a probabilistic tree --------------------------------------
+
+
+@njit(**_JIT)
+def _before(k1, s1, k2, s2):
+    """Heap order: larger log-probability first; on ties internal nodes (-1), then lower class id."""
+    return k1 > k2 or (k1 == k2 and s1 < s2)
+
+
+@njit(**_JIT)
+def _push(hkey, hsec, hnode, n, key, sec, node):
+    j = n
+    while j > 0:
+        parent = (j - 1) >> 1
+        if _before(key, sec, hkey[parent], hsec[parent]):
+            hkey[j] = hkey[parent]
+            hsec[j] = hsec[parent]
+            hnode[j] = hnode[parent]
+            j = parent
+        else:
+            break
+    hkey[j] = key
+    hsec[j] = sec
+    hnode[j] = node
+    return n + 1
+
+
+@njit(**_JIT)
+def _pop(hkey, hsec, hnode, n):
+    """Remove the top of the heap (returned by the caller beforehand); returns the new size."""
+    n -= 1
+    key = hkey[n]
+    sec = hsec[n]
+    node = hnode[n]
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= n:
+            break
+        if c + 1 < n and _before(hkey[c + 1], hsec[c + 1], hkey[c], hsec[c]):
+            c += 1
+        if _before(hkey[c], hsec[c], key, sec):
+            hkey[j] = hkey[c]
+            hsec[j] = hsec[c]
+            hnode[j] = hnode[c]
+            j = c
+        else:
+            break
+    if n > 0:
+        hkey[j] = key
+        hsec[j] = sec
+        hnode[j] = node
+    return n
+
+
+@njit(**_JIT)
+def _add_feature(f, v, bcol, bchild, bval, sbuf):
+    for e in range(bcol[f], bcol[f + 1]):
+        sbuf[bchild[e]] += v * bval[e]
+
+
+@njit(**_JIT)
+def _children_scores(node, xptr, xind, xval, i, bptr, bfeat, bcol, bchild, bval, sbuf, nc):
+    """Children scores ``w . x`` (no intercept) of ``node``: intersect the row with the node's features."""
+    for q in range(nc):
+        sbuf[q] = 0.0
+    a0 = xptr[i]
+    a1 = xptr[i + 1]
+    f0 = bptr[node]
+    f1 = bptr[node + 1]
+    if f1 - f0 <= 8 * (a1 - a0):  # few features: merge the two sorted lists
+        a = a0
+        f = f0
+        while a < a1 and f < f1:
+            if xind[a] < bfeat[f]:
+                a += 1
+            elif xind[a] > bfeat[f]:
+                f += 1
+            else:
+                _add_feature(f, xval[a], bcol, bchild, bval, sbuf)
+                a += 1
+                f += 1
+    else:  # many features: binary-search each of the row's features
+        lo = f0
+        for a in range(a0, a1):
+            j = xind[a]
+            hi = f1
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if bfeat[mid] < j:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo >= f1:
+                break
+            if bfeat[lo] == j:
+                _add_feature(lo, xval[a], bcol, bchild, bval, sbuf)
+                lo += 1
+
+
+@njit(**_JIT)
+def hf_search(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bchild, bval, bias, n_classes,
+              root, g, g_suffix, early, rho, total, out_cls, out_size, out_val, out_visits, out_pulled):
+    """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
+
+    A priority queue holds nodes keyed by ``log P(v | x)``; a popped leaf is the next class of
+    Algorithm 1, a popped internal node pushes its children with ``log P(v|x) + log P(child|v,x)``
+    (a softmax over the children's scores).  ``out_cls[r]`` receives the first
+    ``min(size, out_cls.shape[1])`` classes of the set; callers rerun rows whose set is longer.
+    ``total`` bounds the leaves' total mass (1 up to rounding) for the stop of non-(1/x)-convex
+    utilities.
+    """
+    n_nodes = child_ptr.size - 1
+    K = n_classes
+    hkey = np.empty(n_nodes)
+    hsec = np.empty(n_nodes, dtype=np.int64)
+    hnode = np.empty(n_nodes, dtype=np.int64)
+    delivered = np.empty(K, dtype=np.int64)
+    max_children = 1
+    for v in range(n_nodes):
+        if child_ptr[v + 1] - child_ptr[v] > max_children:
+            max_children = child_ptr[v + 1] - child_ptr[v]
+    sbuf = np.empty(max_children)
+    cap = out_cls.shape[1]
+    for r in range(rows.size):
+        i = rows[r]
+        hn = _push(hkey, hsec, hnode, 0, 0.0, -1, root)
+        n = 0
+        mass = 0.0
+        best = -np.inf
+        size = 0
+        chosen_u = 0.0
+        visits = 0
+        while hn > 0:
+            key = hkey[0]
+            node = hnode[0]
+            hn = _pop(hkey, hsec, hnode, hn)
+            if node < K:  # a leaf: the next class of Algorithm 1
+                delivered[n] = node
+                mass += np.exp(key)
+                U = g[n] * mass
+                n += 1
+                if U >= (1.0 - rho) * best:
+                    size = n
+                    chosen_u = U
+                    if U > best:
+                        best = U
+                elif early:
+                    break
+                if n >= K:
+                    break
+                if not early and g_suffix[n] * total < (1.0 - rho) * best:
+                    break
+                continue
+            visits += 1
+            c0 = child_ptr[node]
+            nc = child_ptr[node + 1] - c0
+            _children_scores(node, xptr, xind, xval, i, bptr, bfeat, bcol, bchild, bval, sbuf, nc)
+            m = -np.inf
+            for q in range(nc):
+                sbuf[q] += bias[children[c0 + q]]
+                if sbuf[q] > m:
+                    m = sbuf[q]
+            z = 0.0
+            for q in range(nc):
+                z += np.exp(sbuf[q] - m)
+            lz = np.log(z)
+            for q in range(nc):
+                child = children[c0 + q]
+                hn = _push(hkey, hsec, hnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+        for q in range(min(size, cap)):
+            out_cls[r, q] = delivered[q]
+        out_size[r] = size
+        out_val[r] = chosen_u  # the tree's probabilities sum to 1
+        out_visits[r] = visits
+        out_pulled[r] = n
+
+
+# --- running kernels on blocks of rows in threads ----------------------------------------------
+
+
+def run_blocks(task, n_rows: int, block: int, n_jobs) -> None:
+    """Call ``task(lo, hi)`` for consecutive blocks of ``block`` rows, in ``n_jobs`` threads.
+
+    The kernels release the GIL, so threads run them in parallel.  ``n_jobs`` follows
+    scikit-learn: ``None``/1 one thread, -1 every core.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .linear import _n_workers
+
+    starts = range(0, n_rows, block)
+    workers = 1 if n_jobs is None else min(_n_workers("n_jobs", n_jobs), max(1, len(starts)))
+    if workers == 1:
+        for lo in starts:
+            task(lo, min(lo + block, n_rows))
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(lambda lo: task(lo, min(lo + block, n_rows)), starts):
+            pass

@@ -1,0 +1,212 @@
+"""SVBOP-Full from a linear model: score every class, then Algorithm 1 (the paper's Section 3.1).
+
+:func:`svbop.predict_sets` takes a probability matrix.  Computing that matrix for a softmax model
+costs one ``exp`` per class and row, which for large ``K`` is slower than the scores themselves.
+:func:`predict_sets_full` goes from features to sets without it: the sets depend only on the
+order and ratios of ``exp(w_c . x + b_c)`` (no partition function is needed, Section 3.2), so for
+each row it takes the classes with ``exp(s_c - max s) >= t``, exponentiates and sorts only those,
+and runs Algorithm 1 with the same certificate as :func:`svbop.predict_sets`.  With sparse
+weights, scoring and search are fused per row, so no ``n x K`` score matrix is written.
+
+:func:`linear_scores` is the bare scoring ``X W^T + b`` with the same kernel (the reference cost
+that the benchmark compares SVBOP-Full with).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels
+from .hf import as_sorted_csr
+from .linear import LinearModel, softmax
+from .search import TIE_RTOL, candidate_factor, predict_sets
+from .sets import SetPredictions
+from .utilities import Utility, utility
+
+__all__ = ["linear_scores", "predict_sets_full"]
+
+logger = logging.getLogger(__name__)
+
+#: Rows per block handed to a thread (dense scores of a block are about this many rows x K).
+_BLOCK_BYTES = 8 * 1024 * 1024
+#: Rounds of the candidate threshold (t, t/16, t/256, then every class), as predict_sets.
+_ROUNDS = 3
+
+
+def _check_model(model: Any) -> LinearModel:
+    if not isinstance(model, LinearModel):
+        raise ValueError(f"model must be a svbop.linear.LinearModel, got {type(model).__name__}")
+    if not np.array_equal(model.classes, np.arange(model.n_classes)):
+        raise ValueError("model must cover classes 0..K-1 in order (merge the parts of a chunked model first)")
+    return model
+
+
+def _transposed(model: LinearModel) -> sp.csr_matrix:
+    """``W^T`` as CSR (one row per feature), built once per model object."""
+    cached = getattr(model, "_svbop_wt", None)
+    if cached is None or cached[0] is not model.W:
+        WT = model.W.T.tocsr()
+        WT.sort_indices()
+        cached = (model.W, WT)
+        object.__setattr__(model, "_svbop_wt", cached)
+    return cached[1]
+
+
+def _block_rows(K: int) -> int:
+    return max(1, min(4096, _BLOCK_BYTES // (8 * max(K, 1))))
+
+
+def _dense_block(model: LinearModel, X, lo: int, hi: int) -> np.ndarray:
+    scores = X[lo:hi] @ model.W.T
+    scores = np.array(scores, dtype=np.float64)
+    scores += model.b
+    return scores
+
+
+def linear_scores(model: LinearModel, X: Any, *, n_jobs: int | None = None) -> np.ndarray:
+    """Scores ``X W^T + b`` of every class, shape (n_samples, K), float64.
+
+    Equal to :meth:`LinearModel.decision_function` (bit for bit with sparse weights and sparse
+    ``X``), computed with a compiled kernel for sparse weights and in blocks of rows in ``n_jobs``
+    threads.
+    """
+    model = _check_model(model)
+    K = model.n_classes
+    if sp.issparse(model.W):
+        X = as_sorted_csr(X, model.n_features)
+        WT = _transposed(model)
+        out = np.empty((X.shape[0], K))
+        xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+        wt_ptr, wt_ind = WT.indptr.astype(np.int64), WT.indices.astype(np.int64)
+
+        def task(lo: int, hi: int) -> None:
+            _kernels.score_rows(xptr[lo:hi + 1], xind, X.data, wt_ptr, wt_ind, WT.data, model.b, out[lo:hi])
+
+        _kernels.run_blocks(task, X.shape[0], _block_rows(K), n_jobs)
+        return out
+    X = X if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    return model.decision_function(X)
+
+
+def predict_sets_full(
+    model: LinearModel,
+    X: Any,
+    u: Utility | str,
+    *,
+    tie_rtol: float = TIE_RTOL,
+    expected_utility: bool = False,
+    n_jobs: int | None = None,
+) -> SetPredictions:
+    """SVBOP-Full for a one-vs-rest linear model with softmax probabilities, from features.
+
+    Parameters
+    ----------
+    model : LinearModel
+        Weights ``W`` (dense or CSR) and intercepts ``b`` of all ``K`` classes.
+    X : array or scipy sparse matrix of shape (n_samples, n_features)
+    u : Utility or str
+        The set utility.
+    tie_rtol : float
+        Tie tolerance of Algorithm 1 (as :func:`svbop.predict_sets`).
+    expected_utility : bool, default False
+        Also compute each set's expected utility, which needs the softmax's normaliser: one
+        ``exp`` per class and row (the sets themselves do not need it).
+    n_jobs : int or None
+        Threads working on blocks of rows (``None``/1 one, -1 every core).
+
+    Returns
+    -------
+    SetPredictions
+        Equal to ``predict_sets(model.predict_proba(X), u)`` (up to rounding of the scores);
+        ``expected_utility`` is set only when asked for.
+
+    Notes
+    -----
+    For utilities where Theorem 2's early stop is not valid, the probabilities of each block of
+    rows are computed and passed to :func:`svbop.predict_sets`.
+    """
+    model = _check_model(model)
+    u = utility(u)
+    K = u.resolve_K(model.n_classes)
+    if K != model.n_classes:
+        raise ValueError(f"utility is for K={K} classes, the model has {model.n_classes}")
+    if not (0 <= tie_rtol < 1):
+        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
+    g = np.ascontiguousarray(u.values(K), dtype=np.float64)
+    g_pad = np.concatenate([g, [0.0]])  # g(K+1) = 0: a full row cannot grow
+    early = bool(u.properties(K).early_stop_valid)
+    sparse_w = sp.issparse(model.W)
+    X = as_sorted_csr(X, model.n_features) if (sparse_w or sp.issparse(X)) else _dense_features(X, model)
+    n = X.shape[0]
+    block = _block_rows(K)
+    start = time.perf_counter()
+    if not early:
+        pieces: list[SetPredictions] = [None] * (-(-n // block))  # type: ignore[list-item]
+
+        def task(lo: int, hi: int) -> None:
+            scores = linear_scores(model, X[lo:hi]) if sparse_w else _dense_block(model, X, lo, hi)
+            pieces[lo // block] = predict_sets(softmax(scores, out=scores), u, tie_rtol=tie_rtol)
+
+        _kernels.run_blocks(task, n, block, n_jobs)
+        sets = _concatenate(pieces, K)
+        if not expected_utility:
+            sets.expected_utility = None
+        logger.info("SVBOP-Full %s: %d rows in %.3f s (all probabilities)", u.label, n, time.perf_counter() - start)
+        return sets
+    f = candidate_factor(g, tie_rtol)
+    f = f if f > 0 else 1e-2
+    cap = min(64, K)
+    sizes = np.zeros(n, dtype=np.int64)
+    value = np.zeros(n)
+    cls = np.zeros((n, cap), dtype=np.int64)
+    if sparse_w:
+        WT = _transposed(model)
+        xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+        wt_ptr, wt_ind = WT.indptr.astype(np.int64), WT.indices.astype(np.int64)
+
+    def search(lo: int, hi: int, out_cls: np.ndarray) -> None:
+        if sparse_w:
+            _kernels.full_sparse(
+                xptr[lo:hi + 1], xind, X.data, wt_ptr, wt_ind, WT.data, model.b, g_pad, float(tie_rtol), f, _ROUNDS,
+                out_cls, sizes[lo:hi], value[lo:hi], expected_utility,
+            )
+        else:
+            _kernels.full_dense(
+                _dense_block(model, X, lo, hi), g_pad, float(tie_rtol), f, _ROUNDS, out_cls, sizes[lo:hi],
+                value[lo:hi], expected_utility,
+            )
+
+    _kernels.run_blocks(lambda lo, hi: search(lo, hi, cls[lo:hi]), n, block, n_jobs)
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    fits = np.arange(cap) < sizes[:, None]
+    indices[(indptr[:-1, None] + np.arange(cap))[fits]] = cls[fits]
+    for row in np.flatnonzero(sizes > cap):  # rare: sets longer than cap are searched again, alone
+        out = np.zeros((1, int(sizes[row])), dtype=np.int64)
+        search(int(row), int(row) + 1, out)
+        indices[indptr[row]:indptr[row + 1]] = out[0]
+    logger.info("SVBOP-Full %s: %d rows in %.3f s", u.label, n, time.perf_counter() - start)
+    return SetPredictions(indices, indptr, K, value if expected_utility else None)
+
+
+def _dense_features(X: Any, model: LinearModel) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != model.n_features:
+        raise ValueError(f"X must have shape (n_samples, {model.n_features}), got {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or an infinite value")
+    return X
+
+
+def _concatenate(pieces: list[SetPredictions], K: int) -> SetPredictions:
+    if not pieces:
+        return SetPredictions(np.zeros(0, np.int64), np.zeros(1, np.int64), K, np.zeros(0))
+    sizes = np.concatenate([np.diff(p.indptr) for p in pieces])
+    indices = np.concatenate([p.indices for p in pieces])
+    value = np.concatenate([p.expected_utility for p in pieces])
+    return SetPredictions(indices, np.concatenate([[0], np.cumsum(sizes)]), K, value)

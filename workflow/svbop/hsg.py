@@ -1,0 +1,271 @@
+"""SVBOP-HSG: Bayes-optimal sets with an HNSW index over the class weights (the paper's Section 3.2).
+
+For a softmax model ``P(c|x) ~ exp(w_c . x + b_c)`` the classes of highest probability are those
+of largest inner product, so a maximum-inner-product index (:class:`svbop.index.HNSWIndex`) can
+deliver them without scoring all ``K`` classes.  SVBOP-HSG (Algorithms 4 and 5):
+
+1. query the index for the top ``k`` classes of ``x``;
+2. score those classes exactly, ``exp(w_c . x + b_c)`` (unnormalised: Algorithm 1 does not need
+   the partition function), and feed them to Algorithm 1 in decreasing order;
+3. when Algorithm 1 asks for class ``|Q| + 1`` (every delivered class was accepted), query again
+   for ``2 |Q|`` classes and append, sorted, the ones not delivered before ("doubling").
+
+Since the index is approximate, an appended class can be more probable than one delivered
+earlier; Algorithm 1 simply continues on the stream in the order it comes (as the paper's
+``Q.at(i)`` does).  With an exhaustive index (``ef`` and ``k`` at least ``K``) the stream is the
+exact order and the sets equal SVBOP-Full's.
+
+* :func:`predict_sets_hsg` runs this for many rows at once: every round is one batched
+  (multi-threaded) NMSLIB query for all rows still open, exact scoring in compiled code, and
+  Algorithm 1 continued across rounds.
+* :class:`HSGProvider` is the paper's ``initPrediction`` / ``getNextClass`` pair for one row, for
+  :func:`svbop.svbop` and for reading.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels
+from .hf import as_sorted_csr
+from .index import HNSWIndex
+from .linear import LinearModel, _positive_int
+from .search import TIE_RTOL
+from .sets import SetPredictions
+from .utilities import Utility, utility
+
+__all__ = ["HSGProvider", "exact_scores", "predict_sets_hsg"]
+
+logger = logging.getLogger(__name__)
+
+#: Rows per block of exact scoring given to a thread.
+_BLOCK = 1024
+
+
+def _check(model: Any, index: Any) -> tuple[LinearModel, HNSWIndex]:
+    if not isinstance(model, LinearModel):
+        raise ValueError(f"model must be a svbop.linear.LinearModel, got {type(model).__name__}")
+    if not isinstance(index, HNSWIndex):
+        raise ValueError(f"index must be a svbop.index.HNSWIndex, got {type(index).__name__}")
+    if not np.array_equal(model.classes, np.arange(model.n_classes)):
+        raise ValueError("model must cover classes 0..K-1 in order (merge the parts of a chunked model first)")
+    if index.n_classes != model.n_classes or index.n_features != model.n_features:
+        raise ValueError(
+            f"index ({index.n_classes} classes, {index.n_features} features) does not match the model "
+            f"({model.n_classes} classes, {model.n_features} features)"
+        )
+    return model, index
+
+
+def exact_scores(model: LinearModel, X: sp.csr_matrix, ids: np.ndarray, n_jobs: int | None = None) -> np.ndarray:
+    """``w_c . x_i + b_c`` for ``c = ids[i, q]`` (``-inf`` where ``ids < 0``), shape of ``ids``.
+
+    ``X`` is CSR with sorted indices (one row per row of ``ids``).  The products are summed in
+    increasing feature order, as ``X @ W.T`` sums them.
+    """
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    out = np.empty(ids.shape)
+    xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    if sp.issparse(model.W):
+        W = model.W
+        w_ptr, w_ind = W.indptr.astype(np.int64), W.indices.astype(np.int64)
+
+        def task(lo: int, hi: int) -> None:
+            _kernels.gather_scores_sparse(w_ptr, w_ind, W.data, model.b, ids[lo:hi], xptr[lo:hi + 1], xind, X.data,
+                                          model.n_features, out[lo:hi])
+    else:
+        W = np.ascontiguousarray(model.W)
+
+        def task(lo: int, hi: int) -> None:
+            _kernels.gather_scores_dense(W, model.b, ids[lo:hi], xptr[lo:hi + 1], xind, X.data, out[lo:hi])
+
+    _kernels.run_blocks(task, ids.shape[0], _BLOCK, n_jobs)
+    return out
+
+
+def _sorted_new(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: classes by decreasing exact score (ties: lower id), invalid (-1) last; and counts."""
+    order = np.lexsort((ids, -scores), axis=-1)
+    ids = np.take_along_axis(ids, order, axis=1)
+    scores = np.take_along_axis(scores, order, axis=1)
+    return ids, scores, (ids >= 0).sum(axis=1)
+
+
+def predict_sets_hsg(
+    model: LinearModel,
+    index: HNSWIndex,
+    X: Any,
+    u: Utility | str,
+    *,
+    k: int = 100,
+    ef: int | None = None,
+    tie_rtol: float = TIE_RTOL,
+    n_jobs: int | None = None,
+    return_stats: bool = False,
+) -> SetPredictions | tuple[SetPredictions, dict[str, np.ndarray]]:
+    """SVBOP-HSG: Algorithm 1 on the classes an HNSW index delivers, with doubling.
+
+    Parameters
+    ----------
+    model : LinearModel
+        The one-vs-rest softmax model the index was built from (its weights score the classes).
+    index : HNSWIndex
+        Index over the model's class vectors (:meth:`HNSWIndex.from_model`).
+    X : array or scipy sparse matrix of shape (n_samples, n_features)
+    u : Utility or str
+        The set utility.
+    k : int, default 100
+        Classes asked for in the first query (capped at ``K``).
+    ef : int, optional
+        HNSW's ``efSearch``; every query uses ``max(ef, its k)`` (default: its ``k``, as the paper).
+    tie_rtol : float
+        Tie tolerance of Algorithm 1.
+    n_jobs : int or None
+        Threads of NMSLIB's batched queries and of the exact scoring (``None``/1 one, -1 all).
+    return_stats : bool
+        Also return per-row statistics: ``queries`` (index queries), ``scored`` (classes scored
+        exactly, i.e. delivered by the index) and ``pulled`` (classes Algorithm 1 consumed).
+
+    Returns
+    -------
+    SetPredictions
+        Classes in the order they were delivered (decreasing probability within each query).
+        ``expected_utility`` is None: the partition function is never computed.
+
+    Notes
+    -----
+    A row asks for more classes only while every class delivered so far was accepted.  For
+    utilities without Theorem 2's early stop that is every row until all ``K`` classes are in,
+    so SVBOP-HSG is useful with (1/x)-convex utilities (all those of the paper).
+    """
+    model, index = _check(model, index)
+    u = utility(u)
+    K = u.resolve_K(model.n_classes)
+    if K != model.n_classes:
+        raise ValueError(f"utility is for K={K} classes, the model has {model.n_classes}")
+    k = min(_positive_int("k", k), K)
+    if ef is not None:
+        ef = _positive_int("ef", ef)
+    if not (0 <= tie_rtol < 1):
+        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
+    threads = 1 if n_jobs is None else n_jobs
+    X = as_sorted_csr(X, model.n_features)
+    n = X.shape[0]
+    g = np.ascontiguousarray(u.values(K), dtype=np.float64)
+    early = bool(u.properties(K).early_stop_valid)
+    mass, best, chosen_u = np.zeros(n), np.full(n, -np.inf), np.zeros(n)
+    n_seen, size = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    done = np.zeros(n, dtype=bool)
+    top = np.zeros(n)  # exact score of each row's first class: the unit of exp()
+    queries = np.zeros(n, dtype=np.int64)
+    want = np.full(n, k, dtype=np.int64)
+    stream_rows, stream_pos, stream_cls = [], [], []  # every delivered class, for the final sets
+    seen_keys = np.zeros(0, dtype=np.int64)  # row * K + class, sorted
+    pending = np.arange(n, dtype=np.int64)
+    start = time.perf_counter()
+    first = True
+    while pending.size:
+        groups = [pending[want[pending] == kk] for kk in np.unique(want[pending])]
+        for rows in groups:
+            kk = int(want[rows[0]])
+            Xr = X[rows]
+            ids, _ = index.query(Xr, kk, ef=max(kk, ef or kk), n_threads=threads)
+            queries[rows] += 1
+            if not first:  # the doubling: keep only classes not delivered before
+                keys = rows[:, None] * K + np.maximum(ids, 0)
+                pos = np.minimum(np.searchsorted(seen_keys, keys), max(seen_keys.size - 1, 0))
+                ids = np.where((ids >= 0) & (seen_keys[pos] == keys), -1, ids) if seen_keys.size else ids
+            scores = exact_scores(model, Xr, ids, n_jobs)
+            ids, scores, counts = _sorted_new(ids, scores)
+            if first:
+                top[rows] = scores[:, 0]
+            vals = np.exp(scores - top[rows, None])  # exp(-inf) = 0 for the padding
+            offset = n_seen[rows].copy()
+            valid = np.arange(ids.shape[1]) < counts[:, None]
+            r_idx = np.broadcast_to(rows[:, None], ids.shape)[valid]
+            stream_rows.append(r_idx)
+            stream_pos.append((offset[:, None] + np.arange(ids.shape[1]))[valid])
+            stream_cls.append(ids[valid])
+            seen_keys = np.union1d(seen_keys, r_idx * K + ids[valid])
+            # Algorithm 1 goes on from where it stopped; it may stop early within this batch, in
+            # which case the classes after the stop are delivered but never consumed
+            consumed = n_seen[rows].copy()
+            _kernels.continue_stream(vals, counts, rows, g, float(tie_rtol), early, mass, best, n_seen, size,
+                                     chosen_u, done)
+            n_seen[rows] = consumed + counts  # the stream's length (not what was consumed)
+            exhausted = (kk >= K) | (counts == 0)  # nothing more can come
+            done[rows[exhausted]] = True
+            want[rows] = np.minimum(K, 2 * np.maximum(n_seen[rows], kk))
+        first = False
+        pending = pending[~done[pending]]
+    rows = np.concatenate(stream_rows) if stream_rows else np.zeros(0, np.int64)
+    pos = np.concatenate(stream_pos) if stream_pos else np.zeros(0, np.int64)
+    cls = np.concatenate(stream_cls) if stream_cls else np.zeros(0, np.int64)
+    keep = pos < size[rows]
+    order = np.lexsort((pos[keep], rows[keep]))
+    indptr = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+    sets = SetPredictions(cls[keep][order], indptr, K)
+    logger.info(
+        "SVBOP-HSG %s: %d rows in %.3f s, k=%d, %.2f queries and %.1f classes scored per row",
+        u.label, n, time.perf_counter() - start, k, queries.mean() if n else 0.0, n_seen.mean() if n else 0.0,
+    )
+    if return_stats:
+        return sets, {"queries": queries, "scored": n_seen.copy()}
+    return sets
+
+
+class HSGProvider:
+    """SVBOP-HSG's class provider (Algorithms 4 and 5), one row at a time.
+
+    ``init_prediction(x)`` queries the index for ``k`` classes and scores them exactly;
+    ``get_next_class()`` returns them in decreasing order and, when they run out, queries for
+    twice as many and appends the new ones.  Probabilities are ``exp(w_c . x + b_c - s_1)``,
+    unnormalised (``s_1`` the first class's score).  Use with :func:`svbop.svbop`::
+
+        svbop.svbop(HSGProvider(model, index, k=10), x, "fbeta:beta=1", K=model.n_classes,
+                    require_sorted=False)
+    """
+
+    def __init__(self, model: LinearModel, index: HNSWIndex, k: int = 100, ef: int | None = None) -> None:
+        self.model, self.index = _check(model, index)
+        self.k = min(_positive_int("k", k), model.n_classes)
+        self.ef = None if ef is None else _positive_int("ef", ef)
+        self.queries = 0
+
+    def _query(self, kk: int) -> None:
+        kk = min(kk, self.model.n_classes)
+        ids, _ = self.index.query(self._x, kk, ef=max(kk, self.ef or kk))
+        self.queries += 1
+        ids = np.array([[c if c not in self._seen else -1 for c in ids[0]]], dtype=np.int64)
+        ids, scores, counts = _sorted_new(ids, exact_scores(self.model, self._x, ids))
+        if self._top is None:
+            self._top = float(scores[0, 0])
+        for c, s in zip(ids[0, : counts[0]], scores[0, : counts[0]]):
+            self._seen.add(int(c))
+            self._queue.append((int(c), float(np.exp(s - self._top))))
+        self._last_k = kk
+
+    def init_prediction(self, x: Any) -> None:
+        x = sp.csr_matrix(x) if sp.issparse(x) else np.asarray(x).reshape(1, -1)
+        self._x = as_sorted_csr(x, self.model.n_features, "x")
+        if self._x.shape[0] != 1:
+            raise ValueError(f"init_prediction takes one row, got {self._x.shape[0]}")
+        self._queue: list[tuple[int, float]] = []
+        self._seen: set[int] = set()
+        self._top: float | None = None
+        self._i = 0
+        self.queries = 0
+        self._query(self.k)
+
+    def get_next_class(self) -> tuple[int, float] | None:
+        self._i += 1
+        if len(self._queue) < self._i and self._last_k < self.model.n_classes:
+            self._query(2 * max(len(self._queue), self._last_k))  # the doubling (Algorithm 5)
+        if len(self._queue) < self._i:
+            return None
+        return self._queue[self._i - 1]
