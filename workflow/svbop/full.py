@@ -196,8 +196,10 @@ def predict_sets_full(
 
 def _dense_features(X: Any, model: LinearModel) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != model.n_features:
-        raise ValueError(f"X must have shape (n_samples, {model.n_features}), got {X.shape}")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-d (n_samples, n_features), got shape {X.shape}")
+    if X.shape[1] != model.n_features:
+        raise ValueError(f"X has {X.shape[1]} features, the model has {model.n_features}")
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or an infinite value")
     return X

@@ -1,0 +1,206 @@
+"""SVBOP-HF (svbop.hf): exact with respect to the tree's factorised distribution."""
+
+import heapq
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import svbop
+from svbop.datasets import Hierarchy
+from svbop.hf import HFProvider, TreeSearchLayout, predict_sets_hf
+from svbop.trees import TreeModel, balanced_kmeans_tree, train_tree, tree_from_hierarchy
+
+UTILITIES = svbop.STANDARD_UTILITIES  # (1/x)-convex ones and two that are not (log, reject)
+
+
+def random_model(tree: Hierarchy, D: int, seed: int, scale: float = 2.0, uniform_nodes: int = 0) -> TreeModel:
+    """Random sparse node weights; ``uniform_nodes`` internal nodes get zero weights (exact ties)."""
+    rng = np.random.default_rng(seed)
+    n = tree.n_nodes
+    W = sp.random(n, D, density=0.3, random_state=seed, format="lil") * scale
+    internal = np.arange(tree.n_classes, n)
+    W[tree.root] = 0
+    b = rng.normal(size=n) * 0.5
+    b[tree.root] = 0
+    if uniform_nodes:
+        indptr, children = tree.children_csr()
+        for v in rng.choice(internal, size=min(uniform_nodes, internal.size - 1), replace=False):
+            kids = children[indptr[v]:indptr[v + 1]]
+            W[kids] = 0
+            b[kids] = 0
+    trained = np.zeros(n, dtype=bool)
+    trained[internal] = True
+    return TreeModel(tree, sp.csr_matrix(W), b, trained)
+
+
+def binary_tree(K: int) -> Hierarchy:
+    parent = [-1] * (2 * K - 1)
+    nodes = list(range(K))
+    nxt = K
+    while len(nodes) > 1:
+        merged = []
+        for i in range(0, len(nodes) - 1, 2):
+            parent[nodes[i]] = parent[nodes[i + 1]] = nxt
+            merged.append(nxt)
+            nxt += 1
+        if len(nodes) % 2:
+            merged.append(nodes[-1])
+        nodes = merged
+    return Hierarchy(np.array(parent[:nxt]), K)
+
+
+def wide_tree(K: int) -> Hierarchy:
+    return Hierarchy(np.array([K] * K + [-1]), K)
+
+
+def caterpillar_tree(K: int) -> Hierarchy:
+    """Every internal node has one leaf and the next internal node: depth K - 1."""
+    parent = np.full(2 * K - 1, -1)
+    for c in range(K - 1):
+        parent[c] = K + c
+        if c > 0:
+            parent[K + c] = K + c - 1
+    parent[K - 1] = 2 * K - 2
+    return Hierarchy(parent, K)
+
+
+def predefined_tree() -> Hierarchy:
+    """A taxonomy with single-child chains and uneven depths, collapsed as the pipeline does."""
+    # classes 0..9; internal 10..17 with chains 14 -> 15 -> (0, 1) and 16 -> 2
+    parent = np.array([15, 15, 16, 11, 11, 11, 12, 12, 13, 13, -1, 10, 10, 10, 10, 14, 13])
+    return tree_from_hierarchy(Hierarchy(parent, 10))
+
+
+SHAPES = {
+    "binary": lambda: binary_tree(37),
+    "wide": lambda: wide_tree(30),
+    "caterpillar": lambda: caterpillar_tree(25),
+    "predefined": predefined_tree,
+}
+
+
+def queries(D: int, n: int, seed: int) -> sp.csr_matrix:
+    return sp.random(n, D, density=0.4, random_state=seed + 100, format="csr")
+
+
+def assert_same_sets(a, b):
+    assert len(a) == len(b)
+    bad = [i for i in range(len(a)) if not np.array_equal(a[i], b[i])]
+    assert not bad, f"{len(bad)} rows differ, first {bad[0]}: {a[bad[0]]} vs {b[bad[0]]}"
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("spec", UTILITIES)
+def test_hf_equals_algorithm_1_on_exhaustive_leaf_probabilities(shape, spec):
+    tree = SHAPES[shape]()
+    model = random_model(tree, D=12, seed=len(shape), uniform_nodes=2)
+    X = queries(12, 150, seed=len(shape))
+    P = model.predict_proba(X)
+    expected = svbop.predict_sets(P, spec)
+    got = predict_sets_hf(model, X, spec)
+    assert_same_sets(got, expected)
+    np.testing.assert_allclose(got.expected_utility, expected.expected_utility, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("spec", ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "log"])
+def test_hf_on_trained_trees_of_data(spec):
+    rng = np.random.default_rng(3)
+    K, D, N = 40, 30, 800
+    y = rng.integers(0, K, N)
+    y[:K] = np.arange(K)
+    centers = rng.random((K, D)) * (rng.random((K, D)) < 0.3)
+    X = sp.csr_matrix(centers[y] + 0.5 * rng.random((N, D)))
+    for max_leaves in (2, 7):
+        tree = balanced_kmeans_tree(X, y, K, max_leaves=max_leaves)
+        model = train_tree(X, y, tree, C=1.0, eps=0.01)
+        expected = svbop.predict_sets(model.predict_proba(X[:300]), spec)
+        assert_same_sets(predict_sets_hf(model, X[:300], spec, n_jobs=2), expected)
+
+
+def test_exact_ties_come_out_by_class_id_like_predict_sets():
+    tree = binary_tree(16)
+    model = random_model(tree, D=5, seed=0)
+    model = TreeModel(tree, sp.csr_matrix(model.W.shape), np.zeros(tree.n_nodes), model.trained)  # all uniform
+    X = queries(5, 3, seed=0)
+    for spec in ("fbeta:beta=1", "precision", "recall", "log"):
+        expected = svbop.predict_sets(model.predict_proba(X), spec)
+        assert_same_sets(predict_sets_hf(model, X, spec), expected)
+    np.testing.assert_array_equal(predict_sets_hf(model, X, "recall")[0], np.arange(16))
+
+
+def test_best_first_expands_exactly_the_nodes_above_the_last_class_pulled():
+    """A* minimality: an internal node is expanded iff its probability exceeds that of the last
+    class Algorithm 1 pulled (so a confident row visits about one path, not the tree)."""
+    tree = binary_tree(512)
+    model = random_model(tree, D=12, seed=11, scale=6.0)
+    X = queries(12, 60, seed=11)
+    node_p = np.exp(model.node_log_proba(X))
+    leaf_order = np.argsort(-node_p[:, :512], axis=1, kind="stable")
+    sets, stats = predict_sets_hf(model, X, "fbeta:beta=1", return_stats=True)
+    rows = np.arange(X.shape[0])
+    last = node_p[rows, leaf_order[rows, stats["pulled"] - 1]]
+    above = (node_p[:, 512:] > last[:, None]).sum(axis=1)
+    np.testing.assert_array_equal(stats["expanded"], above)
+    assert stats["expanded"].mean() < 0.2 * (tree.n_nodes - 512)
+
+
+def test_long_sets_beyond_the_first_buffer_are_complete():
+    tree = wide_tree(200)
+    model = TreeModel(tree, sp.csr_matrix((201, 3)), np.zeros(201), np.arange(201) >= 200)
+    sets = predict_sets_hf(model, np.ones((4, 3)), "recall")
+    assert sets.sizes.tolist() == [200] * 4
+    np.testing.assert_array_equal(sets[2], np.arange(200))
+
+
+def test_provider_is_the_papers_algorithms_6_and_7():
+    tree = SHAPES["predefined"]()
+    model = random_model(tree, D=12, seed=5)
+    X = queries(12, 20, seed=5)
+    P = model.predict_proba(X)
+    for i in range(X.shape[0]):
+        provider = HFProvider(model)
+        provider.init_prediction(X[i])
+        stream = []
+        while (item := provider.get_next_class()) is not None:
+            stream.append(item)
+        classes = [c for c, _ in stream]
+        assert sorted(classes) == list(range(tree.n_classes))
+        np.testing.assert_allclose([p for _, p in stream], P[i, classes], rtol=1e-12)
+        assert all(a[1] >= b[1] for a, b in zip(stream, stream[1:]))
+        for spec in ("fbeta:beta=1", "log"):
+            result = svbop.svbop(HFProvider(model), X[i], spec, K=tree.n_classes)
+            np.testing.assert_array_equal(result.classes, predict_sets_hf(model, X[i], spec)[0])
+
+
+def test_layout_groups_children_weights_by_feature():
+    tree = wide_tree(3)
+    W = sp.csr_matrix(np.array([[0, 2.0, 0], [1.0, 3.0, 0], [0, 0, 0], [0, 0, 0]]))
+    model = TreeModel(tree, W, np.zeros(4), np.array([False, False, False, True]))
+    lay = TreeSearchLayout.from_model(model)
+    v = 3
+    feats = lay.bfeat[lay.bptr[v]:lay.bptr[v + 1]].tolist()
+    assert feats == [0, 1]
+    entries = [(int(lay.bchild[e]), float(lay.bval[e])) for e in range(lay.bcol[1], lay.bcol[2])]
+    assert entries == [(0, 2.0), (1, 3.0)]  # feature 1: children 0 and 1, in child order
+
+
+def test_bad_input_is_refused_with_the_reason():
+    tree = wide_tree(4)
+    model = random_model(tree, D=3, seed=0)
+    with pytest.raises(ValueError, match="X has 4 features, the model has 3"):
+        predict_sets_hf(model, np.ones((2, 4)), "fbeta:beta=1")
+    with pytest.raises(ValueError, match="row 1 contains NaN"):
+        predict_sets_hf(model, np.array([[1.0, 0, 0], [np.nan, 0, 0]]), "fbeta:beta=1")
+    part = TreeModel(tree, model.W, model.b, np.zeros(5, dtype=bool))
+    with pytest.raises(ValueError, match="merge the parts"):
+        predict_sets_hf(part, np.ones((1, 3)), "fbeta:beta=1")
+    with pytest.raises(ValueError, match="K=7"):
+        predict_sets_hf(model, np.ones((1, 3)), svbop.utility("fbeta:beta=1", K=7))
+
+
+def test_reference_heap_order_matches_kernel_tie_rule():
+    """heapq on (-log p, tie key, node) pops internal nodes before leaves of equal probability."""
+    q = [(-0.0, 3, 3), (-0.0, -1, 9), (-0.0, 1, 1)]
+    heapq.heapify(q)
+    assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]

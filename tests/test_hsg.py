@@ -1,0 +1,106 @@
+"""SVBOP-HSG (svbop.hsg): HNSW-delivered classes, exact scores, Algorithm 1 with doubling."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import svbop
+from svbop.full import predict_sets_full
+from svbop.hsg import HSGProvider, exact_scores, predict_sets_hsg
+from svbop.index import HNSWIndex
+from svbop.linear import LinearModel
+
+CONVEX = [s for s in svbop.STANDARD_UTILITIES if svbop.utility(s).properties(120).early_stop_valid]
+
+
+def problem(sparse_w: bool, K=120, D=80, n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    W = sp.random(K, D, density=0.15, random_state=seed, format="csr") * 3
+    b = rng.normal(size=K) * 0.3
+    X = sp.random(n, D, density=0.1, random_state=seed + 1, format="csr")
+    model = LinearModel(W if sparse_w else W.toarray(), b, np.arange(K))
+    return model, X
+
+
+@pytest.fixture(scope="module", params=["sparse", "dense"])
+def setup(request):
+    model, X = problem(request.param == "sparse")
+    index = HNSWIndex(M=16, ef_construction=200).fit(model.W, model.b)
+    return model, index, X
+
+
+def identical(a, b) -> np.ndarray:
+    return np.array([np.array_equal(a[i], b[i]) for i in range(len(a))])
+
+
+@pytest.mark.parametrize("spec", svbop.STANDARD_UTILITIES)
+def test_exhaustive_index_gives_svbop_full(setup, spec):
+    model, index, X = setup
+    K = model.n_classes
+    full = predict_sets_full(model, X, spec)
+    hsg = predict_sets_hsg(model, index, X, spec, k=K, ef=K)
+    assert identical(hsg, full).all()
+
+
+@pytest.mark.parametrize("spec", [s for s in CONVEX if s != "precision"])  # precision: always one class
+def test_doubling_appends_new_classes_until_algorithm_1_stops(setup, spec):
+    """k = 1: every row whose optimal set has more than one class needs the doubling; with an
+    exact index (ef = K) the appended classes are the right ones and the sets equal Full's."""
+    model, index, X = setup
+    K = model.n_classes
+    full = predict_sets_full(model, X, spec)
+    hsg, stats = predict_sets_hsg(model, index, X, spec, k=1, ef=K, return_stats=True)
+    assert identical(hsg, full).all()
+    big = full.sizes > 1
+    assert big.any()
+    # a set of s classes needs at least s + 1 delivered classes (the first that fails) or all K
+    assert np.all(stats["scored"][big] >= np.minimum(full.sizes[big] + 1, K))
+    assert np.all(stats["queries"][big] >= 1 + np.ceil(np.log2(np.minimum(full.sizes[big] + 1, K))))
+    assert np.all(stats["queries"] == 1 + np.ceil(np.log2(np.maximum(stats["scored"], 1))).astype(int))
+
+
+def test_batched_equals_the_papers_provider_with_an_approximate_index(setup):
+    model, index, X = setup
+    K = model.n_classes
+    for spec in ("fbeta:beta=1", "fbeta:beta=5"):
+        batched = predict_sets_hsg(model, index, X, spec, k=2)
+        for i in range(0, X.shape[0], 7):
+            provider = HSGProvider(model, index, k=2)
+            result = svbop.svbop(provider, X[i], spec, K=K, require_sorted=False)
+            np.testing.assert_array_equal(result.classes, batched[i])
+
+
+def test_approximate_sets_are_algorithm_1_on_the_stream_they_got():
+    """A tiny ef makes the index miss classes; the set must still be a prefix of what it
+    delivered, chosen by Algorithm 1 on exact scores."""
+    model, X = problem(True, K=300, D=40, n=100, seed=3)
+    index = HNSWIndex(M=4, ef_construction=8).fit(model.W, model.b)
+    hsg, stats = predict_sets_hsg(model, index, X, "fbeta:beta=1", k=3, return_stats=True)
+    full = predict_sets_full(model, X, "fbeta:beta=1")
+    agreement = identical(hsg, full).mean()
+    assert 0 < agreement <= 1
+    for i in range(0, X.shape[0], 9):
+        result = svbop.svbop(HSGProvider(model, index, k=3), X[i], "fbeta:beta=1", K=300, require_sorted=False)
+        np.testing.assert_array_equal(result.classes, hsg[i])
+
+
+def test_exact_scores_equal_the_model(setup):
+    model, _, X = setup
+    ids = np.tile(np.array([[5, 0, -1, 119]]), (X.shape[0], 1))
+    S = exact_scores(model, X, ids)
+    D = model.decision_function(X)
+    np.testing.assert_allclose(S[:, [0, 1, 3]], D[:, [5, 0, 119]], rtol=1e-13, atol=1e-13)
+    assert np.all(S[:, 2] == -np.inf)
+    if sp.issparse(model.W):  # same summation order as scipy: equal bit for bit
+        np.testing.assert_array_equal(S[:, [0, 1, 3]], D[:, [5, 0, 119]])
+
+
+def test_mismatched_index_and_bad_k_are_refused(setup):
+    model, index, X = setup
+    other, _ = problem(True, K=50)
+    with pytest.raises(ValueError, match="does not match the model"):
+        predict_sets_hsg(other, index, X, "fbeta:beta=1")
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        predict_sets_hsg(model, index, X, "fbeta:beta=1", k=0)
+    with pytest.raises(ValueError, match="index must be"):
+        predict_sets_hsg(model, "hnsw.bin", X, "fbeta:beta=1")
