@@ -7,6 +7,9 @@ Main entry points
 -----------------
 utility          build a set utility g(s) from a spec string ("fbeta:beta=1", ...)
 predict_sets     SVBOP-Full: the Bayes-optimal set for every row of a probability matrix
+predict_sets_full   SVBOP-Full from a linear model and features (no probability matrix)
+predict_sets_hsg    SVBOP-HSG: classes from an HNSW index over the class weights, with doubling
+predict_sets_hf     SVBOP-HF: best-first search over a probabilistic class tree
 svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
 top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
 set_utility, recall, mean_scores             metrics
@@ -16,6 +19,9 @@ Subpackages and modules used by the pipeline (importable on their own)
 svbop.datasets     Dataset / Hierarchy containers, bundled and synthetic data, seeded splits
 svbop.features     the paper's MNIST CNN (svbop.features.cnn, needs torch) and tf-idf
 svbop.linear       liblinear one-vs-rest logistic regression (-s 7), softmax probabilities
+svbop.trees        probabilistic class trees (predefined, balanced 2-means) and their training
+svbop.index        the HNSW index (NMSLIB) over class weight vectors
+svbop.full, svbop.hsg, svbop.hf   the paper's three algorithms from models (compiled kernels)
 svbop.evaluation   the paper's protocol: every method's sets under every utility
 svbop.report       tables, figures and the self-contained HTML report
 svbop.io, svbop.logs   atomic file writing, logs with progress
@@ -30,6 +36,9 @@ from .baselines import (
     top_s_sets,
     tune_threshold,
 )
+from .full import predict_sets_full
+from .hf import predict_sets_hf
+from .hsg import predict_sets_hsg
 from .metrics import mean_scores, recall, set_sizes, set_utility, top1_accuracy
 from .search import (
     TIE_RTOL,
@@ -71,6 +80,9 @@ __all__ = [
     "mean_scores",
     "predict_set_stream",
     "predict_sets",
+    "predict_sets_full",
+    "predict_sets_hf",
+    "predict_sets_hsg",
     "recall",
     "set_sizes",
     "set_utility",

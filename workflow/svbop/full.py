@@ -22,8 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _kernels
-from .hf import as_sorted_csr
-from .linear import LinearModel, softmax
+from .linear import LinearModel, _as_sorted_csr, softmax
 from .search import TIE_RTOL, candidate_factor, predict_sets
 from .sets import SetPredictions
 from .utilities import Utility, utility
@@ -78,7 +77,7 @@ def linear_scores(model: LinearModel, X: Any, *, n_jobs: int | None = None) -> n
     model = _check_model(model)
     K = model.n_classes
     if sp.issparse(model.W):
-        X = as_sorted_csr(X, model.n_features)
+        X = _as_sorted_csr(X, model.n_features)
         WT = _transposed(model)
         out = np.empty((X.shape[0], K))
         xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
@@ -141,7 +140,7 @@ def predict_sets_full(
     g_pad = np.concatenate([g, [0.0]])  # g(K+1) = 0: a full row cannot grow
     early = bool(u.properties(K).early_stop_valid)
     sparse_w = sp.issparse(model.W)
-    X = as_sorted_csr(X, model.n_features) if (sparse_w or sp.issparse(X)) else _dense_features(X, model)
+    X = _as_sorted_csr(X, model.n_features) if (sparse_w or sp.issparse(X)) else _dense_features(X, model)
     n = X.shape[0]
     block = _block_rows(K)
     start = time.perf_counter()

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _kernels
+from .linear import _as_sorted_csr
 from .search import TIE_RTOL
 from .sets import SetPredictions
 from .trees import TreeModel
@@ -44,27 +45,6 @@ logger = logging.getLogger(__name__)
 _FIRST_CAP = 64
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
-
-
-def as_sorted_csr(X: Any, n_features: int, name: str = "X") -> sp.csr_matrix:
-    """``X`` as float64 CSR with sorted indices (a copy only where needed); checks the width."""
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-    else:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            hint = " (use x.reshape(1, -1) for one sample)" if X.ndim == 1 else ""
-            raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape {X.shape}{hint}")
-        X = sp.csr_matrix(X)
-    if X.shape[1] != n_features:
-        raise ValueError(f"{name} has {X.shape[1]} features, the model has {n_features}")
-    if not X.has_sorted_indices:
-        X = X.copy()
-        X.sort_indices()
-    if X.nnz and not np.all(np.isfinite(X.data)):
-        row = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], side="right") - 1)
-        raise ValueError(f"{name}: row {row} contains NaN or an infinite value")
-    return X
 
 
 @dataclass(frozen=True)
@@ -189,7 +169,7 @@ def predict_sets_hf(
         raise ValueError(f"utility is for K={K} classes, the tree has {lay.n_classes}")
     if not (0 <= tie_rtol < 1):
         raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
-    X = as_sorted_csr(X, lay.n_features)
+    X = _as_sorted_csr(X, lay.n_features)
     n = X.shape[0]
     g = np.ascontiguousarray(u.values(K), dtype=np.float64)
     g_suffix = np.maximum.accumulate(g[::-1])[::-1].copy()
@@ -262,7 +242,7 @@ class HFProvider:
         self.expanded = 0
 
     def init_prediction(self, x: Any) -> None:
-        x = as_sorted_csr(np.asarray(x).reshape(1, -1) if not sp.issparse(x) else x, self._layout.n_features, "x")
+        x = _as_sorted_csr(np.asarray(x).reshape(1, -1) if not sp.issparse(x) else x, self._layout.n_features, "x")
         if x.shape[0] != 1:
             raise ValueError(f"init_prediction takes one row, got {x.shape[0]}")
         self._x = x

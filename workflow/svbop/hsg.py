@@ -32,9 +32,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _kernels
-from .hf import as_sorted_csr
 from .index import HNSWIndex
-from .linear import LinearModel, _positive_int
+from .linear import LinearModel, _as_sorted_csr, _positive_int
 from .search import TIE_RTOL
 from .sets import SetPredictions
 from .utilities import Utility, utility
@@ -154,7 +153,7 @@ def predict_sets_hsg(
     if not (0 <= tie_rtol < 1):
         raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
     threads = 1 if n_jobs is None else n_jobs
-    X = as_sorted_csr(X, model.n_features)
+    X = _as_sorted_csr(X, model.n_features)
     n = X.shape[0]
     g = np.ascontiguousarray(u.values(K), dtype=np.float64)
     early = bool(u.properties(K).early_stop_valid)
@@ -252,7 +251,7 @@ class HSGProvider:
 
     def init_prediction(self, x: Any) -> None:
         x = sp.csr_matrix(x) if sp.issparse(x) else np.asarray(x).reshape(1, -1)
-        self._x = as_sorted_csr(x, self.model.n_features, "x")
+        self._x = _as_sorted_csr(x, self.model.n_features, "x")
         if self._x.shape[0] != 1:
             raise ValueError(f"init_prediction takes one row, got {self._x.shape[0]}")
         self._queue: list[tuple[int, float]] = []

@@ -123,6 +123,27 @@ def _as_features(X: Any, name: str = "X") -> np.ndarray | sp.csr_matrix:
     return X
 
 
+def _as_sorted_csr(X: Any, n_features: int, name: str = "X") -> sp.csr_matrix:
+    """``X`` as float64 CSR with sorted indices (a copy only where needed); checks the width."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            hint = " (use x.reshape(1, -1) for one sample)" if X.ndim == 1 else ""
+            raise ValueError(f"{name} must be 2-d (n_samples, n_features), got shape {X.shape}{hint}")
+        X = sp.csr_matrix(X)
+    if X.shape[1] != n_features:
+        raise ValueError(f"{name} has {X.shape[1]} features, the model has {n_features}")
+    if not X.has_sorted_indices:
+        X = X.copy()
+        X.sort_indices()
+    if X.nnz and not np.all(np.isfinite(X.data)):
+        row = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], side="right") - 1)
+        raise ValueError(f"{name}: row {row} contains NaN or an infinite value")
+    return X
+
+
 @dataclass
 class LinearModel:
     """One-vs-rest linear scores ``X W^T + b`` for classes ``classes``.
