@@ -222,99 +222,123 @@ def _before(k1, s1, k2, s2):
 
 
 @njit(**_JIT)
-def _push(hkey, hsec, hnode, n, key, sec, node):
+def _push(qkey, qsec, qnode, n, key, sec, node):
     j = n
     while j > 0:
         parent = (j - 1) >> 1
-        if _before(key, sec, hkey[parent], hsec[parent]):
-            hkey[j] = hkey[parent]
-            hsec[j] = hsec[parent]
-            hnode[j] = hnode[parent]
+        if _before(key, sec, qkey[parent], qsec[parent]):
+            qkey[j] = qkey[parent]
+            qsec[j] = qsec[parent]
+            qnode[j] = qnode[parent]
             j = parent
         else:
             break
-    hkey[j] = key
-    hsec[j] = sec
-    hnode[j] = node
+    qkey[j] = key
+    qsec[j] = sec
+    qnode[j] = node
     return n + 1
 
 
 @njit(**_JIT)
-def _pop(hkey, hsec, hnode, n):
+def _pop(qkey, qsec, qnode, n):
     """Remove the top of the heap (returned by the caller beforehand); returns the new size."""
     n -= 1
-    key = hkey[n]
-    sec = hsec[n]
-    node = hnode[n]
+    key = qkey[n]
+    sec = qsec[n]
+    node = qnode[n]
     j = 0
     while True:
         c = 2 * j + 1
         if c >= n:
             break
-        if c + 1 < n and _before(hkey[c + 1], hsec[c + 1], hkey[c], hsec[c]):
+        if c + 1 < n and _before(qkey[c + 1], qsec[c + 1], qkey[c], qsec[c]):
             c += 1
-        if _before(hkey[c], hsec[c], key, sec):
-            hkey[j] = hkey[c]
-            hsec[j] = hsec[c]
-            hnode[j] = hnode[c]
+        if _before(qkey[c], qsec[c], key, sec):
+            qkey[j] = qkey[c]
+            qsec[j] = qsec[c]
+            qnode[j] = qnode[c]
             j = c
         else:
             break
     if n > 0:
-        hkey[j] = key
-        hsec[j] = sec
-        hnode[j] = node
+        qkey[j] = key
+        qsec[j] = sec
+        qnode[j] = node
     return n
 
 
-@njit(**_JIT)
-def _add_feature(f, v, bcol, bchild, bval, sbuf):
-    for e in range(bcol[f], bcol[f + 1]):
-        sbuf[bchild[e]] += v * bval[e]
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(**_JIT)
-def _children_scores(node, xptr, xind, xval, i, bptr, bfeat, bcol, bchild, bval, sbuf, nc):
-    """Children scores ``w . x`` (no intercept) of ``node``: intersect the row with the node's features."""
+def _slot(j, bits):
+    """Multiplicative (Fibonacci) hash of feature ``j`` into ``2**bits`` slots (its top bits)."""
+    return np.int64((np.uint64(j) * _GOLDEN) >> np.uint64(64 - bits))
+
+
+@njit(**_JIT)
+def build_feature_tables(bptr, bfeat, hptr, hbits, hkey, hval):
+    """Open-addressing tables (linear probing) from feature id to its position ``f`` per node.
+
+    Node ``v``'s table is ``hkey/hval[hptr[v]:hptr[v+1]]`` with ``2**hbits[v]`` slots (empty
+    slots hold -1); nodes with ``hbits[v] == 0`` have none.
+    """
+    for v in range(bptr.size - 1):
+        if hbits[v] == 0:
+            continue
+        base = hptr[v]
+        mask = (1 << hbits[v]) - 1
+        for f in range(bptr[v], bptr[v + 1]):
+            h = _slot(bfeat[f], hbits[v])
+            while hkey[base + h] >= 0:
+                h = (h + 1) & mask
+            hkey[base + h] = bfeat[f]
+            hval[base + h] = f
+
+
+@njit(**_JIT)
+def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, hptr, hbits, hkey, hval,
+                     sbuf, nc):
+    """Children scores ``w . x`` (no intercept) of ``node``, products in increasing feature order.
+
+    A node with few features reads them from the dense copy ``xbuf`` of the row (cost: its
+    features); a node with many looks each of the row's features up in its hash table (cost:
+    the row's features).
+    """
     for q in range(nc):
         sbuf[q] = 0.0
-    a0 = xptr[i]
-    a1 = xptr[i + 1]
     f0 = bptr[node]
     f1 = bptr[node + 1]
-    if f1 - f0 <= 8 * (a1 - a0):  # few features: merge the two sorted lists
-        a = a0
-        f = f0
-        while a < a1 and f < f1:
-            if xind[a] < bfeat[f]:
-                a += 1
-            elif xind[a] > bfeat[f]:
-                f += 1
-            else:
-                _add_feature(f, xval[a], bcol, bchild, bval, sbuf)
-                a += 1
-                f += 1
-    else:  # many features: binary-search each of the row's features
-        lo = f0
-        for a in range(a0, a1):
-            j = xind[a]
-            hi = f1
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if bfeat[mid] < j:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo >= f1:
+    bits = hbits[node]
+    if bits == 0 or f1 - f0 <= 4 * (a1 - a0):
+        for f in range(f0, f1):
+            v = xbuf[bfeat[f]]
+            if v != 0.0:
+                for e in range(bcol[f], bcol[f + 1]):
+                    sbuf[bchild[e]] += v * bval[e]
+        return
+    base = hptr[node]
+    mask = (1 << bits) - 1
+    for a in range(a0, a1):
+        j = xind[a]
+        h = _slot(j, bits)
+        while True:
+            key = hkey[base + h]
+            if key == j:
+                f = hval[base + h]
+                v = xval[a]
+                for e in range(bcol[f], bcol[f + 1]):
+                    sbuf[bchild[e]] += v * bval[e]
                 break
-            if bfeat[lo] == j:
-                _add_feature(lo, xval[a], bcol, bchild, bval, sbuf)
-                lo += 1
+            if key < 0:
+                break
+            h = (h + 1) & mask
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bchild, bval, bias, n_classes,
-              root, g, g_suffix, early, rho, total, out_cls, out_size, out_val, out_visits, out_pulled):
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfeat, bcol, bchild, bval, hptr, hbits,
+              hkey, hval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size, out_val,
+              out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
     A priority queue holds nodes keyed by ``log P(v | x)``; a popped leaf is the next class of
@@ -326,19 +350,24 @@ def hf_search(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bc
     """
     n_nodes = child_ptr.size - 1
     K = n_classes
-    hkey = np.empty(n_nodes)
-    hsec = np.empty(n_nodes, dtype=np.int64)
-    hnode = np.empty(n_nodes, dtype=np.int64)
+    qkey = np.empty(n_nodes)
+    qsec = np.empty(n_nodes, dtype=np.int64)
+    qnode = np.empty(n_nodes, dtype=np.int64)
     delivered = np.empty(K, dtype=np.int64)
     max_children = 1
     for v in range(n_nodes):
         if child_ptr[v + 1] - child_ptr[v] > max_children:
             max_children = child_ptr[v + 1] - child_ptr[v]
     sbuf = np.empty(max_children)
+    xbuf = np.zeros(n_features)
     cap = out_cls.shape[1]
     for r in range(rows.size):
         i = rows[r]
-        hn = _push(hkey, hsec, hnode, 0, 0.0, -1, root)
+        a0 = xptr[i]
+        a1 = xptr[i + 1]
+        for a in range(a0, a1):
+            xbuf[xind[a]] = xval[a]
+        hn = _push(qkey, qsec, qnode, 0, 0.0, -1, root)
         n = 0
         mass = 0.0
         best = -np.inf
@@ -346,9 +375,9 @@ def hf_search(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bc
         chosen_u = 0.0
         visits = 0
         while hn > 0:
-            key = hkey[0]
-            node = hnode[0]
-            hn = _pop(hkey, hsec, hnode, hn)
+            key = qkey[0]
+            node = qnode[0]
+            hn = _pop(qkey, qsec, qnode, hn)
             if node < K:  # a leaf: the next class of Algorithm 1
                 delivered[n] = node
                 mass += np.exp(key)
@@ -369,7 +398,8 @@ def hf_search(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bc
             visits += 1
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
-            _children_scores(node, xptr, xind, xval, i, bptr, bfeat, bcol, bchild, bval, sbuf, nc)
+            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, hptr, hbits, hkey,
+                             hval, sbuf, nc)
             m = -np.inf
             for q in range(nc):
                 sbuf[q] += bias[children[c0 + q]]
@@ -381,7 +411,9 @@ def hf_search(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bc
             lz = np.log(z)
             for q in range(nc):
                 child = children[c0 + q]
-                hn = _push(hkey, hsec, hnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+                hn = _push(qkey, qsec, qnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+        for a in range(a0, a1):
+            xbuf[xind[a]] = 0.0
         for q in range(min(size, cap)):
             out_cls[r, q] = delivered[q]
         out_size[r] = size

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: Classes kept per row in the first pass; rows with larger sets are searched again.
 _FIRST_CAP = 64
+#: Nodes whose children use more features than this get a hash table (see TreeSearchLayout).
+_HASH_MIN = 256
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
 
@@ -54,7 +56,9 @@ class TreeSearchLayout:
     For internal node ``v``, ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any
     child of ``v``; for such a feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the
     children (positions among ``v``'s children) with a weight on it and ``bval`` the weights.
-    Scoring ``v``'s children for ``x`` is then one intersection of two sorted feature lists.
+    Nodes with more than ``_HASH_MIN`` features also get a hash table from feature id to its
+    position (``hptr``, ``hbits``, ``hkey``, ``hval``), so that scoring their children costs one
+    lookup per feature of ``x`` instead of a pass over all their features.
     """
 
     child_ptr: np.ndarray
@@ -64,6 +68,10 @@ class TreeSearchLayout:
     bcol: np.ndarray
     bchild: np.ndarray
     bval: np.ndarray
+    hptr: np.ndarray
+    hbits: np.ndarray
+    hkey: np.ndarray
+    hval: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
@@ -97,6 +105,13 @@ class TreeSearchLayout:
         bcol = np.append(starts, node.size).astype(np.int64)
         group_parent = parent[starts]
         bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
+        n_feat = np.diff(bptr)
+        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0).astype(np.int64)
+        hsize = np.where(hbits > 0, 1 << hbits, 0)
+        hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
+        hkey = np.full(hptr[-1], -1, dtype=np.int64)
+        hval = np.zeros(hptr[-1], dtype=np.int64)
+        _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, hkey, hval)
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
@@ -105,6 +120,10 @@ class TreeSearchLayout:
             bcol=bcol,
             bchild=position[node].astype(np.int64),
             bval=np.ascontiguousarray(data, dtype=np.float64),
+            hptr=hptr,
+            hbits=hbits,
+            hkey=hkey,
+            hval=hval,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
             n_classes=int(tree.n_classes),
             n_features=int(model.n_features),
@@ -189,8 +208,8 @@ def predict_sets_hf(
 
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
-                rows[lo:hi], xptr, xind, xval, lay.child_ptr, lay.children, lay.bptr, lay.bfeat, lay.bcol,
-                lay.bchild, lay.bval, lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
+                rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
+                lay.bcol, lay.bchild, lay.bval, lay.hptr, lay.hbits, lay.hkey, lay.hval, lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
 
