@@ -79,3 +79,46 @@ def test_load_scores_formats_and_errors(tmp_path):
     (tmp_path / "sets.txt").write_text("0 1\nx\n")
     with pytest.raises(ValueError, match="sets.txt, line 2"):
         load_sets(tmp_path / "sets.txt")
+
+
+def test_set_agreement_compares_sets_regardless_of_order():
+    from svbop.metrics import set_agreement
+
+    a = svbop.SetPredictions.from_sets([[0, 1], [2], [1, 2, 3], [], [3]], 4)
+    b = svbop.SetPredictions.from_sets([[1, 0], [2], [1, 2], [], [0]], 4)
+    assert set_agreement(a, b) == pytest.approx(3 / 5)  # rows 0 (order differs), 1 and 3 (both empty)
+    assert set_agreement(a, a) == 1.0 and set_agreement(b, a) == set_agreement(a, b)
+    assert set_agreement([[0, 2], [1]], [[2, 0], [1, 0]]) == 0.5  # plain lists
+    empty = svbop.SetPredictions.from_sets([], 4)
+    assert set_agreement(empty, empty) == 1.0
+    # equal sizes but different members in a later row must not hide behind an earlier match
+    c = svbop.SetPredictions.from_sets([[0, 1], [2, 3]], 4)
+    d = svbop.SetPredictions.from_sets([[1, 0], [3, 1]], 4)
+    assert set_agreement(c, d) == 0.5
+    with pytest.raises(ValueError, match="2 and 5 rows"):
+        set_agreement(c, a)
+    with pytest.raises(ValueError, match="4 and 5 classes"):
+        set_agreement(a, svbop.SetPredictions.from_sets([[0]] * 5, 5))
+
+
+def test_evaluate_methods_with_svbop_timing_columns():
+    from svbop.evaluation import METHODS, evaluate_methods, timing_columns
+
+    assert METHODS[:4] == ("svbop_full", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans")
+    y = np.array([0, 1, 2, 1])
+    full = svbop.SetPredictions.from_sets([[0], [1, 2], [2], [0]], 3)
+    hsg = svbop.SetPredictions.from_sets([[0], [2, 1], [2, 0], [0]], 3)
+    sets = {("svbop_full", "fbeta_1"): full, ("svbop_hsg", "fbeta_1"): hsg, ("top_s", "1"): full}
+    timings = {("svbop_full", "fbeta_1"): {"ms_per_sample": 0.5}, ("svbop_hsg", "fbeta_1"): {"ms_per_sample": 0.1}}
+    extra = timing_columns(sets, timings)
+    assert extra[("svbop_full", "fbeta_1")] == {"t_test_ms": 0.5}
+    assert extra[("svbop_hsg", "fbeta_1")] == {
+        "t_test_ms": 0.1, "agreement_with_full_pct": 75.0, "speedup_vs_full": pytest.approx(5.0)
+    }
+    rows = evaluate_methods(sets, y, ["fbeta:beta=1"], dataset="d", extra=extra)
+    assert [(r["method"], r.get("t_test_ms")) for r in rows] == [("svbop_full", 0.5), ("svbop_hsg", 0.1), ("top_s", None)]
+    assert rows[1]["recall_pct"] == 75.0 and rows[1]["agreement_with_full_pct"] == 75.0
+    with pytest.raises(ValueError, match="no svbop_full sets and timing for 'fbeta_5'"):
+        timing_columns({**sets, ("svbop_hsg", "fbeta_5"): hsg}, {("svbop_hsg", "fbeta_5"): {"ms_per_sample": 1.0}})
+    with pytest.raises(ValueError, match="unknown method 'svbop_fast'"):
+        evaluate_methods({("svbop_fast", "fbeta_1"): full}, y, ["fbeta:beta=1"], dataset="d")

@@ -108,7 +108,9 @@ def test_tiny_run_writes_report_and_sane_metrics(finished_run):
     for dataset in ("digits", "synthetic"):
         summary = json.loads((workdir / f"results/{dataset}/summary.json").read_text())
         rows = {(r["method"], r["param"]): r for r in _read_tsv(workdir / f"results/{dataset}/metrics.tsv")}
-        assert len(rows) == 3 + 3 + 3 + 2  # SVBOP-Full and threshold per utility, top-1/3/5, ICP x2
+        # SVBOP-Full and threshold per utility, top-1/3/5, ICP x2; on synthetic also SVBOP-HSG and
+        # SVBOP-HF on both trees per utility
+        assert len(rows) == 3 + 3 + 3 + 2 + (3 * 3 if dataset == "synthetic" else 0)
         accuracy = summary["top1_pct"]
         assert accuracy > 50, f"{dataset}: the flat model should learn something (top-1 {accuracy:.1f}%)"
         # The first class of an SVBOP-Full set is the most probable class: its hit rate is the accuracy.
@@ -161,6 +163,69 @@ def test_tiny_run_trains_flat_parts_trees_and_index_consistently(finished_run):
     exact = flat.decision_function(test)
     np.testing.assert_array_equal(ids[:, 0], exact.argmax(axis=1))
     np.testing.assert_allclose(scores[:, 0], exact.max(axis=1), rtol=1e-4, atol=1e-4)
+
+
+UTILITY_LABELS = {"fbeta_1": "fbeta:beta=1", "credal_2.2_1.2": "credal:delta=2.2,gamma=1.2", "fbeta_5": "fbeta:beta=5"}
+APPROXIMATE = ("svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans")
+
+
+def test_tiny_run_times_svbop_full_hsg_and_hf_and_compares_them_with_full(finished_run):
+    import svbop
+    from svbop.datasets import load_split
+    from svbop.io import load_matrix, load_sets
+    from svbop.linear import LinearModel
+    from svbop.metrics import set_agreement
+    from svbop.timing import TIMING_KEYS
+    from svbop.trees import TreeModel
+
+    for dataset, kind in (("digits", "cnn"), ("synthetic", "tfidf")):
+        results = finished_run / f"results/{dataset}"
+        rows = {(r["method"], r["param"]): r for r in _read_tsv(results / "metrics.tsv")}
+        methods = ("svbop_full", *APPROXIMATE) if dataset == "synthetic" else ("svbop_full",)
+        assert not {m for m, _ in rows if m.startswith("svbop_")} - set(methods)
+        X = load_matrix(results / f"features/{kind}.npz")[load_split(finished_run / f"data/{dataset}/split.npz")["test"]]
+        flat = LinearModel.load(results / "models/flat.npz")
+        for label, spec in UTILITY_LABELS.items():
+            for method in methods:
+                row = rows[method, label]
+                timing = json.loads((results / f"predictions/{method}/{label}.json").read_text())
+                assert set(TIMING_KEYS) <= set(timing), f"{method} {label}: {sorted(timing)}"
+                assert (timing["method"], timing["utility"], timing["threads"]) == (method, label, 1)
+                assert timing["n_test"] == int(row["n_test"]) == X.shape[0]
+                assert timing["seconds"] > 0 and timing["cpu_seconds"] >= 0
+                assert timing["ms_per_sample"] == pytest.approx(1000 * timing["seconds"] / timing["n_test"])
+                assert float(row["t_test_ms"]) == pytest.approx(timing["ms_per_sample"]) and float(row["t_test_ms"]) > 0
+                if method == "svbop_full":
+                    assert row.get("agreement_with_full_pct", "") == row.get("speedup_vs_full", "") == ""
+                    continue
+                agreement = float(row["agreement_with_full_pct"])
+                assert 0 <= agreement <= 100
+                full_sets = load_sets(results / f"predictions/svbop_full/{label}.npz")
+                own = load_sets(results / f"predictions/{method}/{label}.npz")
+                assert agreement == pytest.approx(100 * set_agreement(own, full_sets))
+                assert float(row["speedup_vs_full"]) == pytest.approx(
+                    float(rows["svbop_full", label]["t_test_ms"]) / float(row["t_test_ms"]), rel=1e-6
+                )
+            # SVBOP-Full from the model and features: the sets of the exact search on the probabilities
+            saved = load_sets(results / f"predictions/svbop_full/{label}.npz")
+            assert saved == svbop.predict_sets(flat.predict_proba(X), spec), f"{dataset} {label}"
+            if dataset != "synthetic":
+                continue
+            hsg = json.loads((results / f"predictions/svbop_hsg/{label}.json").read_text())
+            assert hsg["k"] == 5 and hsg["ef"] is None
+            assert hsg["mean_queries"] >= 1 and hsg["mean_scored"] >= 5
+            for tree in ("predefined", "kmeans"):
+                hf = json.loads((results / f"predictions/svbop_hf_{tree}/{label}.json").read_text())
+                assert hf["mean_expanded"] >= 1 and hf["mean_pulled"] >= 1
+                # SVBOP-HF is exact with respect to its tree: the Bayes-optimal sets of the tree's probabilities
+                model = TreeModel.load(results / f"models/hf_{tree}.npz")
+                saved = load_sets(results / f"predictions/svbop_hf_{tree}/{label}.npz")
+                assert saved == svbop.predict_sets(model.predict_proba(X), spec), f"{tree} {label}"
+    assert (finished_run / "results/benchmarks/predict_svbop_hsg/synthetic_fbeta_1.tsv").exists()
+    assert (finished_run / "results/benchmarks/predict_svbop_hf/synthetic_kmeans_fbeta_1.tsv").exists()
+    # the report's Table 3 names the new methods
+    html = (finished_run / "results/report.html").read_text()
+    assert "SVBOP-HSG-u" in html and "SVBOP-HF<sub>p</sub>-u" in html and "SVBOP-HF<sub>c</sub>-u" in html
 
 
 def test_rerun_is_a_no_op_and_deleting_a_model_reruns_only_its_dependants(finished_run):

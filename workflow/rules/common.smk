@@ -117,11 +117,32 @@ def approximate_models(dataset):
     return out
 
 
+def svbop_methods(dataset):
+    """The SVBOP methods run on one dataset: Full, and HSG and HF (per tree) where enabled."""
+    cfg = config["datasets"][dataset]
+    methods = ["svbop_full"]
+    if cfg["hsg"]["enabled"]:
+        methods.append("svbop_hsg")
+    if cfg["hf"]["enabled"]:
+        methods += [f"svbop_hf_{tree}" for tree in ("predefined", "kmeans") if tree in cfg["hf"]["trees"]]
+    return methods
+
+
+def timings(dataset):
+    """Timing JSON of every SVBOP prediction job of one dataset: {(method, utility label): path}."""
+    return {
+        (method, label): f"results/{dataset}/predictions/{method}/{label}.json"
+        for method in svbop_methods(dataset)
+        for label in UTILITIES
+    }
+
+
 def predictions(dataset):
-    """Every method of the paper's Table 3 for one dataset: {(method, param): path}."""
+    """Every method of the paper's Tables 3 and 4 for one dataset: {(method, param): path}."""
     out = {}
-    for label in UTILITIES:
-        out["svbop_full", label] = f"results/{dataset}/predictions/svbop_full/{label}.npz"
+    for method in svbop_methods(dataset):
+        for label in UTILITIES:
+            out[method, label] = f"results/{dataset}/predictions/{method}/{label}.npz"
     for label in UTILITIES:
         out["threshold", label] = f"results/{dataset}/predictions/threshold/{label}.npz"
     for s in TOP_S:
@@ -145,6 +166,7 @@ def dataset_results(dataset):
         *approximate_models(dataset),
         f"results/{dataset}/scores/flat.npz",
         *predictions(dataset).values(),
+        *timings(dataset).values(),
         f"results/{dataset}/metrics.tsv",
         f"results/{dataset}/summary.json",
     ]

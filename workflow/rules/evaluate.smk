@@ -1,4 +1,5 @@
-# Evaluation: every method's test sets under every utility (the paper's Table 3), and the
+# Evaluation: every method's test sets under every utility (the paper's Table 3), with the SVBOP
+# methods' test time per sample and HSG's and HF's agreement with SVBOP-Full (Table 4), and the
 # dataset summary (the paper's Table 1).
 
 
@@ -6,8 +7,9 @@ rule evaluate:
     input:
         sets=lambda wc: list(predictions(wc.dataset).values()),
         tuning=lambda wc: expand("results/{d}/predictions/threshold/{u}.tsv", d=wc.dataset, u=UTILITIES),
+        timings=lambda wc: list(timings(wc.dataset).values()),
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("metrics", "evaluation", "sets"),
+        code=library_sources("metrics", "evaluation", "sets", "timing"),
     output:
         report(
             "results/{dataset}/metrics.tsv",
@@ -19,6 +21,7 @@ rule evaluate:
         dataset=lambda wc: wc.dataset,
         utilities=list(UTILITIES.values()),
         methods=lambda wc: list(predictions(wc.dataset)),  # (method, param), in the order of input.sets
+        timed=lambda wc: list(timings(wc.dataset)),  # (method, param), in the order of input.timings
     log:
         "results/logs/evaluate/{dataset}.log",
     conda:

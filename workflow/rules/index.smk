@@ -14,7 +14,8 @@ rule build_index:
         sidecar="results/{dataset}/indexes/hnsw.bin.json",
         info="results/{dataset}/indexes/hnsw.json",
     params:
-        hsg=lambda wc: dataset_config(wc)["hsg"],
+        # only what shapes the graph: a change of k or ef (query time) must not rebuild it
+        hsg=lambda wc: {key: dataset_config(wc)["hsg"][key] for key in ("M", "efC")},
     threads: lambda wc: dataset_config(wc)["hsg"]["threads"]
     resources:
         mem_mb=lambda wc: dataset_config(wc)["hsg"]["mem_mb"],

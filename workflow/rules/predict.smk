@@ -1,5 +1,11 @@
-# Prediction: class probabilities of the held-out rows, then one set per test row for every
-# method of the paper's Table 3 (SVBOP-Full per utility; threshold, top-s, ICP baselines).
+# Prediction: one set per test row for every method of the paper's Tables 3 and 4. SVBOP-Full,
+# SVBOP-HSG (HNSW index over the flat model) and SVBOP-HF (per tree) go from the features to the
+# sets, per utility, each timed on one thread (a JSON beside the sets: the paper's test time per
+# sample); the baselines (threshold, top-s, ICP) start from the flat model's class probabilities
+# of the held-out rows (score_flat).
+
+# Library files every timed SVBOP rule runs (Algorithm 1, its kernels, the timing, the loaders).
+SEARCH_CODE = ("_kernels", "search", "_prefix", "utilities", "sets", "io", "timing", "datasets/splits")
 
 
 rule score_flat:
@@ -26,15 +32,19 @@ rule score_flat:
 
 rule predict_svbop_full:
     input:
-        scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("search", "_prefix", "utilities", "sets"),
+        model="results/{dataset}/models/flat.npz",
+        features=features_file,
+        split="data/{dataset}/split.npz",
+        code=library_sources("full", *SEARCH_CODE, "linear", "trees"),
     output:
-        "results/{dataset}/predictions/svbop_full/{utility}.npz",
+        sets="results/{dataset}/predictions/svbop_full/{utility}.npz",
+        timing="results/{dataset}/predictions/svbop_full/{utility}.json",
     params:
         utility=lambda wc: UTILITIES[wc.utility],
+    threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=lambda wc: dataset_config(wc)["flat"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["flat"]["runtime"],
     log:
         "results/logs/predict_svbop_full/{dataset}_{utility}.log",
     benchmark:
@@ -43,6 +53,61 @@ rule predict_svbop_full:
         "../../envs/svbop.yaml"
     script:
         "../scripts/predict_svbop_full.py"
+
+
+rule predict_svbop_hsg:
+    input:
+        model="results/{dataset}/models/flat.npz",
+        index="results/{dataset}/indexes/hnsw.bin",
+        index_data="results/{dataset}/indexes/hnsw.bin.dat",
+        index_sidecar="results/{dataset}/indexes/hnsw.bin.json",
+        features=features_file,
+        split="data/{dataset}/split.npz",
+        code=library_sources("hsg", *SEARCH_CODE, "index", "linear", "hf", "trees"),
+    output:
+        sets="results/{dataset}/predictions/svbop_hsg/{utility}.npz",
+        timing="results/{dataset}/predictions/svbop_hsg/{utility}.json",
+    params:
+        utility=lambda wc: UTILITIES[wc.utility],
+        k=lambda wc: dataset_config(wc)["hsg"]["k"],
+        ef=lambda wc: dataset_config(wc)["hsg"]["ef"],
+    threads: 1
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["hsg"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["hsg"]["runtime"],
+    log:
+        "results/logs/predict_svbop_hsg/{dataset}_{utility}.log",
+    benchmark:
+        "results/benchmarks/predict_svbop_hsg/{dataset}_{utility}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_svbop_hsg.py"
+
+
+rule predict_svbop_hf:
+    input:
+        model="results/{dataset}/models/hf_{tree}.npz",
+        features=features_file,
+        split="data/{dataset}/split.npz",
+        code=library_sources("hf", *SEARCH_CODE, "trees", "linear"),
+    output:
+        sets="results/{dataset}/predictions/svbop_hf_{tree}/{utility}.npz",
+        timing="results/{dataset}/predictions/svbop_hf_{tree}/{utility}.json",
+    params:
+        utility=lambda wc: UTILITIES[wc.utility],
+    threads: 1
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["hf"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["hf"]["runtime"],
+    log:
+        "results/logs/predict_svbop_hf/{dataset}_{tree}_{utility}.log",
+    benchmark:
+        "results/benchmarks/predict_svbop_hf/{dataset}_{tree}_{utility}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_svbop_hf.py"
 
 
 rule predict_threshold:

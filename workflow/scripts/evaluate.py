@@ -1,13 +1,15 @@
-"""Glue: every method's test sets under every utility -> metrics table (rule evaluate)."""
+"""Glue: every method's test sets under every utility -> metrics table, with the SVBOP methods'
+test time and agreement with SVBOP-Full (rule evaluate)."""
 
 import csv
 import logging
 
 import numpy as np
 
-from svbop.evaluation import evaluate_methods
+from svbop.evaluation import evaluate_methods, timing_columns
 from svbop.io import load_sets, write_tsv
 from svbop.logs import to_log_file
+from svbop.timing import read_timing
 
 to_log_file(snakemake.log[0])
 with np.load(snakemake.input.scores) as scores:
@@ -19,6 +21,9 @@ for method, path in zip(thresholds, snakemake.input.tuning):  # the tuned theta 
     with open(path) as fh:
         chosen = [row for row in csv.DictReader(fh, delimiter="\t") if row["chosen"] == "True"]
     extra[method] = {"theta": float(chosen[0]["theta"])}
+times = {method: read_timing(path) for method, path in zip(snakemake.params.timed, snakemake.input.timings)}
+for method, columns in timing_columns(sets, times).items():  # t_test_ms, agreement and speed-up vs Full
+    extra.setdefault(method, {}).update(columns)
 rows = evaluate_methods(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra)
 write_tsv(snakemake.output[0], rows)
 logging.info("%d methods x %d utilities on %d test rows -> %s", len(rows), len(snakemake.params.utilities), len(y),

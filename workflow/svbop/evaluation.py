@@ -2,7 +2,10 @@
 
 Rows follow the paper's CSV vocabulary (``../shared/paper/table3_utilities.csv``): ``method`` is
 ``svbop_full`` / ``threshold`` (``param`` = the utility label it optimises or was tuned for),
-``top_s`` (``param`` = s) or ``icp`` (``param`` = epsilon, e.g. ``"0.10"``).
+``top_s`` (``param`` = s) or ``icp`` (``param`` = epsilon, e.g. ``"0.10"``).  The approximate
+SVBOP methods of the paper's Table 4 are ``svbop_hsg``, ``svbop_hf_predefined`` (SVBOP-HF on the
+dataset's hierarchy) and ``svbop_hf_kmeans`` (on a balanced 2-means tree), ``param`` the utility
+label; :func:`timing_columns` adds their test time and their agreement with SVBOP-Full.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .metrics import check_labels, mean_scores, top1_accuracy
+from .metrics import check_labels, mean_scores, set_agreement, top1_accuracy
 from .sets import SetPredictions
 from .utilities import Utility
 
-__all__ = ["METHODS", "SUMMARY_KEYS", "evaluate_methods", "dataset_summary"]
+__all__ = ["METHODS", "SVBOP_METHODS", "SUMMARY_KEYS", "evaluate_methods", "timing_columns", "dataset_summary"]
 
-#: Methods of the paper's Table 3, in the paper's order.
-METHODS = ("svbop_full", "threshold", "top_s", "icp")
+#: Methods of the paper's Tables 3 and 4, in the order the report lists them.
+METHODS = ("svbop_full", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans", "threshold", "top_s", "icp")
+
+#: The SVBOP methods (``param`` = utility label), whose prediction jobs are timed.
+SVBOP_METHODS = METHODS[:4]
 
 #: Keys of a dataset summary (:func:`dataset_summary`, ``results/{dataset}/summary.json``).
 SUMMARY_KEYS = (
@@ -47,8 +53,9 @@ def evaluate_methods(
         Every method is evaluated under each (column ``<label>_pct``, mean utility in percent).
     dataset : str
         Written into each row.
-    extra : mapping, optional
-        Further columns per method (e.g. the tuned ``theta`` of a threshold method).
+    extra : mapping of (method, param) to dict, optional
+        Further columns per method (e.g. the tuned ``theta`` of a threshold method, or the
+        :func:`timing_columns` of the SVBOP methods); a column a method lacks is left empty.
 
     Returns
     -------
@@ -66,6 +73,54 @@ def evaluate_methods(
         row.update((extra or {}).get((method, param), {}))
         rows.append(row)
     return rows
+
+
+def timing_columns(
+    sets: Mapping[tuple[str, str], SetPredictions],
+    timings: Mapping[tuple[str, str], Mapping[str, object]],
+    *,
+    reference: str = "svbop_full",
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Test-time columns of the timed methods, for :func:`evaluate_methods`'s ``extra``.
+
+    Parameters
+    ----------
+    sets : mapping of (method, param) to SetPredictions
+        Test sets of every method (as for :func:`evaluate_methods`).
+    timings : mapping of (method, param) to dict
+        Timing records (:func:`svbop.timing.read_timing`) of the timed methods; must include
+        ``(reference, param)`` for every other timed method's ``param``.
+    reference : str, default "svbop_full"
+        The exact method the others are compared with.
+
+    Returns
+    -------
+    dict
+        Per timed method: ``t_test_ms`` (test time per sample in ms, the paper's Table 4); for
+        the other methods also ``agreement_with_full_pct`` (percentage of test rows whose set
+        equals the reference's for the same ``param``) and ``speedup_vs_full`` (reference's
+        ``t_test_ms`` over the method's).
+
+    Raises
+    ------
+    ValueError
+        A timed method has no sets, or its reference has no sets or timing.
+    """
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for key, record in timings.items():
+        method, param = key
+        if key not in sets:
+            raise ValueError(f"timing for {method} {param} but no sets")
+        ms = float(record["ms_per_sample"])
+        out[key] = {"t_test_ms": ms}
+        if method == reference:
+            continue
+        ref = (reference, param)
+        if ref not in sets or ref not in timings:
+            raise ValueError(f"{method} {param}: no {reference} sets and timing for {param!r} to compare with")
+        out[key]["agreement_with_full_pct"] = 100.0 * set_agreement(sets[key], sets[ref])
+        out[key]["speedup_vs_full"] = float(timings[ref]["ms_per_sample"]) / ms
+    return out
 
 
 def dataset_summary(

@@ -45,12 +45,16 @@ def _check_model(model: Any) -> LinearModel:
     return model
 
 
-def _transposed(model: LinearModel) -> sp.csr_matrix:
-    """``W^T`` as CSR (one row per feature), built once per model object."""
+def _transposed(model: LinearModel) -> np.ndarray | sp.csr_matrix:
+    """``W^T``, one row per feature (CSR for sparse weights, C-contiguous otherwise), built once
+    per model object: scipy would otherwise copy the transposed view of dense weights per call."""
     cached = getattr(model, "_svbop_wt", None)
     if cached is None or cached[0] is not model.W:
-        WT = model.W.T.tocsr()
-        WT.sort_indices()
+        if sp.issparse(model.W):
+            WT = model.W.T.tocsr()
+            WT.sort_indices()
+        else:
+            WT = np.ascontiguousarray(model.W.T)
         cached = (model.W, WT)
         object.__setattr__(model, "_svbop_wt", cached)
     return cached[1]
@@ -60,8 +64,9 @@ def _block_rows(K: int) -> int:
     return max(1, min(4096, _BLOCK_BYTES // (8 * max(K, 1))))
 
 
-def _dense_block(model: LinearModel, X, lo: int, hi: int) -> np.ndarray:
-    scores = X[lo:hi] @ model.W.T
+def _dense_scores(model: LinearModel, X) -> np.ndarray:
+    """Scores of dense weights for the rows ``X`` (sparse: scipy with the cached ``W^T``)."""
+    scores = X @ _transposed(model) if sp.issparse(X) else X @ model.W.T
     scores = np.array(scores, dtype=np.float64)
     scores += model.b
     return scores
@@ -88,8 +93,8 @@ def linear_scores(model: LinearModel, X: Any, *, n_jobs: int | None = None) -> n
 
         _kernels.run_blocks(task, X.shape[0], _block_rows(K), n_jobs)
         return out
-    X = X if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    return model.decision_function(X)
+    X = _as_sorted_csr(X, model.n_features) if sp.issparse(X) else _dense_features(X, model)
+    return _dense_scores(model, X)
 
 
 def predict_sets_full(
@@ -148,7 +153,7 @@ def predict_sets_full(
         pieces: list[SetPredictions] = [None] * (-(-n // block))  # type: ignore[list-item]
 
         def task(lo: int, hi: int) -> None:
-            scores = linear_scores(model, X[lo:hi]) if sparse_w else _dense_block(model, X, lo, hi)
+            scores = linear_scores(model, X[lo:hi]) if sparse_w else _dense_scores(model, X[lo:hi])
             pieces[lo // block] = predict_sets(softmax(scores, out=scores), u, tie_rtol=tie_rtol)
 
         _kernels.run_blocks(task, n, block, n_jobs)
@@ -165,30 +170,30 @@ def predict_sets_full(
     cls = np.zeros((n, cap), dtype=np.int64)
     if sparse_w:
         WT = _transposed(model)
-        xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
         wt_ptr, wt_ind = WT.indptr.astype(np.int64), WT.indices.astype(np.int64)
 
-    def search(lo: int, hi: int, out_cls: np.ndarray) -> None:
+    def search(Xs, out_cls: np.ndarray, out_size: np.ndarray, out_val: np.ndarray) -> None:
         if sparse_w:
             _kernels.full_sparse(
-                xptr[lo:hi + 1], xind, X.data, wt_ptr, wt_ind, WT.data, model.b, g_pad, float(tie_rtol), f, _ROUNDS,
-                out_cls, sizes[lo:hi], value[lo:hi], expected_utility,
+                Xs.indptr.astype(np.int64), Xs.indices.astype(np.int64), Xs.data, wt_ptr, wt_ind, WT.data, model.b,
+                g_pad, float(tie_rtol), f, _ROUNDS, out_cls, out_size, out_val, expected_utility,
             )
         else:
-            _kernels.full_dense(
-                _dense_block(model, X, lo, hi), g_pad, float(tie_rtol), f, _ROUNDS, out_cls, sizes[lo:hi],
-                value[lo:hi], expected_utility,
-            )
+            _kernels.full_dense(_dense_scores(model, Xs), g_pad, float(tie_rtol), f, _ROUNDS, out_cls, out_size,
+                                out_val, expected_utility)
 
-    _kernels.run_blocks(lambda lo, hi: search(lo, hi, cls[lo:hi]), n, block, n_jobs)
+    _kernels.run_blocks(lambda lo, hi: search(X[lo:hi], cls[lo:hi], sizes[lo:hi], value[lo:hi]), n, block, n_jobs)
     indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     indices = np.empty(indptr[-1], dtype=np.int64)
     fits = np.arange(cap) < sizes[:, None]
     indices[(indptr[:-1, None] + np.arange(cap))[fits]] = cls[fits]
-    for row in np.flatnonzero(sizes > cap):  # rare: sets longer than cap are searched again, alone
-        out = np.zeros((1, int(sizes[row])), dtype=np.int64)
-        search(int(row), int(row) + 1, out)
-        indices[indptr[row]:indptr[row + 1]] = out[0]
+    long_rows = np.flatnonzero(sizes > cap)
+    if long_rows.size:  # sets longer than the first buffer: those rows again, with room for them
+        width = int(sizes[long_rows].max())
+        out = np.zeros((long_rows.size, width), dtype=np.int64)
+        search(X[long_rows], out, np.zeros(long_rows.size, np.int64), np.zeros(long_rows.size))
+        mask = np.arange(width) < sizes[long_rows][:, None]
+        indices[(indptr[long_rows][:, None] + np.arange(width))[mask]] = out[mask]
     logger.info("SVBOP-Full %s: %d rows in %.3f s", u.label, n, time.perf_counter() - start)
     return SetPredictions(indices, indptr, K, value if expected_utility else None)
 

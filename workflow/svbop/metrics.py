@@ -11,7 +11,7 @@ import numpy as np
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
-__all__ = ["check_labels", "set_utility", "recall", "set_sizes", "top1_accuracy", "mean_scores"]
+__all__ = ["check_labels", "set_utility", "recall", "set_sizes", "top1_accuracy", "mean_scores", "set_agreement"]
 
 
 def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:
@@ -63,6 +63,43 @@ def recall(sets, y) -> np.ndarray:
 def set_sizes(sets) -> np.ndarray:
     """Per-sample set size ``|Y_i|``."""
     return _as_sets(sets).sizes
+
+
+def set_agreement(a, b) -> float:
+    """Fraction of rows whose two sets hold the same classes (in any order).
+
+    Parameters
+    ----------
+    a, b : SetPredictions or sequence of int arrays
+        Sets for the same rows, e.g. SVBOP-HSG's and SVBOP-Full's under one utility.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 1.0 for zero rows.
+
+    Raises
+    ------
+    ValueError
+        The two hold different numbers of rows, or are SetPredictions over different ``K``.
+    """
+    if isinstance(a, SetPredictions) and isinstance(b, SetPredictions) and a.n_classes != b.n_classes:
+        raise ValueError(f"the two set predictions are over {a.n_classes} and {b.n_classes} classes")
+    a, b = _as_sets(a), _as_sets(b)
+    if len(a) != len(b):
+        raise ValueError(f"the two set predictions have {len(a)} and {len(b)} rows")
+    if len(a) == 0:
+        return 1.0
+    same_size = a.sizes == b.sizes
+    # Sort each row's classes (rows as the primary key) and compare entry by entry, on the rows of
+    # equal size only, so that the entries of a row line up in both.
+    rows = np.flatnonzero(same_size)
+    a, b = a.take(rows), b.take(rows)
+    row_ids = a.row_ids
+    sorted_a = a.indices[np.lexsort((a.indices, row_ids))]
+    sorted_b = b.indices[np.lexsort((b.indices, row_ids))]
+    mismatched = np.unique(row_ids[sorted_a != sorted_b])
+    return float((rows.size - mismatched.size) / same_size.size)
 
 
 def top1_accuracy(P, y) -> float:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..evaluation import METHODS as METHOD_ORDER
-from ..evaluation import SUMMARY_KEYS
+from ..evaluation import SUMMARY_KEYS, SVBOP_METHODS
 from ..io import atomic_path, write_tsv
 from ..utilities import STANDARD_UTILITIES, UTILITY_FAMILIES, utility, utility_table
 
@@ -54,7 +54,10 @@ METRICS_COLUMNS = ("dataset", "method", "param", "n_test", "recall_pct", "mean_s
 TABLE1_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration", "N_test", "top-1 %")
 
 _NUMERIC_METRICS = ("n_test", "recall_pct", "mean_size", "top1_pct")
-_NOT_UTILITIES = ("recall_pct", "top1_pct")
+#: Numeric columns that only some methods fill (empty elsewhere): a threshold's tuned theta, and
+#: the test time of the SVBOP methods and their agreement with SVBOP-Full (svbop.evaluation).
+_OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_vs_full")
+_NOT_UTILITIES = ("recall_pct", "top1_pct", "agreement_with_full_pct")
 _GREEK = {"delta": "δ", "gamma": "γ", "alpha": "α", "beta": "β"}
 
 PathLike = str | os.PathLike
@@ -132,6 +135,12 @@ def method_name(method: str, param: object) -> str:
     param = "" if param is None or (isinstance(param, float) and math.isnan(param)) else str(param)
     if method == "svbop_full":
         return f"SVBOP-Full-{utility_name(param)}"
+    if method == "svbop_hsg":
+        return f"SVBOP-HSG-{utility_name(param)}"
+    if method == "svbop_hf_predefined":
+        return f"SVBOP-HF_{{p}}-{utility_name(param)}"
+    if method == "svbop_hf_kmeans":
+        return f"SVBOP-HF_{{c}}-{utility_name(param)}"
     if method == "threshold":
         return f"Threshold-{utility_name(param)}"
     if method == "top_s":
@@ -233,7 +242,7 @@ def read_metrics(
         try:
             df = pd.read_csv(
                 path, sep="\t", dtype={"dataset": str, "method": str, "param": str}, keep_default_na=False,
-                na_values={c: ["", "NA", "NaN", "nan"] for c in ("theta", *_NUMERIC_METRICS)},
+                na_values={c: ["", "NA", "NaN", "nan"] for c in (*_OPTIONAL_NUMERIC, *_NUMERIC_METRICS)},
             )
         except pd.errors.EmptyDataError:
             raise ValueError(f"{path}: empty file, expected a header with columns {', '.join(required)}") from None
@@ -242,12 +251,12 @@ def read_metrics(
                 raise ValueError(f"{path}: missing column {col!r}")
         if df.empty:
             raise ValueError(f"{path}: no rows")
-        for col in [*_NUMERIC_METRICS, *(f"{u}_pct" for u in utility_columns(df)), "theta"]:
+        for col in [*_NUMERIC_METRICS, *(f"{u}_pct" for u in utility_columns(df)), *_OPTIONAL_NUMERIC]:
             if col not in df.columns:
                 continue
             values = pd.to_numeric(df[col], errors="coerce")
             bad = values.isna() & df[col].notna() & (df[col].astype(str).str.strip() != "")
-            if col != "theta":
+            if col not in _OPTIONAL_NUMERIC:
                 bad |= values.isna()
             if bad.any():
                 i = int(bad.to_numpy().nonzero()[0][0])
@@ -336,7 +345,7 @@ def table1(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
 
 
 def _param_key(method: str, param: str, labels: list[str]) -> tuple:
-    if method in ("svbop_full", "threshold"):
+    if method in (*SVBOP_METHODS, "threshold"):
         return (labels.index(param), 0.0, "") if param in labels else (len(labels), 0.0, param)
     try:
         return (0, float(param), param)
@@ -359,8 +368,8 @@ def table3(metrics: pd.DataFrame, dataset: str, eval_labels: Sequence[str]) -> p
     Returns
     -------
     DataFrame
-        Index ``Method`` (display names, paper's order: SVBOP-Full per utility, Threshold per
-        utility, Top-s, ICP; unknown methods last); columns: one per evaluation utility (named
+        Index ``Method`` (display names, paper's order: SVBOP-Full per utility, then SVBOP-HSG
+        and SVBOP-HF where run, Threshold per utility, Top-s, ICP; unknown methods last); columns: one per evaluation utility (named
         by :func:`utility_name`, values: mean test utility in %), then ``recall %`` and
         ``mean set size``.
 

@@ -1,0 +1,65 @@
+"""Test-time measurement of the set predictors (svbop.timing): warm-up, record, JSON round trip."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from svbop.timing import TIMING_KEYS, read_timing, time_predictions, timing_record, write_timing
+
+
+def test_time_predictions_warms_up_on_one_row_then_times_one_call():
+    calls = []
+
+    def predict(rows):
+        calls.append(rows.shape[0])
+        return rows.sum()
+
+    X = sp.random(7, 5, density=0.5, format="csr", random_state=0)
+    result, seconds, cpu_seconds = time_predictions(predict, X)
+    assert calls == [1, 7]  # the untimed warm-up on the first row, then every row
+    assert result == pytest.approx(X.sum())
+    assert seconds > 0 and cpu_seconds >= 0
+    calls.clear()
+    time_predictions(predict, np.ones((3, 2)), warmup=False)
+    assert calls == [3]
+    calls.clear()
+    time_predictions(predict, np.ones((0, 2)))  # no rows: nothing to warm up on
+    assert calls == [0]
+
+
+def test_timing_record_means_of_statistics_and_parameters():
+    record = timing_record("svbop_hsg", "fbeta_1", 4, 0.002, 0.0019, threads=1,
+                           stats={"queries": np.array([1, 1, 2, 1]), "scored": np.array([5, 5, 10, 6])}, k=5, ef=None)
+    assert list(record)[: len(TIMING_KEYS)] == list(TIMING_KEYS)
+    assert record["ms_per_sample"] == pytest.approx(0.5)
+    assert record["mean_queries"] == 1.25 and record["mean_scored"] == 6.5
+    assert record["k"] == 5 and record["ef"] is None and record["threads"] == 1
+    with pytest.raises(ValueError, match="n_test must be at least 1"):
+        timing_record("svbop_full", "fbeta_1", 0, 0.1, 0.1)
+    with pytest.raises(ValueError, match="'expanded' has shape"):
+        timing_record("svbop_hf_kmeans", "fbeta_1", 3, 0.1, 0.1, stats={"expanded": np.ones(2)})
+
+
+def test_write_and_read_timing_round_trip_and_errors(tmp_path):
+    record = timing_record("svbop_full", "fbeta_1", 10, 0.01, 0.01)
+    path = tmp_path / "predictions/svbop_full/fbeta_1.json"
+    write_timing(path, record)
+    assert read_timing(path) == record
+    assert not list(path.parent.glob(".tmp*"))  # written atomically
+    with pytest.raises(ValueError, match="no such file"):
+        read_timing(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="bad.json: not valid JSON"):
+        read_timing(bad)
+    bad.write_text(json.dumps({k: v for k, v in record.items() if k != "cpu_seconds"}))
+    with pytest.raises(ValueError, match="bad.json: missing key 'cpu_seconds'"):
+        read_timing(bad)
+    bad.write_text(json.dumps({**record, "ms_per_sample": 0}))
+    with pytest.raises(ValueError, match="bad.json: key 'ms_per_sample' must be a positive number"):
+        read_timing(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="expected a JSON object"):
+        read_timing(bad)

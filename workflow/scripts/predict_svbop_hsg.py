@@ -1,0 +1,36 @@
+"""Glue: SVBOP-HSG, the sets of every test row for one utility from the HNSW index over the flat
+model's classes, timed (rule predict_svbop_hsg)."""
+
+import logging
+
+from svbop import utility
+from svbop.datasets import load_split
+from svbop.hsg import predict_sets_hsg
+from svbop.index import HNSWIndex
+from svbop.io import load_matrix, save_sets
+from svbop.linear import LinearModel
+from svbop.logs import to_log_file
+from svbop.timing import time_predictions, timing_record, write_timing
+
+to_log_file(snakemake.log[0])
+model = LinearModel.load(snakemake.input.model)
+index = HNSWIndex.load(snakemake.input.index)
+X = load_matrix(snakemake.input.features)[load_split(snakemake.input.split)["test"]]
+u = utility(snakemake.params.utility, K=model.n_classes)
+k, ef = snakemake.params.k, snakemake.params.ef
+
+
+def predict(rows):
+    return predict_sets_hsg(model, index, rows, u, k=k, ef=ef, n_jobs=snakemake.threads, return_stats=True)
+
+
+# time_predictions first predicts the first test row, untimed: numba compiles (or loads) the
+# kernels on the first call, a one-time cost that is not test time per sample.
+(sets, stats), seconds, cpu_seconds = time_predictions(predict, X)
+save_sets(snakemake.output.sets, sets)
+record = timing_record("svbop_hsg", snakemake.wildcards.utility, len(sets), seconds, cpu_seconds,
+                       threads=snakemake.threads, stats=stats, k=k, ef=ef)
+write_timing(snakemake.output.timing, record)
+logging.info("%s: %d sets, mean size %.3f, %.4f ms per sample, %.2f queries and %.1f classes scored per row",
+             u.label, len(sets), sets.sizes.mean(), record["ms_per_sample"], record["mean_queries"],
+             record["mean_scored"])
