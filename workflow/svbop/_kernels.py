@@ -29,20 +29,24 @@ _JIT = {"nogil": True, "cache": True}
 
 
 @njit(**_JIT)
+def _score_row(row, a0, a1, xind, xval, wt_ptr, wt_ind, wt_val, b):
+    """``row = x W^T + b`` for the CSR entries ``a0:a1`` of one row, ``W^T`` in CSR form."""
+    for c in range(b.size):
+        row[c] = 0.0
+    for a in range(a0, a1):
+        v = xval[a]
+        j = xind[a]
+        for e in range(wt_ptr[j], wt_ptr[j + 1]):
+            row[wt_ind[e]] += v * wt_val[e]
+    for c in range(b.size):
+        row[c] += b[c]
+
+
+@njit(**_JIT)
 def score_rows(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, out):
     """Dense scores ``X W^T + b`` for CSR ``X`` and ``W^T`` in CSR form (one row per feature)."""
-    K = b.size
     for i in range(xptr.size - 1):
-        row = out[i]
-        for c in range(K):
-            row[c] = 0.0
-        for a in range(xptr[i], xptr[i + 1]):
-            v = xval[a]
-            j = xind[a]
-            for e in range(wt_ptr[j], wt_ptr[j + 1]):
-                row[wt_ind[e]] += v * wt_val[e]
-        for c in range(K):
-            row[c] += b[c]
+        _score_row(out[i], xptr[i], xptr[i + 1], xind, xval, wt_ptr, wt_ind, wt_val, b)
 
 
 @njit(**_JIT)
@@ -166,15 +170,7 @@ def full_sparse(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, g, rho, f, rounds, 
     idx = np.empty(K, dtype=np.int64)
     neg = np.empty(K)
     for i in range(xptr.size - 1):
-        for c in range(K):
-            s[c] = 0.0
-        for a in range(xptr[i], xptr[i + 1]):
-            v = xval[a]
-            j = xind[a]
-            for e in range(wt_ptr[j], wt_ptr[j + 1]):
-                s[wt_ind[e]] += v * wt_val[e]
-        for c in range(K):
-            s[c] += b[c]
+        _score_row(s, xptr[i], xptr[i + 1], xind, xval, wt_ptr, wt_ind, wt_val, b)
         size, u, total = _full_row(s, g, rho, f, rounds, idx, neg, out_cls[i], want_total)
         out_size[i] = size
         out_val[i] = u / total

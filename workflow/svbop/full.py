@@ -23,9 +23,9 @@ import scipy.sparse as sp
 
 from . import _kernels
 from .linear import LinearModel, _as_sorted_csr, softmax
-from .search import TIE_RTOL, candidate_factor, predict_sets
+from .search import TIE_RTOL, candidate_factor, predict_sets, utility_for
 from .sets import SetPredictions
-from .utilities import Utility, utility
+from .utilities import Utility
 
 __all__ = ["linear_scores", "predict_sets_full"]
 
@@ -135,15 +135,9 @@ def predict_sets_full(
     rows are computed and passed to :func:`svbop.predict_sets`.
     """
     model = _check_model(model)
-    u = utility(u)
-    K = u.resolve_K(model.n_classes)
-    if K != model.n_classes:
-        raise ValueError(f"utility is for K={K} classes, the model has {model.n_classes}")
-    if not (0 <= tie_rtol < 1):
-        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
-    g = np.ascontiguousarray(u.values(K), dtype=np.float64)
+    u, g, early = utility_for(u, model.n_classes, tie_rtol)
+    K = model.n_classes
     g_pad = np.concatenate([g, [0.0]])  # g(K+1) = 0: a full row cannot grow
-    early = bool(u.properties(K).early_stop_valid)
     sparse_w = sp.issparse(model.W)
     X = _as_sorted_csr(X, model.n_features) if (sparse_w or sp.issparse(X)) else _dense_features(X, model)
     n = X.shape[0]

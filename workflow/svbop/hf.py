@@ -32,10 +32,10 @@ import scipy.sparse as sp
 
 from . import _kernels
 from .linear import _as_sorted_csr
-from .search import TIE_RTOL
+from .search import TIE_RTOL, utility_for
 from .sets import SetPredictions
 from .trees import TreeModel
-from .utilities import Utility, utility
+from .utilities import Utility
 
 __all__ = ["HFProvider", "TreeSearchLayout", "predict_sets_hf"]
 
@@ -181,18 +181,12 @@ def predict_sets_hf(
     the total mass 1 cannot reach the best expected utility, in the worst case after all ``K``
     leaves.
     """
-    u = utility(u)
     lay = _layout(model)
-    K = u.resolve_K(lay.n_classes)
-    if K != lay.n_classes:
-        raise ValueError(f"utility is for K={K} classes, the tree has {lay.n_classes}")
-    if not (0 <= tie_rtol < 1):
-        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
+    u, g, early = utility_for(u, lay.n_classes, tie_rtol, "tree")
+    K = lay.n_classes
     X = _as_sorted_csr(X, lay.n_features)
     n = X.shape[0]
-    g = np.ascontiguousarray(u.values(K), dtype=np.float64)
     g_suffix = np.maximum.accumulate(g[::-1])[::-1].copy()
-    early = bool(u.properties(K).early_stop_valid)
     xptr, xind, xval = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
     sizes = np.zeros(n, dtype=np.int64)
     value = np.zeros(n)

@@ -34,9 +34,9 @@ import scipy.sparse as sp
 from . import _kernels
 from .index import HNSWIndex
 from .linear import LinearModel, _as_sorted_csr, _positive_int
-from .search import TIE_RTOL
+from .search import TIE_RTOL, utility_for
 from .sets import SetPredictions
-from .utilities import Utility, utility
+from .utilities import Utility
 
 __all__ = ["HSGProvider", "exact_scores", "predict_sets_hsg"]
 
@@ -143,20 +143,14 @@ def predict_sets_hsg(
     so SVBOP-HSG is useful with (1/x)-convex utilities (all those of the paper).
     """
     model, index = _check(model, index)
-    u = utility(u)
-    K = u.resolve_K(model.n_classes)
-    if K != model.n_classes:
-        raise ValueError(f"utility is for K={K} classes, the model has {model.n_classes}")
+    u, g, early = utility_for(u, model.n_classes, tie_rtol)
+    K = model.n_classes
     k = min(_positive_int("k", k), K)
     if ef is not None:
         ef = _positive_int("ef", ef)
-    if not (0 <= tie_rtol < 1):
-        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
     threads = 1 if n_jobs is None else n_jobs
     X = _as_sorted_csr(X, model.n_features)
     n = X.shape[0]
-    g = np.ascontiguousarray(u.values(K), dtype=np.float64)
-    early = bool(u.properties(K).early_stop_valid)
     mass, best, chosen_u = np.zeros(n), np.full(n, -np.inf), np.zeros(n)
     n_seen, size = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     done = np.zeros(n, dtype=bool)

@@ -74,6 +74,19 @@ def candidate_factor(g: np.ndarray, tie_rtol: float = TIE_RTOL) -> float:
     return min(1.0, f * (1.0 - 1e-6))
 
 
+def utility_for(u: Utility | str, n_classes: int, tie_rtol: float, owner: str = "model"):
+    """Check a utility and a tie tolerance against a model of ``n_classes``; return
+    ``(u, g, early)``: the utility, ``g(1..K)`` as float64 and whether Theorem 2's stop is exact."""
+    u = utility(u)
+    K = u.resolve_K(n_classes)
+    if K != n_classes:
+        raise ValueError(f"utility is for K={K} classes, the {owner} has {n_classes}")
+    if not (0 <= tie_rtol < 1):
+        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol!r}")
+    g = np.ascontiguousarray(u.values(K), dtype=np.float64)
+    return u, g, bool(u.properties(K).early_stop_valid)
+
+
 def _scan(V: np.ndarray, counts: np.ndarray, g: np.ndarray, tie_rtol: float):
     """Algorithm 1 on sorted prefixes: cumulative mass, utilities, running best, acceptance."""
     W = V.shape[1]
