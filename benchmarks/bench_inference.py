@@ -58,25 +58,29 @@ scores and the trees behave as on text:
 Models of the synthetic problem are real liblinear models trained with svbop:
 
 * flat: ``train_ovr(..., C=--flat-C, eps=0.1, bias=1, clip=0.1, n_jobs=2)``, C=1000 and clip 0.1
-  as ``config.yaml``'s lshtc1 entry.  (With C=10 the tf-idf rows give tiny scores: the softmax
-  is so flat that thousands of classes lie within a factor 4 of the top one, unlike the real
-  dry-run's few, which makes SVBOP-Full's candidate step and the HNSW index behave unrealistically.)  Training every class against all ~48,700 rows takes about 0.4 s per
-  class here (liblinear's dual solver, ~10 us per row and class), i.e. 40 min on 2 cores, and
-  even one training row per class would take 8 min.  So each topic's classes are trained in one
-  ``train_ovr`` call on the rows of that topic (all the hard negatives, siblings included) plus
-  ``--negatives`` (1,000) rows drawn at random from the other topics: about 3,000 rows per class
-  problem, about 4-5 minutes in all (negative sampling, as large-scale one-vs-rest trainers do; every
-  class sees the same sampling, so the softmax is affected only through the rarer easy
-  negatives).  ``--negatives -1`` trains on all rows (exact, slow).
+  as ``config.yaml``'s lshtc1 entry.  (With C=10 the tf-idf rows give tiny scores: the softmax is
+  so flat that thousands of classes lie within a factor 4 of the top one, unlike the real
+  dry-run's few, and SVBOP-Full's candidate step and the HNSW index behave unrealistically.)
+  Training every class against all ~48,700 rows takes about 0.4 s per class here (liblinear's
+  dual solver, ~10 us per row and class), i.e. 40 min on 2 cores, and even one training row per
+  class would take 8 min.  So each topic's classes are trained in one ``train_ovr`` call on the
+  rows of that topic (all the hard negatives, siblings included) plus ``--negatives`` (1,000)
+  rows drawn at random from the other topics: about 3,000 rows per class problem, about 3.5
+  minutes in all (negative sampling, as large-scale one-vs-rest trainers do; every class sees
+  the same sampling, so the softmax is affected only through the rarer easy negatives).
+  ``--negatives -1`` trains on all rows (exact, slow).
 * trees, ``train_tree(..., C=--tree-C (50, the paper's LSHTC1 hf_C), eps=0.1, n_jobs=2)`` then
   ``.clip(0.1)``: balanced 2-means (max_leaves 100) and the hidden hierarchy itself.
-* HNSW index (M=20, efC=100, one build thread) on the flat model.
+* HNSW index (M=20, efC=100) on the flat model, built with ``--jobs`` threads: one thread takes
+  about 6-7 minutes here (NMSLIB's sparse space, ~700 weights per class), and with several the
+  graph differs slightly from run to run (NMSLIB draws the levels per thread), so HSG's figures
+  may move by a fraction of a percent between first runs.
 
 Trained models (and indexes) are cached in ``--cache`` (default ``/tmp/svbop-bench-inference``),
 keyed by the parameters, so reruns skip training (the training times printed are then those of
-the first run).  A first synthetic run takes about 11-12 minutes on 2 idle cores (flat training
-~4.5 min, the HNSW build ~3 min: NMSLIB's sparse space, a wheel built without SIMD), a rerun
-about 3.
+the first run).  A first synthetic run takes about 11-12 minutes on 2 cores (flat training
+~3.5 min, the HNSW build ~3.5 min: NMSLIB's sparse space, a wheel built without SIMD; trees ~1.5
+min; the timings ~2.5 min), a rerun about 3; the dry-run about 2 minutes.
 
 Run
 ---
@@ -182,8 +186,8 @@ def tree_cached(cache: Cache, name: str, make: Callable[[], TreeModel]) -> tuple
     return cache.get(name, make, TreeModel.load, lambda m, p: m.save(p))
 
 
-def index_cached(cache: Cache, name: str, model: LinearModel) -> tuple[HNSWIndex, float, bool]:
-    return cache.get(name, lambda: HNSWIndex.from_model(model, M=20, ef_construction=100, n_threads=1),
+def index_cached(cache: Cache, name: str, model: LinearModel, threads: int = 1) -> tuple[HNSWIndex, float, bool]:
+    return cache.get(name, lambda: HNSWIndex.from_model(model, M=20, ef_construction=100, n_threads=threads),
                      HNSWIndex.load, lambda ix, p: ix.save(p), suffix=".hnsw")
 
 
@@ -421,9 +425,10 @@ def synthetic_problem(args) -> Problem:
     how = ("all training rows" if args.negatives < 0 else
            f"its topic's rows + {args.negatives} random others, one train_ovr per topic")
     p.facts.append(describe_flat(f"C={args.flat_C:g} clip 0.1", model, s, c) + f"; each class against {how}")
-    index, s, c = index_cached(cache, "index", model)
+    index, s, c = index_cached(cache, f"index-{jobs}threads", model, threads=jobs)
     p.indexes[f"C={args.flat_C:g} clip 0.1"] = index
-    p.facts.append(f"HNSW index on the flat model: M=20 efC=100, 1 thread, built in {s:.1f} s{' (cached)' if c else ''}")
+    p.facts.append(f"HNSW index on the flat model: M=20 efC=100, {jobs} build thread(s), built in {s:.1f} s"
+                   f"{' (cached)' if c else ''}")
 
     def kmeans() -> TreeModel:
         tree = balanced_kmeans_tree(p.Xtr, p.ytr, K, max_leaves=100, eps=1e-3)
