@@ -440,3 +440,28 @@ def run_blocks(task, n_rows: int, block: int, n_jobs) -> None:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for _ in pool.map(lambda lo: task(lo, min(lo + block, n_rows)), starts):
             pass
+
+
+def per_model(model, name: str, build):
+    """``build(model)``, computed once per model object and kept on it (rebuilt if ``model.W``
+    is replaced): the search structures derived from a model's weights."""
+    cached = getattr(model, name, None)
+    if cached is None or cached[0] is not model.W:
+        cached = (model.W, build(model))
+        object.__setattr__(model, name, cached)
+    return cached[1]
+
+
+def ragged_sets(sizes: np.ndarray, first: np.ndarray, long_rows: np.ndarray, longer: np.ndarray | None):
+    """``(indices, indptr)`` of sets whose classes a kernel wrote into padded buffers: ``first``
+    (one row per set, its first ``first.shape[1]`` classes) and, for the sets that did not fit,
+    ``longer`` (one row per entry of ``long_rows``, wide enough for them)."""
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    for rows, buf in ((np.flatnonzero(sizes <= first.shape[1]), first[sizes <= first.shape[1]]),
+                      (long_rows, longer)):
+        if buf is None or not len(rows):
+            continue
+        fits = np.arange(buf.shape[1]) < sizes[rows][:, None]
+        indices[(indptr[rows][:, None] + np.arange(buf.shape[1]))[fits]] = buf[fits]
+    return indices, indptr

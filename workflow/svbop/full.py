@@ -48,16 +48,15 @@ def _check_model(model: Any) -> LinearModel:
 def _transposed(model: LinearModel) -> np.ndarray | sp.csr_matrix:
     """``W^T``, one row per feature (CSR for sparse weights, C-contiguous otherwise), built once
     per model object: scipy would otherwise copy the transposed view of dense weights per call."""
-    cached = getattr(model, "_svbop_wt", None)
-    if cached is None or cached[0] is not model.W:
-        if sp.issparse(model.W):
-            WT = model.W.T.tocsr()
-            WT.sort_indices()
-        else:
-            WT = np.ascontiguousarray(model.W.T)
-        cached = (model.W, WT)
-        object.__setattr__(model, "_svbop_wt", cached)
-    return cached[1]
+    return _kernels.per_model(model, "_svbop_wt", _build_transposed)
+
+
+def _build_transposed(model: LinearModel) -> np.ndarray | sp.csr_matrix:
+    if not sp.issparse(model.W):
+        return np.ascontiguousarray(model.W.T)
+    WT = model.W.T.tocsr()
+    WT.sort_indices()
+    return WT
 
 
 def _block_rows(K: int) -> int:
@@ -177,17 +176,12 @@ def predict_sets_full(
                                 out_val, expected_utility)
 
     _kernels.run_blocks(lambda lo, hi: search(X[lo:hi], cls[lo:hi], sizes[lo:hi], value[lo:hi]), n, block, n_jobs)
-    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    indices = np.empty(indptr[-1], dtype=np.int64)
-    fits = np.arange(cap) < sizes[:, None]
-    indices[(indptr[:-1, None] + np.arange(cap))[fits]] = cls[fits]
     long_rows = np.flatnonzero(sizes > cap)
+    longer = None
     if long_rows.size:  # sets longer than the first buffer: those rows again, with room for them
-        width = int(sizes[long_rows].max())
-        out = np.zeros((long_rows.size, width), dtype=np.int64)
-        search(X[long_rows], out, np.zeros(long_rows.size, np.int64), np.zeros(long_rows.size))
-        mask = np.arange(width) < sizes[long_rows][:, None]
-        indices[(indptr[long_rows][:, None] + np.arange(width))[mask]] = out[mask]
+        longer = np.zeros((long_rows.size, int(sizes[long_rows].max())), dtype=np.int64)
+        search(X[long_rows], longer, np.zeros(long_rows.size, np.int64), np.zeros(long_rows.size))
+    indices, indptr = _kernels.ragged_sets(sizes, cls, long_rows, longer)
     logger.info("SVBOP-Full %s: %d rows in %.3f s", u.label, n, time.perf_counter() - start)
     return SetPredictions(indices, indptr, K, value if expected_utility else None)
 

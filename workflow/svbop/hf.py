@@ -133,11 +133,7 @@ class TreeSearchLayout:
 
 def _layout(model: TreeModel) -> TreeSearchLayout:
     """The model's search layout, built once per model object."""
-    cached = getattr(model, "_svbop_search_layout", None)
-    if cached is None or cached[0] is not model.W:
-        cached = (model.W, TreeSearchLayout.from_model(model))
-        object.__setattr__(model, "_svbop_search_layout", cached)
-    return cached[1]
+    return _kernels.per_model(model, "_svbop_search_layout", TreeSearchLayout.from_model)
 
 
 def predict_sets_hf(
@@ -217,14 +213,7 @@ def predict_sets_hf(
     cls = run(rows, cap)
     long_rows = np.flatnonzero(sizes > cap)
     extra = run(long_rows, int(sizes[long_rows].max())) if long_rows.size else None
-    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    keep = np.arange(cap) < np.minimum(sizes, cap)[:, None]
-    indices = np.empty(indptr[-1], dtype=np.int64)
-    short = sizes <= cap
-    indices[(indptr[:-1, None] + np.arange(cap))[keep & short[:, None]]] = cls[keep & short[:, None]]
-    if extra is not None:
-        for r, row in enumerate(long_rows):
-            indices[indptr[row]:indptr[row + 1]] = extra[r, : sizes[row]]
+    indices, indptr = _kernels.ragged_sets(sizes, cls, long_rows, extra)
     logger.info(
         "SVBOP-HF %s: %d rows in %.3f s, %.1f internal nodes expanded and %.1f classes pulled per row",
         u.label, n, time.perf_counter() - start, expanded.mean() if n else 0.0, pulled.mean() if n else 0.0,
