@@ -4,6 +4,8 @@ import os
 
 import svbop
 import svbop.datasets
+import svbop.report.status
+from snakemake.logging import logger
 
 LIBRARY = "workflow/svbop"
 
@@ -21,7 +23,18 @@ for _name in config["run"]:
             f"config: run: {_name!r} is not a key of datasets "
             f"(known: {', '.join(sorted(config['datasets'])) or 'none'})"
         )
-DATASETS = list(config["run"])
+# A dataset whose manual or local files are missing is not run (missing_data: skip): the report
+# lists it with the file, where to put it and where to get it. missing_data: stop fails instead.
+NOT_RUN = {}
+for _name in config["run"]:
+    _missing = svbop.report.status.missing_inputs(_name, config["datasets"][_name])
+    if _missing:
+        NOT_RUN[_name] = _missing
+        _where = "; ".join(f"{m['file']} at {m['where']}" + (f" (from {m['url']})" if m["url"] else "") for m in _missing)
+        if config["missing_data"] == "stop":
+            raise ValueError(f"config: run: {_name!r}: missing {_where} (or set missing_data: skip)")
+        logger.warning(f"Not running dataset {_name!r} (missing_data: skip): missing {_where}")
+DATASETS = [name for name in config["run"] if name not in NOT_RUN]
 
 # Utility labels (the paper's names, e.g. fbeta_1, credal_2.2_1.2) name files; specs drive svbop.
 UTILITIES = {}
@@ -176,3 +189,50 @@ def utility_tables():
     return expand(
         "results/tables/utility_properties_K{K}.tsv", K=config["utility_table"]["K"]
     )
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+def train_time_files(dataset):
+    """JSON files whose train/build seconds add up to each SVBOP method's training time (Table 4):
+    HSG = the flat model it indexes + the index; HF = building its tree + training the nodes."""
+    flat = f"results/{dataset}/models/flat.json"
+    out = {"svbop_full": [flat]}
+    for method in svbop_methods(dataset):
+        if method == "svbop_hsg":
+            out[method] = [flat, f"results/{dataset}/indexes/hnsw.json"]
+        elif method.startswith("svbop_hf_"):
+            tree = method[len("svbop_hf_"):]
+            out[method] = [f"results/{dataset}/models/tree_{tree}.json", f"results/{dataset}/models/hf_{tree}.json"]
+    return out
+
+
+ILLUSTRATION_KINDS = {"entropy": "images", "image_top": "images", "text_top": "texts"}
+
+
+def illustrations():
+    """The paper's illustrations whose dataset runs: {name: its report.illustrations config}."""
+    return {
+        name: cfg
+        for name, cfg in config["report"]["illustrations"].items()
+        if cfg.get("dataset") in DATASETS
+    }
+
+
+def illustration_inputs(wildcards):
+    """The dataset, split, test probabilities (and raw folder, for image files) of an illustration."""
+    d = config["report"]["illustrations"][wildcards.name]["dataset"]
+    out = {"dataset": f"data/{d}/dataset.npz", "split": f"data/{d}/split.npz", "scores": f"results/{d}/scores/flat.npz"}
+    if "format" in config["datasets"][d]:
+        out["raw"] = f"data/{d}/raw"
+    return out
+
+
+def illustration_files():
+    out = {}
+    for name in illustrations():
+        out[name] = [f"results/illustrations/{name}.json"]
+        if ILLUSTRATION_KINDS[name] == "images":
+            out[name].append(f"results/illustrations/{name}.png")
+    return out

@@ -38,11 +38,67 @@ rule plot_utilities:
         "../scripts/plot_utilities.py"
 
 
+rule plot_utility_families:
+    input:
+        library_sources("utilities", "report/__init__", "report/figures"),
+    output:
+        fbeta=report(
+            f"results/figures/fbeta_family_K{config['report']['figure_K']}.png",
+            caption="../../report/captions/families.rst",
+            category="Figures",
+            labels={"figure": "F-beta family"},
+        ),
+        genreject=report(
+            "results/figures/genreject_family.png",
+            caption="../../report/captions/families.rst",
+            category="Figures",
+            labels={"figure": "generalised reject option family"},
+        ),
+    params:
+        betas=config["report"]["fbeta_betas"],
+        K=config["report"]["figure_K"],
+        Ks=config["report"]["genreject_K"],
+    log:
+        "results/logs/plot_utility_families/families.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/plot_families.py"
+
+
+rule illustrate:
+    input:
+        unpack(illustration_inputs),
+        code=library_sources("search", "report/__init__", "report/illustrations"),
+    output:
+        records="results/illustrations/{name}.json",
+        figure="results/illustrations/{name}.png",
+    params:
+        illustration=lambda wc: config["report"]["illustrations"][wc.name],
+        kind=lambda wc: wc.name,
+    wildcard_constraints:
+        name="entropy|image_top",
+    log:
+        "results/logs/illustrate/{name}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/illustrate.py"
+
+
+use rule illustrate as illustrate_texts with:
+    output:
+        records="results/illustrations/{name}.json",
+    wildcard_constraints:
+        name="text_top",
+
+
 rule tables:
     input:
         metrics=expand("results/{dataset}/metrics.tsv", dataset=DATASETS),
         summaries=expand("results/{dataset}/summary.json", dataset=DATASETS),
-        code=library_sources("report/__init__", "report/tables"),
+        train_times=lambda wc: sorted({f for d in DATASETS for fs in train_time_files(d).values() for f in fs}),
+        code=library_sources("report/__init__", "report/tables", "report/paper", "report/compare", "report/status"),
     output:
         table1=report(
             "results/tables/table1_datasets.tsv",
@@ -56,6 +112,16 @@ rule tables:
             category="Tables",
             labels={"table": "Table 3: utilities (long format, as the paper's CSV)"},
         ),
+        compared=multiext("results/tables/table1_vs_paper", ".csv", ".tex")
+        + multiext("results/tables/table3_vs_paper", ".csv", ".tex")
+        + multiext("results/tables/table4_vs_paper", ".csv", ".tex")
+        + multiext("results/tables/table5_vs_paper", ".csv", ".tex")
+        + ["results/tables/dataset_status.csv", "results/tables/claims.json"],
+    params:
+        datasets=config["datasets"],
+        run=config["run"],
+        not_run=NOT_RUN,
+        train_time_files=lambda wc: {d: train_time_files(d) for d in DATASETS},
     log:
         "results/logs/tables/tables.log",
     conda:
@@ -70,8 +136,13 @@ rule report_html:
         summaries=expand("results/{dataset}/summary.json", dataset=DATASETS),
         tables=rules.tables.output,
         figure=f"results/figures/utilities_K{config['report']['figure_K']}.png",
+        families=rules.plot_utility_families.output,
+        illustrations=lambda wc: [f for fs in illustration_files().values() for f in fs],
+        train_times=rules.tables.input.train_times,
         template="report/templates/report.html.j2",
-        code=library_sources("report/__init__", "report/html", "report/tables"),
+        code=library_sources(
+            "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status"
+        ),
     output:
         report(
             "results/report.html",
@@ -83,6 +154,9 @@ rule report_html:
         config=config,
         utilities=config["utilities"],
         title=config["report"]["title"],
+        not_run=NOT_RUN,
+        illustrations=lambda wc: illustration_files(),
+        train_time_files=rules.tables.params.train_time_files,
     log:
         "results/logs/report_html/report.log",
     conda:

@@ -1,19 +1,32 @@
 """Glue: the self-contained HTML report results/report.html (rule report_html)."""
 
 import logging
+import os
 
 from svbop.logs import to_log_file
 from svbop.report import build_report, read_metrics
+from svbop.report.compare import read_train_seconds
 
 to_log_file(snakemake.log[0])
+out = snakemake.output[0]
+tables = [t for t in snakemake.input.tables if t.endswith((".csv", ".tex", ".json"))]
+illustrations = {
+    name: {"records": files[0], "figure": files[1] if len(files) > 1 else None}
+    for name, files in snakemake.params.illustrations.items()
+}
 build_report(
-    snakemake.output[0],
+    out,
     summaries=snakemake.input.summaries,
-    metrics=read_metrics(snakemake.input.metrics),
-    figures={"utilities": snakemake.input.figure},
+    metrics=read_metrics(snakemake.input.metrics) if snakemake.input.metrics else None,
+    figures={"utilities": snakemake.input.figure, "fbeta_family": snakemake.input.families[0],
+             "genreject_family": snakemake.input.families[1]},
     config=snakemake.params.config,
     utilities=snakemake.params.utilities,
     title=snakemake.params.title,
     template=snakemake.input.template,
+    not_run=snakemake.params.not_run,
+    train_seconds=read_train_seconds(snakemake.params.train_time_files),
+    illustrations=illustrations,
+    downloads={os.path.basename(t): os.path.relpath(t, os.path.dirname(out)) for t in tables},
 )
-logging.info("report of %d datasets -> %s", len(snakemake.input.summaries), snakemake.output[0])
+logging.info("report of %d datasets -> %s", len(snakemake.input.summaries), out)

@@ -22,7 +22,10 @@ from markupsafe import Markup, escape
 
 from ..io import atomic_path
 from ..utilities import utility
+from .compare import check_claims, table1_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
+from .status import dataset_status, paper_link
 from .tables import (
+    METRICS_COLUMNS,
     _check_summary,
     best_mask,
     dataset_label,
@@ -152,26 +155,116 @@ def _resolve_template(template: str | os.PathLike | None) -> Path:
     )
 
 
-def _context_table3(metrics: pd.DataFrame, dataset: str, labels: list[str]) -> dict[str, object]:
+def _context_table3(metrics: pd.DataFrame, dataset: str, labels: list[str], paired: pd.DataFrame | None = None) -> dict[str, object]:
+    """Table 3 of one dataset; with ``paired`` (its rows of :func:`table3_vs_paper`), each utility
+    cell is followed by the paper's value and the difference, the paper's best underlined."""
     t = table3(metrics, dataset, labels)
     best = best_mask(t)
     util_cols = t.attrs["utility_columns"]
-    header = [{"name": _html_name(c), "label": lab, "utility": True} for c, lab in zip(util_cols, labels)]
-    header += [{"name": c, "label": c, "utility": False} for c in ("recall %", "mean set size")]
+    paper = {}
+    if paired is not None and paired["paper"].notna().any():
+        paper = {(m, str(p), u): (v, d) for m, p, u, v, d in paired[["method", "param", "eval_utility", "paper", "diff"]].itertuples(index=False)}
+    paper_best = {}
+    for lab in labels:
+        values = [v for (m, p, u), (v, _) in paper.items() if u == lab and v == v]
+        paper_best[lab] = round(max(values), 2) if values else None
+    header = []
+    for c, lab in zip(util_cols, labels):
+        header.append({"name": _html_name(c), "label": lab, "utility": True, "paper": False})
+        if paper:
+            header.append({"name": "paper (Δ)", "label": lab, "utility": False, "paper": True})
+    header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size")]
     rows = []
     for i, method in enumerate(t.index):
-        cells = [
-            {"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c])} for c in t.columns
-        ]
-        rows.append({"name": _html_name(method), "key": "/".join(map(str, t.attrs["keys"][i])), "cells": cells})
+        key = t.attrs["keys"][i]
+        cells = []
+        for c in t.columns:
+            cells.append({"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c]), "paper": False})
+            lab = dict(zip(util_cols, labels)).get(c)
+            if paper and lab is not None:
+                v, d = paper.get((key[0], str(key[1]), lab), (float("nan"), float("nan")))
+                known = v == v
+                cells.append({
+                    "text": f"{v:.2f} ({d:+.2f})" if known else "–", "best": False, "paper": True,
+                    "paper_best": known and paper_best[lab] is not None and round(v, 2) == paper_best[lab],
+                    "far": known and abs(d) >= 5,
+                })
+        rows.append({"name": _html_name(method), "key": "/".join(map(str, key)), "cells": cells})
     return {"header": header, "rows": rows}
+
+
+def _cell(value: object, decimals: int = 2) -> str:
+    return _fmt(value, decimals) if not isinstance(value, str) else value
+
+
+def _context_table4(t4: pd.DataFrame) -> list[dict[str, object]]:
+    """Table 4 rows grouped by dataset: per algorithm, the measures of each utility, paper beside."""
+    out = []
+    for dataset, df in t4.groupby("dataset", sort=False):
+        utilities = list(dict.fromkeys(df["utility"]))
+        algos = []
+        for algorithm, rows in df.groupby("algorithm", sort=False):
+            first = rows.iloc[0]
+            cells = [(first["t_train_s"], first["t_train_s_paper"], 1), (first["top1_pct"], first["top1_pct_paper"], 2)]
+            for u in utilities:
+                r = rows[rows["utility"] == u]
+                if r.empty:
+                    cells += [(float("nan"), float("nan"), 2)] * 5
+                    continue
+                r = r.iloc[0]
+                cells += [(r["utility_pct"], r["utility_pct_paper"], 2), (r["recall_pct"], r["recall_pct_paper"], 2),
+                          (r["set_size"], r["set_size_paper"], 2), (r["t_test_ms"], r["t_test_ms_paper"], 3),
+                          (r["speedup_vs_full"], r["speedup_vs_full_paper"], 2)]
+            algos.append({"name": _html_name({"HF_p": "HF_{p}", "HF_c": "HF_{c}"}.get(algorithm, algorithm)),
+                          "cells": [{"ours": _fmt(o, d), "paper": _fmt(p, d) if p == p else ""} for o, p, d in cells]})
+        first = df.iloc[0]
+        out.append({"id": dataset, "paper": first["paper_dataset"], "relation": first["relation"],
+                    "utilities": [_html_name(utility_name(u)) for u in utilities], "rows": algos})
+    return out
+
+
+def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | None, config: Mapping[str, object],
+                           status: pd.DataFrame) -> dict[str, dict[str, object]]:
+    """Each configured illustration: its records and figure, or why it was not drawn."""
+    configured = dict((config.get("report") or {}).get("illustrations") or {})
+    illustrations = dict(illustrations or {})
+    by_dataset = {r["dataset"]: r for r in status.to_dict("records")}
+    out = {}
+    for name in dict.fromkeys([*configured, *illustrations]):
+        cfg = dict(configured.get(name) or {})
+        entry = {"name": name, "dataset": cfg.get("dataset"), "status": "not run", "reason": "", "records": [],
+                 "figure": None, "labels": []}
+        given = illustrations.get(name)
+        if given:
+            data = given.get("records")
+            if isinstance(data, (str, os.PathLike)):
+                data = json.loads(Path(data).read_text())
+            data = dict(data or {})
+            entry.update(status=data.get("status", "ok"), reason=data.get("reason", ""), dataset=data.get("dataset", entry["dataset"]),
+                         records=data.get("records", []), labels=data.get("utilities", []))
+            if given.get("figure") is not None and entry["status"] == "ok":
+                entry["figure"] = _data_uri(_png_bytes(f"illustration {name}", given["figure"]))
+        else:
+            d = entry["dataset"]
+            row = by_dataset.get(d)
+            if not d:
+                entry["reason"] = "no dataset configured (report: illustrations: " + name + ": dataset)"
+            elif row is None:
+                entry["reason"] = f"dataset {d!r} is not in the config's datasets"
+            else:
+                entry["reason"] = f"dataset {d!r}: {row['status']}" + (f" ({row['detail']})" if row["detail"] else "")
+        for rec in entry["records"]:
+            rec["set_names"] = {lab: _html_name(utility_name(lab)) for lab in rec.get("sets", {})}
+        entry["label_names"] = [_html_name(utility_name(lab)) for lab in entry["labels"]]
+        out[name] = entry
+    return out
 
 
 def build_report(
     path: str | os.PathLike,
     *,
     summaries: Iterable[Mapping[str, object] | str | os.PathLike],
-    metrics: pd.DataFrame | str | os.PathLike | Iterable[str | os.PathLike],
+    metrics: pd.DataFrame | str | os.PathLike | Iterable[str | os.PathLike] | None,
     figures: Mapping[str, object] | None,
     config: Mapping[str, object],
     utilities: Sequence[str],
@@ -179,6 +272,10 @@ def build_report(
     created: _dt.datetime | str | None = None,
     versions: Mapping[str, str] | None = None,
     template: str | os.PathLike | None = None,
+    not_run: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    train_seconds: Mapping[str, Mapping[str, float]] | None = None,
+    illustrations: Mapping[str, Mapping[str, object]] | None = None,
+    downloads: Mapping[str, str] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -189,7 +286,8 @@ def build_report(
     summaries : iterable of dict or path
         Per-dataset summaries, or paths of ``summary.json`` files (order kept).
     metrics : DataFrame, path or iterable of paths
-        The wide metrics table (:func:`~svbop.report.read_metrics`) or the ``metrics.tsv`` files.
+        The wide metrics table (:func:`~svbop.report.read_metrics`) or the ``metrics.tsv`` files;
+        None when no dataset was run.
     figures : mapping of str to (path, bytes or Figure), or None
         PNG figures to embed.  ``"utilities"`` is the g(s) figure of the "Utilities" section (drawn
         from ``utilities`` at K=100 when absent); any other entry is shown under "Further
@@ -206,6 +304,18 @@ def build_report(
         Software versions; default: :func:`environment_versions`.
     template : path, optional
         Jinja2 template; default: ``report/templates/report.html.j2`` of the repository.
+    not_run : mapping, optional
+        Datasets of ``config["run"]`` left out for missing files: name ->
+        :func:`~svbop.report.status.missing_inputs` (shown in the status table).
+    train_seconds : mapping, optional
+        dataset -> SVBOP method -> training seconds, for Table 4
+        (:func:`~svbop.report.compare.read_train_seconds`); empty cells when omitted.
+    illustrations : mapping, optional
+        name (``entropy``, ``image_top``, ``text_top``) -> ``{"records": JSON path or dict,
+        "figure": PNG or None}`` as written by the pipeline's rule ``illustrate``; configured
+        illustrations without an entry are shown as not run, with the reason.
+    downloads : mapping, optional
+        Link text -> relative URL of the exported tables (CSV, LaTeX) next to the report.
 
     Returns
     -------
@@ -223,7 +333,9 @@ def build_report(
     summaries = [
         read_summaries(s)[0] if isinstance(s, (str, os.PathLike)) else _check_summary(s) for s in summaries
     ]
-    if not isinstance(metrics, pd.DataFrame):
+    if metrics is None:  # nothing was run: every table is empty, the status says why
+        metrics = pd.DataFrame(columns=[*METRICS_COLUMNS, *(f"{utility(u).label}_pct" for u in utilities)])
+    elif not isinstance(metrics, pd.DataFrame):
         metrics = read_metrics(metrics, utilities)
     specs = [utility(spec).spec for spec in utilities]
     labels = [utility_label(spec) for spec in specs]
@@ -233,6 +345,14 @@ def build_report(
         from .figures import plot_utilities
 
         figures["utilities"] = plot_utilities(specs, K=100)
+    if "fbeta_family" not in figures:
+        from .figures import plot_fbeta_family
+
+        figures["fbeta_family"] = plot_fbeta_family(K=100)
+    if "genreject_family" not in figures:
+        from .figures import plot_genreject_family
+
+        figures["genreject_family"] = plot_genreject_family()
     images = {name: _data_uri(_png_bytes(name, src)) for name, src in figures.items()}
 
     by_id = {str(s["dataset"]): s for s in summaries}
@@ -275,6 +395,39 @@ def build_report(
         entry["table"] = _context_table3(metrics, d["id"], labels) if d["id"] in present else None
         predictions.append(entry)
 
+    fbeta_figure, genreject_figure = images.pop("fbeta_family"), images.pop("genreject_family")
+    configured = dict(config.get("datasets") or {})
+    run = [str(d) for d in (config.get("run") or [])]
+    links = {name: paper_link(cfg) for name, cfg in configured.items()}
+    status = dataset_status(configured, run, not_run) if configured else dataset_status(
+        {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
+    paired = table3_vs_paper(metrics, links)
+    for entry in predictions:
+        paper, relation = links.get(entry["id"], (None, ""))
+        entry.update(paper=paper, relation=relation)
+        if entry["table"] is not None:
+            entry["table"] = _context_table3(metrics, entry["id"], labels, paired[paired["dataset"] == entry["id"]])
+    t1p = table1_vs_paper(summaries, links)
+    t1p_rows = []
+    for r in t1p.to_dict("records"):
+        cells = []
+        for c in ("K", "D", "N_train", "N_test"):
+            ours, theirs = r[c], r[f"{c}_paper"]
+            cells.append({"ours": "–" if pd.isna(ours) else str(int(ours)), "paper": "" if pd.isna(theirs) else str(int(theirs)),
+                          "differs": not pd.isna(ours) and not pd.isna(theirs) and int(ours) != int(theirs)})
+        t1p_rows.append({"dataset": r["dataset"], "title": r["title"], "paper": r["paper_dataset"], "relation": r["relation"],
+                         "run": bool(r["dataset"]), "cells": cells})
+    t4 = table4_vs_paper(metrics, train_seconds or {}, links)
+    t5 = table5_vs_paper(configured, [d for d in run if d in by_id], links) if configured else None
+    t5_rows = []
+    if t5 is not None:
+        from .compare import TABLE5_KEYS
+
+        for r in t5.to_dict("records"):
+            t5_rows.append({"dataset": r["dataset"], "paper": r["paper_dataset"], "relation": r["relation"],
+                            "cells": [{"ours": "–" if r[k] is None or r[k] != r[k] else f"{r[k]:g}",
+                                       "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}"}
+                                      for k in TABLE5_KEYS]})
     context = {
         "title": title,
         "created": _format_created(created),
@@ -299,6 +452,17 @@ def build_report(
         "utilities_caption": _UTILITIES_CAPTION,
         "other_figures": [{"name": k, "src": v} for k, v in images.items()],
         "n_methods": int(metrics.groupby(["method", "param"]).ngroups),
+        "status": status.to_dict("records"),
+        "n_run": sum(1 for r in status.to_dict("records") if r["status"] == "run"),
+        "table1_paper": t1p_rows,
+        "table4": _context_table4(t4),
+        "table5": t5_rows,
+        "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
+        "claims": check_claims(metrics, summaries),
+        "illustrations": _context_illustrations(illustrations, config, status),
+        "fbeta_figure": fbeta_figure,
+        "genreject_figure": genreject_figure,
+        "downloads": dict(downloads or {}),
     }
     template_path = _resolve_template(template)
     env = jinja2.Environment(

@@ -1,0 +1,262 @@
+"""The paper's numbers beside ours: the packaged paper tables, Tables 1/3/4/5 compared, the status of
+every dataset, the claims checked, and their place in the HTML report (offline, no pipeline run)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import svbop
+from svbop.report import build_report, read_metrics, table3
+from svbop.report.compare import (
+    check_claims,
+    read_train_seconds,
+    table1_vs_paper,
+    table3_vs_paper,
+    table4_vs_paper,
+    table5_vs_paper,
+)
+from svbop.report.paper import PAPER_DIR, canonical_paper_name, paper_datasets, paper_table, table4_long
+from svbop.report.status import dataset_status, missing_inputs, paper_link
+
+SHARED_PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper"
+UTILITIES = ["credal:delta=1.6,gamma=0.6", "fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"]
+LABELS = [svbop.utility(u).label for u in UTILITIES]
+
+
+def test_the_packaged_paper_tables_are_the_shared_ones():
+    for name in ("table1_datasets", "table3_utilities", "table4_algorithms", "table5_hyperparameters"):
+        packaged = (PAPER_DIR / f"{name}.csv").read_bytes()
+        if SHARED_PAPER.is_dir():
+            assert packaged == (SHARED_PAPER / f"{name}.csv").read_bytes(), name
+        assert packaged.count(b"\n") > 5
+    assert paper_datasets()[0] == "MNIST" and paper_datasets()[-1] == "LSHTC1" and len(paper_datasets()) == 11
+    # one spelling per dataset: Table 5 writes "Dmoz", Table 1 "DMOZ"
+    assert canonical_paper_name("Dmoz") == canonical_paper_name("dmoz") == "DMOZ"
+    assert set(paper_table("table5")["dataset"]) <= set(paper_datasets())
+    assert set(paper_table("table3")["dataset"]) <= set(paper_datasets())
+    long = table4_long()
+    wide = paper_table("table4")
+    assert len(long) == 2 * len(wide)
+    row = long[(long.dataset == "LSHTC1") & (long.algorithm == "HSG") & (long.utility == "credal_2.2_1.2")].iloc[0]
+    src = wide[(wide.dataset == "LSHTC1") & (wide.algorithm == "HSG")].iloc[0]
+    assert row["t_test_ms"] == src["credal_2_2_1_2_t_test_ms"] and row["recall_pct"] == src["credal_2_2_1_2_recall_pct"]
+    with pytest.raises(ValueError, match="unknown table"):
+        paper_table("table2")
+
+
+# --- a run that mirrors the paper: metrics built from the paper's own numbers, shifted -------
+
+
+def _metrics_from_paper(dataset: str, paper_name: str, shift: float) -> pd.DataFrame:
+    p = paper_table("table3")
+    p = p[p["dataset"] == paper_name]
+    wide = p.pivot_table(index=["method", "param"], columns="eval_utility", values="utility_pct").reset_index()
+    rows = []
+    for r in wide.to_dict("records"):
+        row = {"dataset": dataset, "method": r["method"], "param": r["param"], "n_test": 100,
+               "recall_pct": 90.0, "mean_size": 1.5, "top1_pct": 80.0}
+        row |= {f"{lab}_pct": r[lab] + shift for lab in LABELS}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_table3_vs_paper_pairs_every_cell_with_the_paper():
+    metrics = _metrics_from_paper("lshtc_like", "LSHTC1", shift=0.25)
+    links = {"lshtc_like": ("LSHTC1", "stand-in")}
+    t = table3_vs_paper(metrics, links)
+    assert len(t) == 13 * 4 and t["paper"].notna().all()
+    assert np.allclose(t["diff"], 0.25) and np.allclose(t["ours"] - t["paper"], t["diff"])
+    assert set(t["relation"]) == {"stand-in"}
+    # the paper's value is the CSV's own, looked up by method, param and evaluation utility
+    csv = paper_table("table3").set_index(["dataset", "method", "param", "eval_utility"])["utility_pct"]
+    for r in t.itertuples():
+        assert r.paper == csv[("LSHTC1", r.method, r.param, r.eval_utility)]
+    # a dataset outside the paper has no paper values
+    other = table3_vs_paper(metrics.assign(dataset="mine"), {})
+    assert other["paper"].isna().all() and (other["paper_dataset"] == "").all()
+
+
+def test_table1_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
+    summaries = [
+        {"dataset": "mnist_copy", "title": "MNIST copy", "synthetic": False, "description": "", "features": "cnn",
+         "K": 10, "D": 32, "N_train": 25200, "N_validation": 4200, "N_calibration": 4200, "N_test": 8400,
+         "top1_pct": 99.0, "train_seconds": 1.0},
+        {"dataset": "toy", "title": "Toy", "synthetic": True, "description": "", "features": "raw",
+         "K": 3, "D": 2, "N_train": 5, "N_validation": 1, "N_calibration": 1, "N_test": 2,
+         "top1_pct": 50.0, "train_seconds": 1.0},
+    ]
+    t = table1_vs_paper(summaries, {"mnist_copy": ("MNIST", "same")})
+    assert list(t["paper_dataset"])[:11] == paper_datasets()
+    mnist = t.iloc[0]
+    assert mnist["dataset"] == "mnist_copy" and mnist["N_train"] == 33600 == mnist["N_train_paper"]
+    assert (mnist["K"], mnist["D"], mnist["N_test"]) == (mnist["K_paper"], mnist["D_paper"], mnist["N_test_paper"])
+    assert (t["dataset"].iloc[1:11] == "").all() and t["K"].iloc[1:11].isna().all()
+    assert t.iloc[-1]["dataset"] == "toy" and pd.isna(t.iloc[-1]["K_paper"])
+
+
+def test_table4_vs_paper_takes_each_measure_from_its_metrics_row():
+    labels = ["fbeta_1", "credal_2.2_1.2"]
+    rows = []
+    for i, method in enumerate(("svbop_full", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans")):
+        for j, lab in enumerate(labels):
+            rows.append({"dataset": "d", "method": method, "param": lab, "n_test": 10, "recall_pct": 50 + i + j,
+                         "mean_size": 1 + i / 10, "top1_pct": 40 + i, "t_test_ms": 2.0 / (i + 1),
+                         "fbeta_1_pct": 30 + i + j, "credal_2.2_1.2_pct": 35 + i + j})
+    metrics = pd.DataFrame(rows)
+    t = table4_vs_paper(metrics, {"d": {"svbop_full": 10.0, "svbop_hsg": 12.0}}, {"d": ("LSHTC1", "stand-in")})
+    assert list(t["algorithm"]) == ["Full", "HSG", "HF_p", "HF_c"] * 2
+    for r in t.itertuples():
+        src = metrics[(metrics.method == {"Full": "svbop_full", "HSG": "svbop_hsg", "HF_p": "svbop_hf_predefined",
+                                          "HF_c": "svbop_hf_kmeans"}[r.algorithm]) & (metrics.param == r.utility)].iloc[0]
+        assert r.utility_pct == src[f"{r.utility}_pct"] and r.recall_pct == src["recall_pct"]
+        assert r.set_size == src["mean_size"] and r.t_test_ms == src["t_test_ms"] and r.top1_pct == src["top1_pct"]
+        assert r.speedup_vs_full == pytest.approx(2.0 / src["t_test_ms"])
+    paper = table4_long().set_index(["dataset", "algorithm", "utility"])
+    for r in t.itertuples():
+        assert r.t_test_ms_paper == paper.loc[("LSHTC1", r.algorithm, r.utility), "t_test_ms"]
+    assert list(t["t_train_s"][:2]) == [10.0, 12.0] and np.isnan(t["t_train_s"].iloc[2])
+
+
+def test_read_train_seconds_adds_the_files_of_each_method(tmp_path):
+    (tmp_path / "flat.json").write_text(json.dumps({"train_seconds": 3.5}))
+    (tmp_path / "hnsw.json").write_text(json.dumps({"build_seconds": 1.25}))
+    (tmp_path / "bad.json").write_text(json.dumps({"seconds": 1}))
+    got = read_train_seconds({"d": {"svbop_full": [tmp_path / "flat.json"],
+                                    "svbop_hsg": [tmp_path / "flat.json", tmp_path / "hnsw.json"]}})
+    assert got == {"d": {"svbop_full": 3.5, "svbop_hsg": 4.75}}
+    with pytest.raises(ValueError, match="bad.json"):
+        read_train_seconds({"d": {"x": [tmp_path / "bad.json"]}})
+
+
+def test_table5_comes_from_the_config_used():
+    datasets = {
+        "big": {"stand_in_for": "LSHTC1", "flat": {"C": 10, "eps": 0.1},
+                "hsg": {"enabled": True, "M": 20, "efC": 100, "k": 100},
+                "hf": {"enabled": False, "C": 50, "eps": 0.1, "max_leaves": 100, "kmeans_eps": 0.001}},
+    }
+    links = {d: paper_link(c) for d, c in datasets.items()}
+    t = table5_vs_paper(datasets, ["big"], links).iloc[0]
+    assert (t["full_C"], t["hsg_M"], t["hsg_k"]) == (10, 20, 100)
+    assert t["hf_C"] is None  # HF not enabled
+    paper = paper_table("table5").set_index("dataset").loc["LSHTC1"]
+    assert t["full_C_paper"] == paper["full_C"] and t["hf_max_leaves_paper"] == paper["hf_max_leaves"]
+    with pytest.raises(ValueError, match="not one of the paper's datasets"):
+        paper_link({"paper": "CIFAR-10"})
+
+
+def test_missing_inputs_and_the_status_of_every_dataset(tmp_path):
+    (tmp_path / "data" / "here" / "downloads").mkdir(parents=True)
+    (tmp_path / "data" / "here" / "downloads" / "a.csv").write_text("x")
+    (tmp_path / "local.bin").write_text("x")
+    datasets = {
+        "here": {"paper": "DBpedia", "files": {"a.csv": {"manual": {"url": "https://example.org/a"}}}},
+        "gated": {"paper": "dbpedia", "files": {"b.csv": {"manual": {"url": "https://example.org/b", "note": "login"}}}},
+        "lost": {"stand_in_for": "Bacteria", "files": {"c.fa": {"path": "nowhere/c.fa"}, "d": {"path": "local.bin"}}},
+        "web": {"paper": "LSHTC1", "files": {"e.tar": {"url": "https://example.org/e.tar"}}},
+        "builtin": {"source": {"builtin": "digits"}},
+    }
+    missing = {d: missing_inputs(d, cfg, root=tmp_path) for d, cfg in datasets.items()}
+    assert missing["here"] == [] and missing["web"] == [] and missing["builtin"] == []
+    (gated,) = missing["gated"]
+    assert gated["url"] == "https://example.org/b" and gated["where"].endswith("data/gated/downloads/b.csv")
+    (lost,) = missing["lost"]
+    assert lost["file"] == "c.fa" and lost["where"] == str(tmp_path / "nowhere/c.fa")
+    status = dataset_status(datasets, ["here", "gated", "lost", "web"], {d: m for d, m in missing.items() if m})
+    by = status.set_index("dataset")
+    assert by.loc["here", "status"] == "run" and by.loc["web", "status"] == "run"
+    assert by.loc["gated", "status"] == "not run: data missing"
+    assert "https://example.org/b" in by.loc["gated", "detail"] and "data/gated/downloads/b.csv" in by.loc["gated", "detail"]
+    assert by.loc["lost", "relation"] == "stand-in" and "nowhere/c.fa" in by.loc["lost", "detail"]
+    assert by.loc["builtin", "status"] == "not run: not in run"
+    # every paper dataset appears: those with no configured dataset as "not configured"
+    assert set(paper_datasets()) <= set(status["paper_dataset"]) | set(status["title"])
+    assert (status[status["dataset"] == ""]["status"] == "not configured").all()
+    assert "MNIST" in set(status[status["dataset"] == ""]["title"])
+
+
+def _claims_metrics(full_gap: float) -> pd.DataFrame:
+    rows = []
+    for d, K, icp_size in (("small", 10, 1.2), ("large", 1000, 300.0)):
+        for lab in LABELS:
+            rows.append({"dataset": d, "method": "svbop_full", "param": lab, "mean_size": 1.5, "t_test_ms": 1.0,
+                         **{f"{u}_pct": 80.0 + (full_gap if u == lab else 0.0) for u in LABELS}})
+            rows.append({"dataset": d, "method": "threshold", "param": lab, "mean_size": 2.0,
+                         **{f"{u}_pct": 80.0 for u in LABELS}})
+        rows.append({"dataset": d, "method": "svbop_hsg", "param": "fbeta_1", "mean_size": 1.5, "t_test_ms": 0.5,
+                     "agreement_with_full_pct": 99.0, **{f"{u}_pct": 79.5 for u in LABELS}})
+        rows.append({"dataset": d, "method": "svbop_hf_kmeans", "param": "fbeta_1", "mean_size": 1.5, "t_test_ms": 0.1,
+                     **{f"{u}_pct": 70.0 for u in LABELS}})
+        rows.append({"dataset": d, "method": "top_s", "param": "1", "mean_size": 1.0, **{f"{u}_pct": 79.0 for u in LABELS}})
+        rows.append({"dataset": d, "method": "icp", "param": "0.01", "mean_size": icp_size, **{f"{u}_pct": 10.0 for u in LABELS}})
+    df = pd.DataFrame(rows)
+    for c in ("n_test", "recall_pct", "top1_pct"):
+        df[c] = 1.0
+    return df
+
+
+def test_claims_are_tested_with_their_numbers():
+    summaries = [{"dataset": "small", "K": 10}, {"dataset": "large", "K": 1000}]
+    claims = {c["claim"].split()[0] + str(i): c for i, c in enumerate(check_claims(_claims_metrics(+0.5), summaries))}
+    verdicts = [c["verdict"] for c in claims.values()]
+    assert verdicts == ["supported", "supported", "supported", "supported"]
+    assert "8 of 8" in claims["SVBOP-Full0"]["evidence"][0]
+    assert any("0.500 vs 1.000" in e for e in claims["SVBOP-HSG1"]["evidence"])
+    assert "large (K = 1000) 300.00" in claims["ICP3"]["evidence"][0]
+    # a threshold beating SVBOP-Full on its own utility is named, with both numbers
+    worse = check_claims(_claims_metrics(-0.5), summaries)[0]
+    assert worse["verdict"] == "contradicted"
+    assert any("SVBOP-Full 79.50 < threshold" in e and "80.00" in e for e in worse["evidence"])
+    # nothing to compare with: not testable, with the reason
+    only = _claims_metrics(0.5)
+    only = only[only["method"].isin(["svbop_full", "threshold"]) & (only["dataset"] == "small")]
+    c = check_claims(only, summaries[:1])
+    assert [x["verdict"] for x in c[1:]] == ["not testable"] * 3
+
+
+def test_the_report_puts_the_paper_beside_each_number(tmp_path):
+    metrics = pd.concat([_metrics_from_paper("lshtc_like", "LSHTC1", 0.25), _metrics_from_paper("voc", "VOC 2006", -1.0)])
+    summaries = [
+        {"dataset": d, "title": d, "synthetic": False, "description": "", "features": "tfidf", "K": K, "D": 5,
+         "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 4, "top1_pct": 50.0, "train_seconds": 1.0}
+        for d, K in (("lshtc_like", 12166), ("voc", 10))
+    ]
+    config = {"utilities": UTILITIES, "run": ["lshtc_like", "voc", "gated"],
+              "datasets": {"lshtc_like": {"stand_in_for": "LSHTC1"}, "voc": {"paper": "VOC 2006"},
+                           "gated": {"paper": "DBpedia", "files": {"x.csv": {"manual": {"url": "https://example.org/x"}}}}},
+              "report": {"illustrations": {"text_top": {"dataset": "gated"}}}}
+    not_run = {"gated": missing_inputs("gated", config["datasets"]["gated"], root=tmp_path)}
+    out = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                       utilities=UTILITIES, not_run=not_run, downloads={"table3_vs_paper.csv": "tables/table3_vs_paper.csv"})
+    html = Path(out).read_text()
+    for section in ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
+                    "hyperparameters", "genreject", "what-was-run", "downloads"):
+        assert f'<section id="{section}">' in html, section
+    # Table 3: after each of our utility cells, the paper's value and the difference, from the CSV
+    paired = table3_vs_paper(read_metrics_frame(metrics), {"lshtc_like": ("LSHTC1", "stand-in"), "voc": ("VOC 2006", "same")})
+    block = html[html.index('class="table3" data-dataset="voc"'):]
+    block = block[: block.index("</table>")]
+    cells = re.findall(r'<td class="paper[^"]*">([^<]*)</td>', block)
+    t = table3(metrics, "voc", UTILITIES)
+    expected = []
+    for method, param in t.attrs["keys"]:
+        for lab in LABELS:
+            r = paired[(paired.dataset == "voc") & (paired.method == method) & (paired.param == param) & (paired.eval_utility == lab)].iloc[0]
+            expected.append(f"{r.paper:.2f} ({r['diff']:+.2f})")
+    assert cells == expected and all(c.endswith("(-1.00)") for c in cells)
+    # the dataset without data is listed with the file, the place and the URL; so is its illustration
+    assert re.search(r'data-dataset="gated" data-status="not run: data missing"', html)
+    assert "https://example.org/x" in html and "data/gated/downloads/x.csv" in html
+    ill = html[html.index('id="illustration-text_top"'):]
+    assert "not run" in ill[:800] and "gated" in ill[:800]
+    assert 'href="tables/table3_vs_paper.csv"' in html
+    assert html.count("stand-in") >= 2
+
+
+def read_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(param=df["param"].astype(str))
