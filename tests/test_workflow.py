@@ -21,11 +21,18 @@ TINY = """
 run: [digits, synthetic]
 utilities: ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"]
 utility_table: {K: [10]}
+report:
+  illustrations:
+    entropy: {dataset: digits}
+    image_top: {dataset: digits}
+    text_top: {dataset: synthetic}
 datasets:
   digits:
+    stand_in_for: MNIST
     features: {max_epochs: 4, channels: [8, 16, 16]}
   synthetic:
     title: "Tiny synthetic"
+    stand_in_for: LSHTC1
     source:
       synthetic: {n_classes: 24, branching: [2, 3, 4], n_samples: 720, n_features: 2000}
     split: {validation: 0.15, calibration: 0.15, test: 0.25}
@@ -277,3 +284,68 @@ def test_config_errors_name_the_key(workdir, extra, message):
     result = _snakemake("-n", "--configfile", "bad.yaml", cwd=workdir)
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
+
+
+def test_tiny_report_has_every_section_and_its_tables_come_from_the_metrics(finished_run):
+    import pandas as pd
+
+    results = finished_run / "results"
+    html = (results / "report.html").read_text()
+    for section in ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
+                    "hyperparameters", "genreject", "what-was-run", "downloads"):
+        assert f'<section id="{section}">' in html, section
+    # every configured dataset has a status; the paper's datasets that did not run are listed as such
+    status = pd.read_csv(results / "tables/dataset_status.csv", keep_default_na=False)
+    by = status.set_index("title")
+    assert set(status[status.dataset != ""].dataset) >= {"digits", "synthetic", "mnist", "voc2006", "lshtc1_dryrun"}
+    assert status.set_index("dataset").loc["synthetic", "relation"] == "stand-in"
+    assert by.loc["VOC 2006", "status"] == "not run: not in run"
+    for name in ("table1_vs_paper", "table3_vs_paper", "table4_vs_paper", "table5_vs_paper"):
+        assert (results / f"tables/{name}.tex").read_text().lstrip().startswith("\\begin{tabular}"), name
+        assert f'href="tables/{name}.csv"' in html
+    # Table 3 against the paper: our column is the metrics file's, the paper's the packaged CSV's
+    t3 = pd.read_csv(results / "tables/table3_vs_paper.csv", dtype={"param": str})
+    for dataset in ("digits", "synthetic"):
+        metrics = pd.read_csv(results / f"{dataset}/metrics.tsv", sep="\t", dtype={"param": str})
+        mine = t3[t3.dataset == dataset]
+        for r in mine.itertuples():
+            src = metrics[(metrics.method == r.method) & (metrics.param == r.param)].iloc[0]
+            assert r.ours == pytest.approx(src[f"{r.eval_utility}_pct"])
+    lshtc = t3[(t3.dataset == "synthetic") & t3.paper.notna()]
+    assert len(lshtc) == 13 * 3 and np.allclose(lshtc.ours - lshtc.paper, lshtc["diff"])
+    # Table 4: each SVBOP algorithm's measures are its metrics row's; train times its model files'
+    t4 = pd.read_csv(results / "tables/table4_vs_paper.csv")
+    metrics = pd.read_csv(results / "synthetic/metrics.tsv", sep="\t", dtype={"param": str})
+    method = {"Full": "svbop_full", "HSG": "svbop_hsg", "HF_p": "svbop_hf_predefined", "HF_c": "svbop_hf_kmeans"}
+    syn = t4[t4.dataset == "synthetic"]
+    assert sorted(set(syn.algorithm)) == ["Full", "HF_c", "HF_p", "HSG"]
+    for r in syn.itertuples():
+        src = metrics[(metrics.method == method[r.algorithm]) & (metrics.param == r.utility)].iloc[0]
+        assert (r.utility_pct, r.recall_pct, r.set_size, r.t_test_ms) == pytest.approx(
+            (src[f"{r.utility}_pct"], src["recall_pct"], src["mean_size"], src["t_test_ms"]))
+        assert r.t_test_ms_paper > 0  # the paper's LSHTC1 row, beside ours
+    flat = json.loads((results / "synthetic/models/flat.json").read_text())["train_seconds"]
+    index = json.loads((results / "synthetic/indexes/hnsw.json").read_text())["build_seconds"]
+    assert syn[syn.algorithm == "HSG"].t_train_s.iloc[0] == pytest.approx(flat + index)
+    # the illustrations: digits images drawn, the sparse synthetic data is not text
+    entropy = json.loads((results / "illustrations/entropy.json").read_text())
+    assert entropy["status"] == "ok" and len(entropy["records"]) == 3
+    H = [r["entropy_bits"] for r in entropy["records"]]
+    assert H == sorted(H)
+    assert json.loads((results / "illustrations/text_top.json").read_text())["status"] == "not applicable"
+    assert 'id="illustration-entropy"' in html and 'alt="illustration entropy from digits"' in html
+
+
+def test_tiny_report_in_a_real_browser(finished_run, tmp_path):
+    from browser import chromium_executable, inspect_page
+
+    if chromium_executable() is None:
+        pytest.skip("Chromium not installed (Debian package chromium): the report is not checked in a browser")
+    seen = inspect_page(finished_run / "results/report.html", screenshot=tmp_path / "report.png")
+    assert seen["broken_images"] == [] and seen["errors"] == []
+    assert len(seen["images"]) >= 5
+    classes = {t["class"] for t in seen["tables"] if t["rows"] > 0}
+    assert {"status", "table1", "table1-paper", "table3", "table4", "claims", "table5"} <= classes
+    assert {"status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
+            "hyperparameters", "genreject"} <= set(seen["sections"])
+    assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")

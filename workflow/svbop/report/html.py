@@ -201,6 +201,8 @@ def _context_table4(t4: pd.DataFrame) -> list[dict[str, object]]:
     """Table 4 rows grouped by dataset: per algorithm, the measures of each utility, paper beside."""
     out = []
     for dataset, df in t4.groupby("dataset", sort=False):
+        if set(df["algorithm"]) == {"Full"}:  # as in the paper: only datasets with an approximate algorithm
+            continue
         utilities = list(dict.fromkeys(df["utility"]))
         algos = []
         for algorithm, rows in df.groupby("algorithm", sort=False):
