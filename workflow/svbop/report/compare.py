@@ -370,12 +370,12 @@ def check_claims(metrics: pd.DataFrame, summaries: Iterable[Mapping[str, object]
     else:
         ks.sort()
         size = {d: float(icp[icp["dataset"] == d]["mean_size"].iloc[0]) for _, d in ks}
-        (k_lo, d_lo), (k_hi, d_hi) = ks[0], ks[-1]
+        d_lo, d_hi = ks[0][1], ks[-1][1]
         set_friendly = labels[-1] if labels else None
         full_hi = m[(m["dataset"] == d_hi) & (m["method"] == "svbop_full") & (m["param"] == set_friendly)]
         grows = size[d_hi] > size[d_lo]
         bigger = (not full_hi.empty) and size[d_hi] > float(full_hi["mean_size"].iloc[0])
-        ev = [f"ICP ε = 0.01 mean set size: " + ", ".join(f"{d} (K = {k}) {size[d]:.2f}" for k, d in ks)]
+        ev = ["ICP ε = 0.01 mean set size: " + ", ".join(f"{d} (K = {k}) {size[d]:.2f}" for k, d in ks)]
         if not full_hi.empty:
             ev.append(f"{d_hi}: SVBOP-Full-{set_friendly} mean set size {float(full_hi['mean_size'].iloc[0]):.2f}")
         verdict = "supported" if grows and bigger else ("contradicted" if not grows and not bigger else "partly")
