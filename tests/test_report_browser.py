@@ -12,7 +12,7 @@ import re
 import pytest
 
 from browser import chromium_executable, inspect_page
-from test_report import UTILITIES, _report, figure_png, inputs  # noqa: F401  (fixtures)
+from test_report import _report, figure_png, inputs  # noqa: F401  (pytest fixtures, used by name)
 
 pytestmark = pytest.mark.skipif(
     chromium_executable() is None,

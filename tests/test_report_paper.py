@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import svbop
-from svbop.report import build_report, read_metrics, table3
+from svbop.report import build_report, table3
 from svbop.report.compare import (
     check_claims,
     read_train_seconds,
