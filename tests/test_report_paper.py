@@ -204,7 +204,7 @@ def test_claims_are_tested_with_their_numbers():
     summaries = [{"dataset": "small", "K": 10}, {"dataset": "large", "K": 1000}]
     claims = {c["claim"].split()[0] + str(i): c for i, c in enumerate(check_claims(_claims_metrics(+0.5), summaries))}
     verdicts = [c["verdict"] for c in claims.values()]
-    assert verdicts == ["supported", "supported", "supported", "supported"]
+    assert verdicts == ["supported", "supported", "supported", "supported", "not testable"]
     assert "8 of 8" in claims["SVBOP-Full0"]["evidence"][0]
     assert any("0.500 vs 1.000" in e for e in claims["SVBOP-HSG1"]["evidence"])
     assert "large (K = 1000) 300.00" in claims["ICP3"]["evidence"][0]
@@ -216,7 +216,16 @@ def test_claims_are_tested_with_their_numbers():
     only = _claims_metrics(0.5)
     only = only[only["method"].isin(["svbop_full", "threshold"]) & (only["dataset"] == "small")]
     c = check_claims(only, summaries[:1])
-    assert [x["verdict"] for x in c[1:]] == ["not testable"] * 3
+    assert [x["verdict"] for x in c[1:]] == ["not testable"] * 4
+    # HF with a predefined hierarchy: judged on the biological datasets only, the others listed
+    m = _claims_metrics(0.5)
+    hf_p = m[m["method"] == "svbop_hf_kmeans"].assign(method="svbop_hf_predefined")
+    hf_p["fbeta_1_pct"] = [85.0, 60.0]  # beats Full (80.5) on "small", not on "large"
+    m = pd.concat([m, hf_p])
+    c5 = check_claims(m, summaries, links={"small": ("Bacteria", "stand-in"), "large": ("LSHTC1", "same")})[4]
+    assert c5["verdict"] == "supported"
+    assert c5["evidence"][0].startswith("small (biological), fbeta_1: Full 80.50") and "HF_p best" in c5["evidence"][0]
+    assert "large, fbeta_1" in c5["evidence"][1] and "HF_p not best" in c5["evidence"][1]
 
 
 def test_the_report_puts_the_paper_beside_each_number(tmp_path):

@@ -29,7 +29,7 @@ if metrics is not None:
     write_table(metrics_long(metrics), snakemake.output.table3, index=False)
     tables["table3"] = table3_vs_paper(metrics, links)
     tables["table4"] = table4_vs_paper(metrics, read_train_seconds(params.train_time_files), links)
-    claims = check_claims(metrics, summaries)
+    claims = check_claims(metrics, summaries, links=links)
 else:  # nothing ran: empty tables with their headers
     import pandas as pd
 

@@ -460,7 +460,7 @@ def build_report(
         "table4": _context_table4(t4),
         "table5": t5_rows,
         "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
-        "claims": check_claims(metrics, summaries),
+        "claims": check_claims(metrics, summaries, links=links),
         "illustrations": _context_illustrations(illustrations, config, status),
         "fbeta_figure": fbeta_figure,
         "genreject_figure": genreject_figure,
