@@ -106,3 +106,24 @@ def test_figures_render(tmp_path):
     (tmp_path / "b.jpg").write_bytes(b"not an image")
     with pytest.raises(ValueError, match="b.jpg"):
         load_image(tmp_path / "b.jpg")
+
+
+def test_utility_family_figures():
+    from svbop.report.figures import plot_fbeta_family, plot_genreject_family
+
+    fig = plot_fbeta_family((0.5, 1, 5), K=50)
+    (ax,) = fig.axes
+    lines = ax.get_lines()
+    assert len(lines) == 4 and lines[-1].get_linestyle() == "--"
+    assert np.allclose(lines[1].get_ydata(), svbop.utility("fbeta:beta=1", K=50).values())
+    assert np.allclose(lines[-1].get_ydata(), 1 / np.arange(1, 51))
+    fig = plot_genreject_family(Ks=(10, 100), betas=(0.5, 2))
+    assert len(fig.axes) == 2 and all(len(a.get_lines()) == 2 * 2 + 1 for a in fig.axes)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # alpha = 1 makes g(K) = 0 < 1/K: never lower-bounded by precision, and the legend says so
+    assert all("not ≥" in t for t in legend if "alpha = 1," in t)
+    assert figure_to_png(fig).startswith(PNG)
+    with pytest.raises(ValueError, match="no beta"):
+        plot_fbeta_family(())
+    with pytest.raises(ValueError, match="K"):
+        plot_genreject_family(Ks=(1,))

@@ -85,15 +85,20 @@ def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: 
     s = np.arange(1, K + 1)
     for u in us:
         ax.plot(s, u.values(), label=f"{_tex(utility_name(u.spec))}  {u.title}", linewidth=1.6)
+    _finish_log_axes(ax, K, "$g(s)$", f"Set-based utilities, K = {K}")
+    return fig
+
+
+def _finish_log_axes(ax: "Axes", K: int, ylabel: str, title: str) -> None:
+    """Axes of a g(s) plot: set size 1..K on a log scale, g in [0, 1], grid and legend."""
     ax.set_xscale("log")
     ax.set_xlim(1, K)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("set size $s = |\\hat{Y}|$ (log scale)")
-    ax.set_ylabel("$g(s)$")
-    ax.set_title(f"Set-based utilities, K = {K}")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small", frameon=False)
-    return fig
 
 
 def _number_text(x: float) -> str:
@@ -147,14 +152,7 @@ def plot_fbeta_family(
     for u in us:
         ax.plot(s, u.values(), label=f"$\\beta = {u.label.split('_', 1)[1]}$", linewidth=1.6)
     ax.plot(s, precision.values(), "k--", label="$g_P(s) = 1/s$", linewidth=1.2)
-    ax.set_xscale("log")
-    ax.set_xlim(1, K)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("set size $s = |\\hat{Y}|$ (log scale)")
-    ax.set_ylabel("$g_{F\\beta}(s) = (1+\\beta^2)/(s+\\beta^2)$")
-    ax.set_title(f"F-beta utilities, K = {K}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small", frameon=False)
+    _finish_log_axes(ax, K, "$g_{F\\beta}(s) = (1+\\beta^2)/(s+\\beta^2)$", f"F-beta utilities, K = {K}")
     return fig
 
 
