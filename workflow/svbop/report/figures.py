@@ -224,7 +224,7 @@ def plot_genreject_family(
         if not alphas:
             raise ValueError("plot_genreject_family: no alpha values given")
     if axes is None:
-        fig = _new_figure(figsize=(5.2 * len(Ks), 4.4))
+        fig = _new_figure(figsize=(6.0 * len(Ks), 5.6))
         axes = [fig.add_subplot(1, len(Ks), i + 1) for i in range(len(Ks))]
     else:
         axes = list(axes)
@@ -256,7 +256,7 @@ def plot_genreject_family(
         ax.set_ylabel("$g_{\\alpha,\\beta}(s) = 1 - \\alpha((s-1)/(K-1))^\\beta$")
         ax.set_title(f"Generalised reject option, K = {K}")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="x-small", frameon=False, loc="lower left")
+        ax.legend(fontsize="x-small", frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     return fig
 
 
