@@ -10,6 +10,10 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+#: The sections of results/report.html, in the paper's order (``<section id=...>``).
+REPORT_SECTIONS = ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
+                   "hyperparameters", "genreject", "what-was-run", "downloads")
+
 
 def need_shared_data(folder: str, what: str = "real public data, see its README") -> Path:
     """The folder ``../shared/data/<folder>``, or skip the test saying what is missing."""

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import svbop
+from conftest import REPORT_SECTIONS
 from svbop.report import build_report, table3
 from svbop.report.compare import (
     check_claims,
@@ -243,8 +244,7 @@ def test_the_report_puts_the_paper_beside_each_number(tmp_path):
     out = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
                        utilities=UTILITIES, not_run=not_run, downloads={"table3_vs_paper.csv": "tables/table3_vs_paper.csv"})
     html = Path(out).read_text()
-    for section in ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
-                    "hyperparameters", "genreject", "what-was-run", "downloads"):
+    for section in REPORT_SECTIONS:
         assert f'<section id="{section}">' in html, section
     # Table 3: after each of our utility cells, the paper's value and the difference, from the CSV
     paired = table3_vs_paper(read_metrics_frame(metrics), {"lshtc_like": ("LSHTC1", "stand-in"), "voc": ("VOC 2006", "same")})

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPORT_SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("snakemake", reason="snakemake is not installed (pip install -e '.[pipeline]')")
@@ -291,8 +292,7 @@ def test_tiny_report_has_every_section_and_its_tables_come_from_the_metrics(fini
 
     results = finished_run / "results"
     html = (results / "report.html").read_text()
-    for section in ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
-                    "hyperparameters", "genreject", "what-was-run", "downloads"):
+    for section in REPORT_SECTIONS:
         assert f'<section id="{section}">' in html, section
     # every configured dataset has a status; the paper's datasets that did not run are listed as such
     status = pd.read_csv(results / "tables/dataset_status.csv", keep_default_na=False)
@@ -347,6 +347,5 @@ def test_tiny_report_in_a_real_browser(finished_run, tmp_path):
     assert len(seen["images"]) >= 5
     classes = {t["class"] for t in seen["tables"] if t["rows"] > 0}
     assert {"status", "table1", "table1-paper", "table3", "table4", "claims", "table5"} <= classes
-    assert {"status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
-            "hyperparameters", "genreject"} <= set(seen["sections"])
+    assert set(REPORT_SECTIONS) <= set(seen["sections"])
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")

@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import REPORT_SECTIONS, SHARED_DATA
 from test_workflow import ROOT, _copy_workflow, _snakemake
 
 FOLDERS = ("mnist", "lshtc1-dryrun", "rrna16s-gold")
@@ -59,8 +59,7 @@ def shared_run(tmp_path_factory):
 def test_the_shared_data_report_has_every_section(shared_run):
     results = shared_run / "results"
     html = (results / "report.html").read_text()
-    for section in ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",
-                    "hyperparameters", "genreject", "what-was-run", "downloads"):
+    for section in REPORT_SECTIONS:
         assert f'<section id="{section}">' in html, section
     status = pd.read_csv(results / "tables/dataset_status.csv", keep_default_na=False).set_index("dataset")
     for name in ("mnist_shared", "lshtc1_dryrun", "rrna16s_gold"):

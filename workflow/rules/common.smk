@@ -30,7 +30,7 @@ for _name in config["run"]:
     _missing = svbop.report.status.missing_inputs(_name, config["datasets"][_name])
     if _missing:
         NOT_RUN[_name] = _missing
-        _where = "; ".join(f"{m['file']} at {m['where']}" + (f" (from {m['url']})" if m["url"] else "") for m in _missing)
+        _where = svbop.report.status.describe_missing(_missing)
         if config["missing_data"] == "stop":
             raise ValueError(f"config: run: {_name!r}: missing {_where} (or set missing_data: skip)")
         logger.warning(f"Not running dataset {_name!r} (missing_data: skip): missing {_where}")

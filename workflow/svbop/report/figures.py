@@ -77,16 +77,20 @@ def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: 
     if not specs:
         raise ValueError("plot_utilities: no utility specs given")
     us = [utility(spec, K=K) for spec in specs]
-    if ax is None:
-        fig = _new_figure()
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure
+    fig, ax = _figure_axes(ax)
     s = np.arange(1, K + 1)
     for u in us:
         ax.plot(s, u.values(), label=f"{_tex(utility_name(u.spec))}  {u.title}", linewidth=1.6)
     _finish_log_axes(ax, K, "$g(s)$", f"Set-based utilities, K = {K}")
     return fig
+
+
+def _figure_axes(ax: "Axes | None") -> tuple["Figure", "Axes"]:
+    """``ax`` and its figure, or a new figure with one axes when ``ax`` is None."""
+    if ax is None:
+        fig = _new_figure()
+        return fig, fig.add_subplot()
+    return ax.figure, ax
 
 
 def _finish_log_axes(ax: "Axes", K: int, ylabel: str, title: str) -> None:
@@ -143,11 +147,7 @@ def plot_fbeta_family(
         raise ValueError("plot_fbeta_family: no beta values given")
     us = [utility(f"fbeta:beta={_number_text(b)}", K=K) for b in betas]
     precision = utility("precision", K=K)
-    if ax is None:
-        fig = _new_figure()
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure
+    fig, ax = _figure_axes(ax)
     s = np.arange(1, K + 1)
     for u in us:
         ax.plot(s, u.values(), label=f"$\\beta = {u.label.split('_', 1)[1]}$", linewidth=1.6)

@@ -155,7 +155,9 @@ def _resolve_template(template: str | os.PathLike | None) -> Path:
     )
 
 
-def _context_table3(metrics: pd.DataFrame, dataset: str, labels: list[str], paired: pd.DataFrame | None = None) -> dict[str, object]:
+def _context_table3(
+    metrics: pd.DataFrame, dataset: str, labels: list[str], paired: pd.DataFrame | None = None
+) -> dict[str, object]:
     """Table 3 of one dataset; with ``paired`` (its rows of :func:`table3_vs_paper`), each utility
     cell is followed by the paper's value and the difference, the paper's best underlined."""
     t = table3(metrics, dataset, labels)
@@ -174,13 +176,14 @@ def _context_table3(metrics: pd.DataFrame, dataset: str, labels: list[str], pair
         if paper:
             header.append({"name": "paper (Δ)", "label": lab, "utility": False, "paper": True})
     header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size")]
+    label_of = dict(zip(util_cols, labels))
     rows = []
     for i, method in enumerate(t.index):
         key = t.attrs["keys"][i]
         cells = []
         for c in t.columns:
             cells.append({"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c]), "paper": False})
-            lab = dict(zip(util_cols, labels)).get(c)
+            lab = label_of.get(c)
             if paper and lab is not None:
                 v, d = paper.get((key[0], str(key[1]), lab), (float("nan"), float("nan")))
                 known = v == v
@@ -191,10 +194,6 @@ def _context_table3(metrics: pd.DataFrame, dataset: str, labels: list[str], pair
                 })
         rows.append({"name": _html_name(method), "key": "/".join(map(str, key)), "cells": cells})
     return {"header": header, "rows": rows}
-
-
-def _cell(value: object, decimals: int = 2) -> str:
-    return _fmt(value, decimals) if not isinstance(value, str) else value
 
 
 def _context_table4(t4: pd.DataFrame) -> list[dict[str, object]]:
@@ -255,8 +254,6 @@ def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | N
                 entry["reason"] = f"dataset {d!r} is not in the config's datasets"
             else:
                 entry["reason"] = f"dataset {d!r}: {row['status']}" + (f" ({row['detail']})" if row["detail"] else "")
-        for rec in entry["records"]:
-            rec["set_names"] = {lab: _html_name(utility_name(lab)) for lab in rec.get("sets", {})}
         entry["label_names"] = [_html_name(utility_name(lab)) for lab in entry["labels"]]
         out[name] = entry
     return out
@@ -390,25 +387,22 @@ def build_report(
         )
 
     t1 = table1(summaries)
-    predictions = []
-    present = set(metrics["dataset"].astype(str))
-    for d in datasets:
-        entry = dict(d)
-        entry["table"] = _context_table3(metrics, d["id"], labels) if d["id"] in present else None
-        predictions.append(entry)
-
-    fbeta_figure, genreject_figure = images.pop("fbeta_family"), images.pop("genreject_family")
     configured = dict(config.get("datasets") or {})
     run = [str(d) for d in (config.get("run") or [])]
     links = {name: paper_link(cfg) for name, cfg in configured.items()}
+    paired = table3_vs_paper(metrics, links)
+    predictions = []
+    present = set(metrics["dataset"].astype(str))
+    for d in datasets:
+        paper, relation = links.get(d["id"], (None, ""))
+        table = None
+        if d["id"] in present:
+            table = _context_table3(metrics, d["id"], labels, paired[paired["dataset"] == d["id"]])
+        predictions.append({**d, "table": table, "paper": paper, "relation": relation})
+
+    fbeta_figure, genreject_figure = images.pop("fbeta_family"), images.pop("genreject_family")
     status = dataset_status(configured, run, not_run) if configured else dataset_status(
         {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
-    paired = table3_vs_paper(metrics, links)
-    for entry in predictions:
-        paper, relation = links.get(entry["id"], (None, ""))
-        entry.update(paper=paper, relation=relation)
-        if entry["table"] is not None:
-            entry["table"] = _context_table3(metrics, entry["id"], labels, paired[paired["dataset"] == entry["id"]])
     t1p = table1_vs_paper(summaries, links)
     t1p_rows = []
     for r in t1p.to_dict("records"):

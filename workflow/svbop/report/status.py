@@ -16,7 +16,7 @@ import pandas as pd
 
 from .paper import canonical_paper_name, paper_datasets
 
-__all__ = ["STATUS_COLUMNS", "dataset_status", "missing_inputs", "paper_link"]
+__all__ = ["STATUS_COLUMNS", "dataset_status", "describe_missing", "missing_inputs", "paper_link"]
 
 #: Columns of :func:`dataset_status`.
 STATUS_COLUMNS = ("dataset", "title", "paper_dataset", "relation", "status", "detail")
@@ -62,6 +62,21 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
                 {"file": file, "where": str(placed), "url": str(manual.get("url", "")), "note": str(manual.get("note", ""))}
             )
     return missing
+
+
+def describe_missing(missing: Iterable[Mapping[str, str]]) -> str:
+    """What :func:`missing_inputs` found, as one line for people.
+
+    Examples
+    --------
+    >>> describe_missing([{"file": "a.csv", "where": "data/d/downloads/a.csv", "url": "https://x.org", "note": "login"}])
+    'a.csv at data/d/downloads/a.csv (get it from https://x.org; login)'
+    """
+    parts = []
+    for m in missing:
+        source = "; ".join(t for t in (f"get it from {m['url']}" if m["url"] else "", m["note"]) if t)
+        parts.append(f"{m['file']} at {m['where']}" + (f" ({source})" if source else ""))
+    return "; ".join(parts)
 
 
 def paper_link(dataset_config: Mapping[str, object]) -> tuple[str | None, str]:
@@ -126,10 +141,7 @@ def dataset_status(
             covered.add(paper)
         if name in not_run:
             status = "not run: data missing"
-            detail = "; ".join(
-                f"put {m['file']} at {m['where']}" + (f" (get it from {m['url']}" + (f"; {m['note']}" if m["note"] else "") + ")" if m["url"] else f" ({m['note']})")
-                for m in not_run[name]
-            )
+            detail = "missing " + describe_missing(not_run[name])
         elif name in run:
             status, detail = "run", ""
         else:
