@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 import svbop
-from svbop.full import linear_scores, predict_sets_full
+from svbop.full import linear_scores, predict_sets_full, predict_sets_full_naive
 from svbop.linear import LinearModel
 
 
@@ -39,6 +39,29 @@ def test_full_from_features_equals_predict_sets_on_probabilities(model, X, spec)
     assert not bad, f"rows {bad[:5]} differ"
     np.testing.assert_allclose(got.expected_utility, expected.expected_utility, rtol=1e-12)
     assert predict_sets_full(model, X[:3], spec).expected_utility is None
+
+
+@pytest.mark.parametrize("spec", svbop.STANDARD_UTILITIES)
+def test_naive_full_as_in_the_paper_equals_full(model, X, spec):
+    """The paper's cost model (softmax over all K, full sort, Algorithm 1) gives Full's sets."""
+    full = predict_sets_full(model, X, spec, expected_utility=True)
+    naive = predict_sets_full_naive(model, X, spec, n_jobs=2)
+    assert [s.tolist() for s in naive] == [s.tolist() for s in full]
+    np.testing.assert_allclose(naive.expected_utility, full.expected_utility, rtol=1e-12)
+    expected = svbop.predict_sets(model.predict_proba(X), spec)
+    assert [s.tolist() for s in naive] == [s.tolist() for s in expected]
+
+
+def test_naive_full_ties_and_long_sets():
+    """Exactly tied classes come in increasing class id, and sets longer than 64 classes fit."""
+    K = 100
+    model = LinearModel(np.zeros((K, 3)), np.zeros(K), np.arange(K))
+    X = np.ones((2, 3))
+    for spec in ("fbeta:beta=5", "recall", "fbeta:beta=1"):
+        naive = predict_sets_full_naive(model, X, spec)
+        expected = svbop.predict_sets(model.predict_proba(X), spec)
+        assert [s.tolist() for s in naive] == [s.tolist() for s in expected]
+    assert predict_sets_full_naive(model, X, "recall")[0].tolist() == list(range(K))
 
 
 def test_dense_features_and_long_sets(model):

@@ -104,3 +104,40 @@ def test_mismatched_index_and_bad_k_are_refused(setup):
         predict_sets_hsg(model, index, X, "fbeta:beta=1", k=0)
     with pytest.raises(ValueError, match="index must be"):
         predict_sets_hsg(model, "hnsw.bin", X, "fbeta:beta=1")
+
+
+@pytest.mark.parametrize("spec", svbop.STANDARD_UTILITIES)
+def test_hsg_asked_for_every_class_is_exact_when_the_graph_misses_classes(spec):
+    """K = 1000 classes in D = 5 dimensions: NMSLIB's graph returns fewer than K classes even for
+    k = ef = K; the classes it missed are scored exactly, so the sets equal SVBOP-Full's."""
+    rng = np.random.default_rng(11)
+    K, D = 1000, 5
+    model = LinearModel(rng.normal(size=(K, D)) * 2, rng.normal(size=K), np.arange(K))
+    X = sp.csr_matrix(rng.normal(size=(60, D)))
+    index = HNSWIndex(M=4, ef_construction=10).fit(model.W, model.b)
+    returned = (index.query(X, K, ef=K)[0] >= 0).sum(axis=1)
+    assert returned.min() < K, "the graph reached every class: the test needs a graph that misses some"
+    full = predict_sets_full(model, X, spec)
+    hsg = predict_sets_hsg(model, index, X, spec, k=K, ef=K)
+    assert identical(hsg, full).all()
+    for i in range(0, X.shape[0], 13):  # the paper's provider, one row at a time, alike
+        provider = HSGProvider(model, index, k=K, ef=K)
+        got = svbop.svbop(provider, X[i], spec, K=K, require_sorted=False)
+        np.testing.assert_array_equal(got.classes, full[i])
+
+
+@pytest.mark.parametrize("sparse_w", [True, False])
+def test_bias_centring_changes_no_score_and_no_set(sparse_w):
+    """The index holds b - mean(b): query scores still equal w.x + b, and with an exhaustive
+    index HSG's sets are Full's whether the bias is centred or not."""
+    model, X = problem(sparse_w, seed=5)
+    model = LinearModel(model.W, model.b - 6.0, model.classes)  # a large common bias, as liblinear's
+    K = model.n_classes
+    full = predict_sets_full(model, X, "fbeta:beta=1")
+    for center in (True, False):
+        index = HNSWIndex(M=16, ef_construction=200, center_bias=center).fit(model.W, model.b)
+        assert index.bias_shift == (pytest.approx(np.mean(model.b)) if center else 0.0)
+        ids, scores = index.query(X, 10, ef=K)
+        exact = model.decision_function(X)
+        np.testing.assert_allclose(scores, np.take_along_axis(exact, ids, axis=1), rtol=1e-5, atol=1e-5)
+        assert identical(predict_sets_hsg(model, index, X, "fbeta:beta=1", k=K, ef=K), full).all()

@@ -82,7 +82,7 @@ def test_sparse_index_of_clipped_weights_returns_exact_top_k(clipped, k):
     model, Xs = clipped
     assert sp.issparse(model.W) and 0.2 < model.density < 0.4
     index = HNSWIndex.from_model(model)
-    assert index.sparse and index.info()["space"] == "negdotprod_sparse"
+    assert index.sparse and index.info()["space"] == "negdotprod_sparse_fast"
     ids, scores = index.query(Xs, k, ef=K)
     assert_exact_top_k(ids, scores, model.W, model.b, Xs, k)
 

@@ -104,7 +104,7 @@ def test_set_agreement_compares_sets_regardless_of_order():
 def test_evaluate_methods_with_svbop_timing_columns():
     from svbop.evaluation import METHODS, evaluate_methods, timing_columns
 
-    assert METHODS[:4] == ("svbop_full", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans")
+    assert METHODS[:5] == ("svbop_full", "svbop_full_naive", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans")
     y = np.array([0, 1, 2, 1])
     full = svbop.SetPredictions.from_sets([[0], [1, 2], [2], [0]], 3)
     hsg = svbop.SetPredictions.from_sets([[0], [2, 1], [2, 0], [0]], 3)
@@ -118,6 +118,14 @@ def test_evaluate_methods_with_svbop_timing_columns():
     rows = evaluate_methods(sets, y, ["fbeta:beta=1"], dataset="d", extra=extra)
     assert [(r["method"], r.get("t_test_ms")) for r in rows] == [("svbop_full", 0.5), ("svbop_hsg", 0.1), ("top_s", None)]
     assert rows[1]["recall_pct"] == 75.0 and rows[1]["agreement_with_full_pct"] == 75.0
+    # with the paper's SVBOP-Full timed too, every other method also gets its speed-up over that one
+    sets[("svbop_full_naive", "fbeta_1")] = full
+    timings[("svbop_full_naive", "fbeta_1")] = {"ms_per_sample": 2.0}
+    extra = timing_columns(sets, timings)
+    assert extra[("svbop_full_naive", "fbeta_1")] == {
+        "t_test_ms": 2.0, "agreement_with_full_pct": 100.0, "speedup_vs_full": pytest.approx(0.25)}
+    assert extra[("svbop_hsg", "fbeta_1")]["speedup_vs_full_naive"] == pytest.approx(20.0)
+    assert "speedup_vs_full_naive" not in extra[("svbop_full", "fbeta_1")]
     with pytest.raises(ValueError, match="no svbop_full sets and timing for 'fbeta_5'"):
         timing_columns({**sets, ("svbop_hsg", "fbeta_5"): hsg}, {("svbop_hsg", "fbeta_5"): {"ms_per_sample": 1.0}})
     with pytest.raises(ValueError, match="unknown method 'svbop_fast'"):

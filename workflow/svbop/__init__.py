@@ -36,7 +36,7 @@ from .baselines import (
     top_s_sets,
     tune_threshold,
 )
-from .full import predict_sets_full
+from .full import predict_sets_full, predict_sets_full_naive
 from .hf import predict_sets_hf
 from .hsg import predict_sets_hsg
 from .metrics import mean_scores, recall, set_sizes, set_utility, top1_accuracy
@@ -81,6 +81,7 @@ __all__ = [
     "predict_set_stream",
     "predict_sets",
     "predict_sets_full",
+    "predict_sets_full_naive",
     "predict_sets_hf",
     "predict_sets_hsg",
     "recall",

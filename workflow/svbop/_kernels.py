@@ -176,6 +176,70 @@ def full_sparse(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, g, rho, f, rounds, 
         out_val[i] = u / total
 
 
+# --- SVBOP-Full as the paper runs it (Algorithms 1-3, napkinXC's cost model) --------------------
+
+
+@njit(**_JIT)
+def _naive_row(s, g, rho, early, p, out_row):
+    """The paper's SVBOP-Full on one row of scores: the softmax over all ``K`` classes, a full sort
+    (stable: ties in increasing class id), then Algorithm 1 on the sorted list.
+
+    Returns (set size, expected utility of the set).
+    """
+    K = s.size
+    m = s[0]
+    for c in range(1, K):
+        if s[c] > m:
+            m = s[c]
+    z = 0.0
+    for c in range(K):
+        p[c] = np.exp(s[c] - m)
+        z += p[c]
+    for c in range(K):
+        p[c] = -(p[c] / z)  # negated: argsort then gives decreasing probability
+    order = np.argsort(p, kind="mergesort")
+    mass = 0.0
+    best = -np.inf
+    size = 0
+    chosen_u = 0.0
+    for q in range(K):
+        mass -= p[order[q]]
+        U = g[q] * mass
+        if U >= (1.0 - rho) * best:
+            size = q + 1
+            chosen_u = U
+            if U > best:
+                best = U
+        elif early:
+            break
+    for q in range(min(size, out_row.size)):
+        out_row[q] = order[q]
+    return size, chosen_u
+
+
+@njit(**_JIT)
+def full_naive_dense(S, g, rho, early, out_cls, out_size, out_val):
+    """:func:`_naive_row` on every row of a dense score matrix."""
+    p = np.empty(S.shape[1])
+    for i in range(S.shape[0]):
+        size, u = _naive_row(S[i], g, rho, early, p, out_cls[i])
+        out_size[i] = size
+        out_val[i] = u
+
+
+@njit(**_JIT)
+def full_naive_sparse(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, g, rho, early, out_cls, out_size, out_val):
+    """Scores of one row at a time (as :func:`score_rows`), then :func:`_naive_row` on it."""
+    K = b.size
+    s = np.empty(K)
+    p = np.empty(K)
+    for i in range(xptr.size - 1):
+        _score_row(s, xptr[i], xptr[i + 1], xind, xval, wt_ptr, wt_ind, wt_val, b)
+        size, u = _naive_row(s, g, rho, early, p, out_cls[i])
+        out_size[i] = size
+        out_val[i] = u
+
+
 # --- Algorithm 1 continued over appended classes (SVBOP-HSG) -------------------------------------
 
 

@@ -87,6 +87,30 @@ def exact_scores(model: LinearModel, X: sp.csr_matrix, ids: np.ndarray, n_jobs: 
     return out
 
 
+def _complete(ids: np.ndarray, delivered: np.ndarray) -> np.ndarray:
+    """Rows of ``ids`` (a query for all ``K`` classes, -1 padded) with the classes that are in
+    neither the row nor ``delivered`` (bool, shape (n, K): delivered in earlier rounds) written
+    into the padding.
+
+    NMSLIB may return fewer classes than asked even for ``k = ef = K`` (its graph need not reach
+    every node); a query for every class must deliver every class, so SVBOP-HSG scores the ones
+    the index missed exactly, and with ``k = K`` its sets equal SVBOP-Full's.
+    """
+    n, K = delivered.shape
+    present = delivered.copy()
+    r, q = np.nonzero(ids >= 0)
+    present[r, ids[r, q]] = True
+    mr, mc = np.nonzero(~present)  # missing classes, row by row
+    if not mr.size:
+        return ids
+    fr, fq = np.nonzero(ids < 0)  # free slots, row by row (at least as many as missing classes)
+    rank = np.arange(mr.size) - np.searchsorted(mr, mr)  # position of a missing class in its row
+    out = ids.copy()
+    out[mr, fq[np.searchsorted(fr, mr) + rank]] = mc
+    logger.debug("HSG: %d classes the index did not return were scored exactly", mr.size)
+    return out
+
+
 def _sorted_new(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row: classes by decreasing exact score (ties: lower id), invalid (-1) last; and counts."""
     order = np.lexsort((ids, -scores), axis=-1)
@@ -173,6 +197,13 @@ def predict_sets_hsg(
                 keys = rows[:, None] * K + np.maximum(ids, 0)
                 pos = np.minimum(np.searchsorted(seen_keys, keys), max(seen_keys.size - 1, 0))
                 ids = np.where((ids >= 0) & (seen_keys[pos] == keys), -1, ids) if seen_keys.size else ids
+            if kk >= K:  # a query for every class: the classes the index did not return are added
+                line = np.full(n, -1)
+                line[rows] = np.arange(rows.size)
+                at = line[seen_keys // K]
+                delivered = np.zeros((rows.size, K), dtype=bool)
+                delivered[at[at >= 0], seen_keys[at >= 0] % K] = True
+                ids = _complete(ids, delivered)
             scores = exact_scores(model, Xr, ids, n_jobs)
             ids, scores, counts = _sorted_new(ids, scores)
             if first:
@@ -191,7 +222,7 @@ def predict_sets_hsg(
             _kernels.continue_stream(vals, counts, rows, g, float(tie_rtol), early, mass, best, n_seen, size,
                                      chosen_u, done)
             n_seen[rows] = consumed + counts  # the stream's length (not what was consumed)
-            exhausted = (kk >= K) | (counts == 0)  # nothing more can come
+            exhausted = np.full(rows.size, kk >= K)  # every class has been delivered
             done[rows[exhausted]] = True
             want[rows] = np.minimum(K, 2 * np.maximum(n_seen[rows], kk))
         first = False
@@ -235,6 +266,10 @@ class HSGProvider:
         ids, _ = self.index.query(self._x, kk, ef=max(kk, self.ef or kk))
         self.queries += 1
         ids = np.array([[c if c not in self._seen else -1 for c in ids[0]]], dtype=np.int64)
+        if kk >= self.model.n_classes:  # every class must come: add those the index missed
+            delivered = np.zeros((1, self.model.n_classes), dtype=bool)
+            delivered[0, list(self._seen)] = True
+            ids = _complete(ids, delivered)
         ids, scores, counts = _sorted_new(ids, exact_scores(self.model, self._x, ids))
         if self._top is None:
             self._top = float(scores[0, 0])
