@@ -206,14 +206,17 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
+@pytest.mark.parametrize("dense_min", [0.0, 2.0])
 @pytest.mark.parametrize("hash_min", [0, 10**9])
-def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min):
+def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min):
     """Nodes with many features look the row's features up in a hash table; others read a
-    dense copy of the row.  Both must give the exhaustive answer (rows of 1-3 features force
-    the hash path wherever a node has a table)."""
+    dense copy of the row.  Nodes keep their children's weights as a dense block (every node
+    with dense_min 0) or as sparse groups (none with 2).  Every combination must give the
+    exhaustive answer (rows of 1-3 features force the hash path wherever a node has a table)."""
     import svbop.hf as hf
 
     monkeypatch.setattr(hf, "_HASH_MIN", hash_min)
+    monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
     rng = np.random.default_rng(4)
@@ -221,5 +224,8 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
     X = sp.csr_matrix((rng.random(sum(map(len, rows))), np.concatenate(rows),
                        np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(80, 300))
     assert (hf._layout(model).hbits > 0).any() == (hash_min == 0)
+    internal = np.diff(hf._layout(model).child_ptr) > 0
+    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0)
+    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):
         assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))

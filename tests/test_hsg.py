@@ -141,3 +141,18 @@ def test_bias_centring_changes_no_score_and_no_set(sparse_w):
         exact = model.decision_function(X)
         np.testing.assert_allclose(scores, np.take_along_axis(exact, ids, axis=1), rtol=1e-5, atol=1e-5)
         assert identical(predict_sets_hsg(model, index, X, "fbeta:beta=1", k=K, ef=K), full).all()
+
+
+def test_index_recall_is_the_share_of_the_exact_top_k_returned(setup):
+    model, index, X = setup
+    K = model.n_classes
+    from svbop.hsg import index_recall
+
+    assert index_recall(model, index, X, K) == 1.0  # asked for everything: everything (or tied)
+    got = index_recall(model, index, X, 5, ef=5)
+    ids, _ = index.query(X, 5, ef=5)
+    exact = np.argsort(-model.decision_function(X), axis=1, kind="stable")[:, :5]
+    by_hand = np.mean([np.intersect1d(a, b).size / 5 for a, b in zip(ids, exact)])
+    assert got == pytest.approx(by_hand)
+    weak = HNSWIndex(M=2, ef_construction=2).fit(model.W, model.b)
+    assert index_recall(model, weak, X, 20, ef=20) < 1.0

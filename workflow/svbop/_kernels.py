@@ -218,23 +218,44 @@ def _naive_row(s, g, rho, early, p, out_row):
 
 
 @njit(**_JIT)
-def full_naive_dense(S, g, rho, early, out_cls, out_size, out_val):
-    """:func:`_naive_row` on every row of a dense score matrix."""
-    p = np.empty(S.shape[1])
-    for i in range(S.shape[0]):
-        size, u = _naive_row(S[i], g, rho, early, p, out_cls[i])
+def full_naive_dense(W, b, xptr, xind, xval, g, rho, early, out_cls, out_size, out_val):
+    """The paper's SVBOP-Full on CSR rows with dense weights: each class scored in turn
+    (``w_c . x + b_c``, products in increasing feature order), then :func:`_naive_row`."""
+    K = b.size
+    s = np.empty(K)
+    p = np.empty(K)
+    for i in range(xptr.size - 1):
+        for c in range(K):
+            t = 0.0
+            for a in range(xptr[i], xptr[i + 1]):
+                t += xval[a] * W[c, xind[a]]
+            s[c] = t + b[c]
+        size, u = _naive_row(s, g, rho, early, p, out_cls[i])
         out_size[i] = size
         out_val[i] = u
 
 
 @njit(**_JIT)
-def full_naive_sparse(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, g, rho, early, out_cls, out_size, out_val):
-    """Scores of one row at a time (as :func:`score_rows`), then :func:`_naive_row` on it."""
+def full_naive_sparse(w_ptr, w_ind, w_val, b, n_features, xptr, xind, xval, g, rho, early, out_cls, out_size,
+                      out_val):
+    """The paper's SVBOP-Full on CSR rows with CSR weights: each class scored in turn against a
+    dense copy of the row (as :func:`gather_scores_sparse`), then :func:`_naive_row`."""
     K = b.size
     s = np.empty(K)
     p = np.empty(K)
+    buf = np.zeros(n_features)
     for i in range(xptr.size - 1):
-        _score_row(s, xptr[i], xptr[i + 1], xind, xval, wt_ptr, wt_ind, wt_val, b)
+        for a in range(xptr[i], xptr[i + 1]):
+            buf[xind[a]] = xval[a]
+        for c in range(K):
+            t = 0.0
+            for e in range(w_ptr[c], w_ptr[c + 1]):
+                x = buf[w_ind[e]]
+                if x != 0.0:
+                    t += x * w_val[e]
+            s[c] = t + b[c]
+        for a in range(xptr[i], xptr[i + 1]):
+            buf[xind[a]] = 0.0
         size, u = _naive_row(s, g, rho, early, p, out_cls[i])
         out_size[i] = size
         out_val[i] = u
@@ -337,11 +358,12 @@ def _slot(j, bits):
 
 
 @njit(**_JIT)
-def build_feature_tables(bptr, bfeat, hptr, hbits, hkey, hval):
+def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
     """Open-addressing tables (linear probing) from feature id to its position ``f`` per node.
 
-    Node ``v``'s table is ``hkey/hval[hptr[v]:hptr[v+1]]`` with ``2**hbits[v]`` slots (empty
-    slots hold -1); nodes with ``hbits[v] == 0`` have none.
+    Node ``v``'s table is ``htab[hptr[v]:hptr[v+1]]`` with ``2**hbits[v]`` slots, each a pair
+    (feature id, position) in one cache line (empty slots hold -1); nodes with ``hbits[v] == 0``
+    have none.
     """
     for v in range(bptr.size - 1):
         if hbits[v] == 0:
@@ -350,20 +372,35 @@ def build_feature_tables(bptr, bfeat, hptr, hbits, hkey, hval):
         mask = (1 << hbits[v]) - 1
         for f in range(bptr[v], bptr[v + 1]):
             h = _slot(bfeat[f], hbits[v])
-            while hkey[base + h] >= 0:
+            while htab[base + h, 0] >= 0:
                 h = (h + 1) & mask
-            hkey[base + h] = bfeat[f]
-            hval[base + h] = f
+            htab[base + h, 0] = bfeat[f]
+            htab[base + h, 1] = f
 
 
 @njit(**_JIT)
-def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, hptr, hbits, hkey, hval,
+def _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf):
+    """``sbuf += v * (weights of the node's children on its feature at position f)``."""
+    d = dptr[node]
+    if d >= 0:  # dense block: the children's weights on this feature are contiguous
+        base = d + (f - f0) * nc
+        for q in range(nc):
+            sbuf[q] += v * dval[base + q]
+    else:
+        for e in range(bcol[f], bcol[f + 1]):
+            sbuf[bchild[e]] += v * bval[e]
+
+
+@njit(**_JIT)
+def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
                      sbuf, nc):
     """Children scores ``w . x`` (no intercept) of ``node``, products in increasing feature order.
 
     A node with few features reads them from the dense copy ``xbuf`` of the row (cost: its
     features); a node with many looks each of the row's features up in its hash table (cost:
-    the row's features).
+    the row's features).  A node whose children have weights on most of its features keeps them
+    as a dense block (one row of ``nc`` weights per feature, zeros included: ``s + v * 0.0 = s``,
+    so the sums are the same).
     """
     for q in range(nc):
         sbuf[q] = 0.0
@@ -374,8 +411,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
         for f in range(f0, f1):
             v = xbuf[bfeat[f]]
             if v != 0.0:
-                for e in range(bcol[f], bcol[f + 1]):
-                    sbuf[bchild[e]] += v * bval[e]
+                _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
         return
     base = hptr[node]
     mask = (1 << bits) - 1
@@ -383,12 +419,9 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
         j = xind[a]
         h = _slot(j, bits)
         while True:
-            key = hkey[base + h]
+            key = htab[base + h, 0]
             if key == j:
-                f = hval[base + h]
-                v = xval[a]
-                for e in range(bcol[f], bcol[f + 1]):
-                    sbuf[bchild[e]] += v * bval[e]
+                _add_feature(htab[base + h, 1], xval[a], node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
                 break
             if key < 0:
                 break
@@ -396,8 +429,8 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfeat, bcol, bchild, bval, hptr, hbits,
-              hkey, hval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size, out_val,
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfeat, bcol, bchild, bval, dptr, dval,
+              hptr, hbits, htab, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size, out_val,
               out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
@@ -458,8 +491,8 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
             visits += 1
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
-            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, hptr, hbits, hkey,
-                             hval, sbuf, nc)
+            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
+                             htab, sbuf, nc)
             m = -np.inf
             for q in range(nc):
                 sbuf[q] += bias[children[c0 + q]]

@@ -109,7 +109,8 @@ def timing_columns(
         the other methods also ``agreement_with_full_pct`` (percentage of test rows whose set
         equals the reference's for the same ``param``) and ``speedup_vs_full`` (reference's
         ``t_test_ms`` over the method's), and ``speedup_vs_full_naive`` (``paper_reference``'s
-        over the method's) where that was timed.
+        over the method's) where that was timed; ``index_recall_pct`` where the record has it
+        (SVBOP-HSG: recall@k of its index).
 
     Raises
     ------
@@ -123,6 +124,8 @@ def timing_columns(
             raise ValueError(f"timing for {method} {param} but no sets")
         ms = float(record["ms_per_sample"])
         out[key] = {"t_test_ms": ms}
+        if record.get("index_recall_pct") is not None:  # SVBOP-HSG: its index's recall@k
+            out[key]["index_recall_pct"] = float(record["index_recall_pct"])
         if method == reference:
             continue
         ref = (reference, param)

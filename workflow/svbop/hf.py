@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 _FIRST_CAP = 64
 #: Nodes whose children use more features than this get a hash table (see TreeSearchLayout).
 _HASH_MIN = 256
+#: Nodes whose children have weights on at least this share of (feature, child) pairs keep them as a
+#: dense block (see TreeSearchLayout).
+_DENSE_MIN = 0.5
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
 
@@ -57,8 +60,12 @@ class TreeSearchLayout:
     child of ``v``; for such a feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the
     children (positions among ``v``'s children) with a weight on it and ``bval`` the weights.
     Nodes with more than ``_HASH_MIN`` features also get a hash table from feature id to its
-    position (``hptr``, ``hbits``, ``hkey``, ``hval``), so that scoring their children costs one
-    lookup per feature of ``x`` instead of a pass over all their features.
+    position (``hptr``, ``hbits``, ``htab``: (feature, position) pairs), so that scoring their
+    children costs one lookup per feature of ``x`` instead of a pass over all their features.
+    Nodes whose children have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs
+    (unclipped liblinear nodes: most) also keep them as a dense block,
+    ``dval[dptr[v] + (f - bptr[v]) * n_children + q]`` (``dptr[v] = -1`` for the others): one
+    contiguous read per feature of ``x`` instead of a scatter through ``bchild``.
     """
 
     child_ptr: np.ndarray
@@ -68,10 +75,11 @@ class TreeSearchLayout:
     bcol: np.ndarray
     bchild: np.ndarray
     bval: np.ndarray
+    dptr: np.ndarray
+    dval: np.ndarray
     hptr: np.ndarray
     hbits: np.ndarray
-    hkey: np.ndarray
-    hval: np.ndarray
+    htab: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
@@ -109,21 +117,33 @@ class TreeSearchLayout:
         hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0).astype(np.int64)
         hsize = np.where(hbits > 0, 1 << hbits, 0)
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
-        hkey = np.full(hptr[-1], -1, dtype=np.int64)
-        hval = np.zeros(hptr[-1], dtype=np.int64)
-        _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, hkey, hval)
+        htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
+        _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, htab)
+        bchild = position[node].astype(np.int64)
+        n_children = np.diff(child_ptr)
+        nnz = bcol[bptr[1:]] - bcol[bptr[:-1]]
+        block = n_feat * n_children
+        dense = (block > 0) & (nnz >= _DENSE_MIN * block)
+        dptr = np.where(dense, np.concatenate([[0], np.cumsum(np.where(dense, block, 0))[:-1]]), -1).astype(np.int64)
+        dval = np.zeros(int(np.where(dense, block, 0).sum()))
+        if dense.any():  # scatter each dense node's weights into its block
+            group_node = parent  # the node of every weight
+            local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
+            keep = dense[group_node]
+            dval[dptr[group_node[keep]] + local_f[keep] * n_children[group_node[keep]] + bchild[keep]] = data[keep]
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
             bptr=bptr,
             bfeat=bfeat,
             bcol=bcol,
-            bchild=position[node].astype(np.int64),
+            bchild=bchild,
             bval=np.ascontiguousarray(data, dtype=np.float64),
+            dptr=dptr,
+            dval=dval,
             hptr=hptr,
             hbits=hbits,
-            hkey=hkey,
-            hval=hval,
+            htab=htab,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
             n_classes=int(tree.n_classes),
             n_features=int(model.n_features),
@@ -199,7 +219,8 @@ def predict_sets_hf(
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
-                lay.bcol, lay.bchild, lay.bval, lay.hptr, lay.hbits, lay.hkey, lay.hval, lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
+                lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.bias, K, lay.root,
+                g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
 

@@ -38,7 +38,7 @@ from .search import TIE_RTOL, utility_for
 from .sets import SetPredictions
 from .utilities import Utility
 
-__all__ = ["HSGProvider", "exact_scores", "predict_sets_hsg"]
+__all__ = ["HSGProvider", "exact_scores", "index_recall", "predict_sets_hsg"]
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +241,46 @@ def predict_sets_hsg(
     if return_stats:
         return sets, {"queries": queries, "scored": n_seen.copy()}
     return sets
+
+
+def index_recall(model: LinearModel, index: HNSWIndex, X: Any, k: int, ef: int | None = None,
+                 *, max_rows: int = 2000, seed: int = 0) -> float:
+    """Recall@k of the index: the share of each row's exact top-``k`` classes its query returns.
+
+    Parameters
+    ----------
+    model, index
+        As for :func:`predict_sets_hsg`.
+    X : array or scipy sparse matrix of shape (n_samples, n_features)
+    k : int
+        Classes asked for (capped at ``K``), as SVBOP-HSG's first query.
+    ef : int, optional
+        efSearch, as :func:`predict_sets_hsg` uses it (``max(ef, k)``).
+    max_rows : int, default 2000
+        A seeded sample of at most this many rows is used (the exact top-k needs all K scores).
+    seed : int, default 0
+
+    Returns
+    -------
+    float
+        Mean over rows of ``|returned & exact top-k| / k``, in [0, 1] (NaN for no rows).  Classes
+        tied with the k-th exact score count as in the exact top-k.
+    """
+    model, index = _check(model, index)
+    k = min(_positive_int("k", k), model.n_classes)
+    X = _as_sorted_csr(X, model.n_features)
+    n = X.shape[0]
+    if n == 0:
+        return float("nan")
+    if n > max_rows:
+        X = X[np.sort(np.random.default_rng(seed).choice(n, max_rows, replace=False))]
+    from .full import linear_scores
+
+    S = linear_scores(model, X)
+    ids, _ = index.query(X, k, ef=max(k, ef or k))
+    kth = -np.partition(-S, k - 1, axis=1)[:, k - 1]
+    found = np.take_along_axis(S, np.maximum(ids, 0), axis=1) >= kth[:, None]
+    return float(np.mean(((ids >= 0) & found).sum(axis=1) / k))
 
 
 class HSGProvider:

@@ -56,7 +56,8 @@ TABLE1_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration
 _NUMERIC_METRICS = ("n_test", "recall_pct", "mean_size", "top1_pct")
 #: Numeric columns that only some methods fill (empty elsewhere): a threshold's tuned theta, and
 #: the test time of the SVBOP methods and their agreement with SVBOP-Full (svbop.evaluation).
-_OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_vs_full", "speedup_vs_full_naive")
+_OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_vs_full", "speedup_vs_full_naive",
+                     "index_recall_pct")
 _NOT_UTILITIES = ("recall_pct", "top1_pct", "agreement_with_full_pct")
 _GREEK = {"delta": "δ", "gamma": "γ", "alpha": "α", "beta": "β"}
 
