@@ -229,3 +229,23 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
     assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):
         assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))
+
+
+def test_where_probabilities_underflow_hf_orders_by_log_probability():
+    """Huge weights: many leaf probabilities underflow to 0 in predict_proba, so predict_sets can
+    only list them by class id; HF lists the same classes by decreasing log-probability (the true
+    order), which node_log_proba confirms."""
+    tree = binary_tree(16)
+    model = random_model(tree, D=12, seed=9, scale=2000.0)
+    X = queries(12, 60, seed=9)
+    P = model.predict_proba(X)
+    assert (P == 0).any(axis=1).mean() > 0.5, "the test needs rows whose probabilities underflow"
+    logp = model.node_log_proba(X)[:, : tree.n_classes]
+    assert np.isfinite(logp).all()
+    hf = predict_sets_hf(model, X, "recall")  # g constant: every class is in the set
+    exhaustive = svbop.predict_sets(P, "recall")
+    for i in range(X.shape[0]):
+        assert sorted(hf[i]) == sorted(exhaustive[i]) == list(range(tree.n_classes))
+        np.testing.assert_array_equal(np.diff(logp[i, hf[i]]) <= 0, True)  # decreasing log-probability
+        zero = P[i, exhaustive[i]] == 0  # predict_sets: the underflowed classes last, by class id
+        assert np.all(np.diff(exhaustive[i][zero]) > 0)
