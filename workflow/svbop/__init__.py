@@ -24,6 +24,7 @@ svbop.index        the HNSW index (NMSLIB) over class weight vectors
 svbop.full, svbop.hsg, svbop.hf   the paper's three algorithms from models (compiled kernels)
 svbop.evaluation   the paper's protocol: every method's sets under every utility
 svbop.report       tables, figures and the self-contained HTML report
+svbop.sklearn      scikit-learn estimators and set-utility scorers (`import svbop` does not import sklearn)
 svbop.io, svbop.logs   atomic file writing, logs with progress
 """
 
