@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 
 import numpy as np
 
 from . import __version__
-from .io import load_scores, load_sets, save_sets
+from .io import load_npy, load_scores, load_sets, save_sets
 from .metrics import check_labels, mean_scores
 from .search import predict_sets
 from .utilities import STANDARD_UTILITIES, utility, utility_table
@@ -40,6 +42,8 @@ def _utilities(args) -> int:
 
 
 def _predict(args) -> int:
+    if os.path.exists(args.output) and os.path.samefile(args.output, args.probs):
+        raise ValueError(f"{args.output}: --output is the input file; choose another name (it would be overwritten)")
     P = load_scores(args.probs, key=args.key)
     sets = predict_sets(P, utility(args.utility), n_jobs=args.jobs)
     save_sets(args.output, sets)
@@ -52,12 +56,28 @@ def _predict(args) -> int:
 
 def _evaluate(args) -> int:
     sets = load_sets(args.sets)
-    y = np.loadtxt(args.labels, dtype=np.int64, ndmin=1) if not args.labels.endswith(".npy") else np.load(args.labels)
+    if len(sets) == 0:
+        raise ValueError(f"{args.sets}: no sets (nothing to evaluate)")
+    y = _load_labels(args.labels)
     check_labels(y, (len(sets), sets.n_classes), name=args.labels)
     scores = mean_scores(sets, y, args.utility)
     for k, v in scores.items():
         print(f"{k}\t{v:.4f}")
     return 0
+
+
+def _load_labels(path: str) -> np.ndarray:
+    """True class indices: a ``.npy`` array or a text file with one index per line."""
+    if path.endswith(".npy"):
+        return load_npy(path, "label file (.npy)")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no such file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # an empty file: counted below
+            return np.loadtxt(path, dtype=np.int64, ndmin=1)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: expected one integer class index per line ({exc})") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ValueError as exc:
         print(f"svbop: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # unreadable or unwritable files: the file and the system's reason
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"svbop: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 
