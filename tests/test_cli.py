@@ -1,5 +1,5 @@
-import pytest
 import numpy as np
+import pytest
 
 from svbop.cli import main
 from svbop.io import load_sets

@@ -7,7 +7,9 @@ from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
 dataset = Dataset.load(snakemake.input.dataset)
-split = make_split(dataset.n_samples, snakemake.params.sizes, seed=snakemake.params.seed, y=dataset.y,
-                   part=dataset.part)
+sizes = dict(snakemake.params.sizes)
+small_classes = sizes.pop("small_classes", "warn")  # what to do about them; it changes no row
+split = make_split(dataset.n_samples, sizes, seed=snakemake.params.seed, y=dataset.y, part=dataset.part,
+                   small_classes=small_classes, class_names=dataset.class_names)
 save_split(snakemake.output[0], split)
 logging.info("split sizes: %s", {part: len(rows) for part, rows in split.items()})
