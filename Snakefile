@@ -10,15 +10,31 @@
 # file per stage in workflow/rules/, the real work in the library workflow/svbop/. The page to
 # read is results/report.html.
 
-from snakemake.utils import min_version, validate
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version
+
+import svbop.config
 
 min_version("9.0")
+
+# A YAML syntax error in config.yaml is named with its line and column (Snakemake's own message
+# names neither; for a file given with --configfile, run `svbop check-config config.yaml FILE`).
+try:
+    svbop.config.check_yaml("config.yaml")
+except svbop.config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 configfile: "config.yaml"
 
 
-validate(config, schema="workflow/schemas/config.schema.yaml")
+# The schema (defaults filled in) and the checks it cannot express, before any job: one line
+# naming the key on error. See svbop/config.py.
+try:
+    svbop.config.validate_config(config, "workflow/schemas/config.schema.yaml")
+    svbop.config.check_config(config)
+except svbop.config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 report: "report/workflow.rst"

@@ -17,12 +17,7 @@ def library_sources(*modules):
 
 # --- the experiment's axes ------------------------------------------------------------------
 
-for _name in config["run"]:
-    if _name not in config["datasets"]:
-        raise ValueError(
-            f"config: run: {_name!r} is not a key of datasets "
-            f"(known: {', '.join(sorted(config['datasets'])) or 'none'})"
-        )
+# (run names keys of datasets: checked by svbop.config.check_config in the Snakefile)
 # A dataset whose manual or local files are missing is not run (missing_data: skip): the report
 # lists it with the file, where to put it and where to get it. missing_data: stop fails instead.
 NOT_RUN = {}

@@ -1,4 +1,4 @@
-"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``."""
+"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``, ``svbop check-config``."""
 
 from __future__ import annotations
 
@@ -66,6 +66,20 @@ def _evaluate(args) -> int:
     return 0
 
 
+def _check_config(args) -> int:
+    from .config import check_config, check_yaml, load_yaml, merge_configs, validate_config
+
+    merged: dict = {}
+    for path in args.files:
+        check_yaml(path)
+        merged = merge_configs(merged, load_yaml(path) or {})
+    validate_config(merged, args.schema) if args.schema else validate_config(merged)
+    check_config(merged)
+    print(f"config ok ({', '.join(args.files)}): {len(merged.get('run') or [])} datasets in run, "
+          f"{len(merged.get('datasets') or {})} configured")
+    return 0
+
+
 def _load_labels(path: str) -> np.ndarray:
     """True class indices: a ``.npy`` array or a text file with one index per line."""
     if path.endswith(".npy"):
@@ -100,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("labels", help="true class indices (.npy or text, one per line)")
     p.add_argument("--utility", "-u", action="append", default=[], help="utility spec (repeatable)")
     p.set_defaults(func=_evaluate)
+    p = sub.add_parser("check-config", help="check workflow config files (YAML syntax, schema, cross-field rules)")
+    p.add_argument("files", nargs="+", help="config files, merged in order as Snakemake merges --configfile files")
+    p.add_argument("--schema", help="JSON schema (default: the workflow's config.schema.yaml)")
+    p.set_defaults(func=_check_config)
     return ap
 
 
