@@ -3,6 +3,7 @@
 import os
 
 import svbop
+import svbop.config
 import svbop.datasets
 import svbop.report.status
 from snakemake.logging import logger
@@ -54,6 +55,7 @@ TOP_S = [str(s) for s in config["baselines"]["top_s"]]
 wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9._-]*",
     file="[^/]+",
+    weights="[A-Za-z0-9][A-Za-z0-9._-]*",
     utility="|".join(re.escape(label) for label in UTILITIES),
     s="[0-9]+",
     part="[0-9]+",
@@ -78,6 +80,25 @@ def file_spec(dataset, name):
     if "path" in spec:
         spec["path"] = os.path.abspath(os.path.expanduser(spec["path"]))
     return spec
+
+
+def weights_spec(name):
+    """Config of one weights file; a local `path` replaces the url (an offline machine)."""
+    if name not in config["weights"]:
+        raise ValueError(f"config: weights: no entry {name!r} (known: {', '.join(config['weights']) or 'none'})")
+    spec = dict(config["weights"][name])
+    if "path" in spec:
+        spec.pop("url", None)
+        spec["path"] = os.path.abspath(os.path.expanduser(spec["path"]))
+    return spec
+
+
+def vgg16_weights(wildcards):
+    """The weights file of a vgg16 features job (none for random weights)."""
+    name = dataset_config(wildcards)["features"]["weights"]
+    if name.lower() == "none":
+        return []
+    return f"data/pretrained/{svbop.config.vgg16_weights_key(name)}.pth"
 
 
 def downloaded_files(dataset):

@@ -28,10 +28,12 @@ __all__ = [
     "ConfigError",
     "SCHEMA",
     "check_config",
+    "check_dataset",
     "check_yaml",
     "load_yaml",
     "merge_configs",
     "validate_config",
+    "vgg16_weights_key",
 ]
 
 #: The workflow's config schema.
@@ -239,6 +241,12 @@ def _has_hierarchy(cfg: Mapping[str, Any]) -> bool:
     return False
 
 
+def vgg16_weights_key(name: str) -> str:
+    """The top-level ``weights`` entry a dataset's ``features.weights`` names (``DEFAULT`` and
+    torchvision's ``IMAGENET1K_V1`` are ``vgg16_imagenet``)."""
+    return "vgg16_imagenet" if name in ("DEFAULT", "IMAGENET1K_V1") else name
+
+
 def _raw_file_check(where: str, name: str, files: Mapping[str, Any], unpack: Sequence[str]) -> None:
     """A file a reader opens in the raw folder: a listed download (not one that is unpacked),
     or, when archives are unpacked, possibly one of their members (not checked here)."""
@@ -251,19 +259,30 @@ def _raw_file_check(where: str, name: str, files: Mapping[str, Any], unpack: Seq
         raise ConfigError(f"config: {where}: {name!r} is not one of the dataset's files (files: {known}) and nothing is unpacked")
 
 
-def check_dataset(name: str, cfg: Mapping[str, Any]) -> None:
+def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] | None = None) -> None:
     """Cross-field checks of one dataset entry (after :func:`validate_config`).
+
+    ``weights`` is the config's top-level ``weights`` (default: the schema's).
 
     Raises
     ------
     ConfigError
-        Naming the key: split fractions adding up to 1 or more; ``hf.trees`` with ``predefined``
+        Naming the key: ``features.weights`` naming no weights entry; split fractions adding up to 1 or more; ``hf.trees`` with ``predefined``
         but no hierarchy; an ``unpack`` entry that is neither a listed file nor inside an earlier
         archive, or a listed file that is not an archive; a file of ``format.parts``,
         ``hierarchy.file`` or ``features.domains`` that no entry of ``files`` provides (when
         nothing is unpacked, which could provide it).
     """
+    weights = {"vgg16_imagenet": {}} if weights is None else weights
     base = f"datasets.{name}"
+    features = cfg.get("features") or {}
+    if features.get("kind") == "vgg16" and str(features.get("weights", "DEFAULT")).lower() != "none":
+        key = vgg16_weights_key(str(features.get("weights", "DEFAULT")))
+        if key not in weights:
+            raise ConfigError(
+                f"config: {base}.features.weights: {features.get('weights')!r} names no entry of the top-level weights "
+                f"(known: {', '.join(weights) or 'none'}); or 'none' for random weights"
+            )
     split = cfg.get("split") or {}
     fractions = {k: v for k in _SPLIT_PARTS if isinstance(v := split.get(k), float) and 0 <= v < 1}
     if sum(fractions.values()) >= 1:
@@ -317,4 +336,4 @@ def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = Non
     for name in names:
         if name not in known:
             raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
-        check_dataset(name, known[name])
+        check_dataset(name, known[name], config.get("weights"))
