@@ -53,7 +53,7 @@ include: "workflow/rules/report.smk"
 
 onerror:
     # One dataset's failure never hides the others: build the report of those that finished,
-    # listing the failed ones with their reason (workflow/rules/report.smk, partial_report).
+    # listing the failed ones with their reason (workflow/rules/common.smk, partial_report).
     try:
         _finished, _failed = partial_report()
     except Exception as exc:  # the run has failed already; say why the report could not be built

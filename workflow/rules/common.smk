@@ -252,3 +252,71 @@ def illustration_files():
         if ILLUSTRATION_KINDS[name] == "images":
             out[name].append(f"results/illustrations/{name}.png")
     return out
+
+
+# --- after a failed run -------------------------------------------------------------------------
+
+
+def partial_report():
+    """The report of every dataset that finished, with the failed ones and their reasons.
+
+    Called by the Snakefile's `onerror` handler: a failed download, unpacking or parse stops only
+    its own dataset (with --keep-going, the default profile's setting, the others go on), its job
+    records why (results/status/failed/), and this builds results/report.html from what finished.
+    The run still exits non-zero. The next `snakemake` retries the failed jobs only.
+    """
+    import svbop.report
+    from svbop.report.compare import read_train_seconds
+    from svbop.report.status import dataset_logs, describe_failure, failures, log_failure
+
+    weights_of = {
+        d: svbop.config.vgg16_weights_key(config["datasets"][d]["features"]["weights"])
+        for d in DATASETS
+        if config["datasets"][d]["features"]["kind"] == "vgg16"
+        and config["datasets"][d]["features"]["weights"].lower() != "none"
+    }
+    records = failures(DATASETS, weights=weights_of)
+    finished, failed = [], {}
+    for d in DATASETS:
+        needed = [f"results/{d}/metrics.tsv", f"results/{d}/summary.json"]
+        needed += [f for fs in train_time_files(d).values() for f in fs]
+        if d in records:
+            failed[d] = describe_failure(records[d])
+        elif all(os.path.exists(f) for f in needed):
+            finished.append(d)
+        else:
+            logged = [(log, r) for log in dataset_logs(d, DATASETS) if (r := log_failure(log))]
+            failed[d] = (
+                f"did not finish: {logged[0][1].splitlines()[0]} (log: {logged[0][0]})" if logged
+                else "did not finish: the run stopped before this dataset did (rerun snakemake; "
+                "--keep-going, the default profile's setting, goes on past a failed dataset)"
+            )
+    figure_K = config["report"]["figure_K"]
+    figures = {
+        name: path
+        for name, path in (
+            ("utilities", f"results/figures/utilities_K{figure_K}.png"),
+            ("fbeta_family", f"results/figures/fbeta_family_K{figure_K}.png"),
+            ("genreject_family", "results/figures/genreject_family.png"),
+        )
+        if os.path.exists(path)
+    }
+    shown = {}
+    for name, files in illustration_files().items():
+        if config["report"]["illustrations"][name]["dataset"] in finished and all(os.path.exists(f) for f in files):
+            shown[name] = {"records": files[0], "figure": files[1] if len(files) > 1 else None}
+    svbop.report.build_report(
+        "results/report.html",
+        summaries=[f"results/{d}/summary.json" for d in finished],
+        metrics=[f"results/{d}/metrics.tsv" for d in finished] or None,
+        figures=figures,
+        config=config,
+        utilities=config["utilities"],
+        title=config["report"]["title"],
+        template="report/templates/report.html.j2",
+        not_run=NOT_RUN,
+        failed=failed,
+        train_seconds=read_train_seconds({d: train_time_files(d) for d in finished}),
+        illustrations=shown,
+    )
+    return finished, failed
