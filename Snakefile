@@ -54,17 +54,18 @@ include: "workflow/rules/report.smk"
 onerror:
     # One dataset's failure never hides the others: build the report of those that finished,
     # listing the failed ones with their reason (workflow/rules/common.smk, partial_report).
-    try:
-        _finished, _failed = partial_report()
-    except Exception as exc:  # the run has failed already; say why the report could not be built
-        logger.error(f"svbop: no partial report: {type(exc).__name__}: {exc}")
-    else:
-        for _name, _why in _failed.items():
-            logger.error(f"svbop: dataset {_name!r} failed: {_why}")
-        logger.error(
-            f"svbop: {len(_failed)} of {len(_finished) + len(_failed)} datasets failed; results/report.html "
-            f"shows the {len(_finished)} that finished and why the others did not. Fix the cause and rerun."
-        )
+    if report_requested():
+        try:
+            _finished, _failed = partial_report()
+        except Exception as exc:  # the run has failed already; say why the report could not be built
+            logger.error(f"svbop: no partial report: {type(exc).__name__}: {exc}")
+        else:
+            for _name, _why in _failed.items():
+                logger.error(f"svbop: dataset {_name!r} failed: {_why}")
+            logger.error(
+                f"svbop: {len(_failed)} of {len(_finished) + len(_failed)} datasets failed; results/report.html "
+                f"shows the {len(_finished)} that finished and why the others did not. Fix the cause and rerun."
+            )
 
 
 rule all:

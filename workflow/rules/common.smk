@@ -257,6 +257,17 @@ def illustration_files():
 # --- after a failed run -------------------------------------------------------------------------
 
 
+def report_requested():
+    """Whether this run was asked for the report (the default target, or results/report.html):
+    a failed run of other targets (one dataset's files, say) leaves an existing report alone."""
+    dag = getattr(workflow, "dag", None)
+    rules_asked = {getattr(r, "name", str(r)) for r in (getattr(dag, "targetrules", None) or ())}
+    files_asked = {str(f) for f in (getattr(dag, "targetfiles", None) or ())}
+    if not rules_asked and not files_asked:
+        return True
+    return "all" in rules_asked or "results/report.html" in files_asked
+
+
 def partial_report():
     """The report of every dataset that finished, with the failed ones and their reasons.
 
