@@ -10,15 +10,32 @@
 # file per stage in workflow/rules/, the real work in the library workflow/svbop/. The page to
 # read is results/report.html.
 
-from snakemake.utils import min_version, validate
+from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
+from snakemake.utils import min_version
+
+import svbop.config
 
 min_version("9.0")
+
+# A YAML syntax error in config.yaml is named with its line and column (Snakemake's own message
+# names neither; for a file given with --configfile, run `svbop check-config config.yaml FILE`).
+try:
+    svbop.config.check_yaml("config.yaml")
+except svbop.config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 configfile: "config.yaml"
 
 
-validate(config, schema="workflow/schemas/config.schema.yaml")
+# The schema (defaults filled in) and the checks it cannot express, before any job: one line
+# naming the key on error. See svbop/config.py.
+try:
+    svbop.config.validate_config(config, "workflow/schemas/config.schema.yaml")
+    svbop.config.check_config(config)
+except svbop.config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
 
 
 report: "report/workflow.rst"
@@ -32,6 +49,23 @@ include: "workflow/rules/index.smk"
 include: "workflow/rules/predict.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+
+
+onerror:
+    # One dataset's failure never hides the others: build the report of those that finished,
+    # listing the failed ones with their reason (workflow/rules/common.smk, partial_report).
+    if report_requested():
+        try:
+            _finished, _failed = partial_report()
+        except Exception as exc:  # the run has failed already; say why the report could not be built
+            logger.error(f"svbop: no partial report: {type(exc).__name__}: {exc}")
+        else:
+            for _name, _why in _failed.items():
+                logger.error(f"svbop: dataset {_name!r} failed: {_why}")
+            logger.error(
+                f"svbop: {len(_failed)} of {len(_finished) + len(_failed)} datasets failed; results/report.html "
+                f"shows the {len(_finished)} that finished and why the others did not. Fix the cause and rerun."
+            )
 
 
 rule all:

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from svbop.cli import main
 from svbop.io import load_sets
@@ -31,3 +32,92 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert "negative probability" in capsys.readouterr().err
     assert main(["predict", str(tmp_path / "p.npy"), "-u", "nope", "-o", str(tmp_path / "s.npz")]) == 2
     assert "unknown utility 'nope'" in capsys.readouterr().err
+
+
+def _run(capsys, *argv):
+    """Exit code and stderr of one CLI call; a traceback would fail the test."""
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    return code, err
+
+
+def _good_probs(tmp_path):
+    np.savez(tmp_path / "good.npz", probs=np.array([[0.6, 0.3, 0.1], [0.2, 0.7, 0.1]]))
+    return tmp_path / "good.npz"
+
+
+def test_corrupt_npz_is_refused_naming_the_file(tmp_path, capsys):
+    good = _good_probs(tmp_path)
+    data = good.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(data[: len(data) // 2])
+    (tmp_path / "garbage.npz").write_bytes(b"this is not a zip archive")
+    (tmp_path / "y.txt").write_text("0\n1\n")
+    for name in ("truncated.npz", "garbage.npz"):
+        path = tmp_path / name
+        code, err = _run(capsys, "predict", path, "-u", "fbeta:beta=1", "-o", tmp_path / "s.npz")
+        assert code == 2 and err.startswith(f"svbop: error: {path}: not") and err.count("\n") == 1
+        code, err = _run(capsys, "evaluate", path, tmp_path / "y.txt")
+        assert code == 2 and err.startswith(f"svbop: error: {path}: not") and err.count("\n") == 1
+    assert not (tmp_path / "s.npz").exists()
+
+
+@pytest.mark.parametrize("spec", ["fbeta:beta=1e400", "genreject:alpha=0.5,beta=1e-400", "credal:delta=1e999999999,gamma=1"])
+def test_parameters_beyond_double_precision_are_refused_naming_the_parameter(tmp_path, capsys, spec):
+    code, err = _run(capsys, "predict", _good_probs(tmp_path), "-u", spec, "-o", tmp_path / "s.npz")
+    assert code == 2 and "is not a double-precision number" in err and spec.split(":")[1].split("=")[0] in err
+    code, err = _run(capsys, "utilities", "--spec", spec, "--K", 10)
+    assert code == 2 and "is not a double-precision number" in err
+
+
+def test_huge_but_representable_parameters_give_the_limit_not_an_overflow():
+    from svbop import utility
+
+    # F-beta tends to recall (g = 1) as beta grows; beta^2 overflows a double but g does not
+    u = utility("fbeta:beta=1e300", K=50)
+    assert np.all(u.values() == 1.0) and u.properties().g1_is_one
+    # generalised reject with a huge integer beta: g(1) = 1, then 1 - alpha only at s = K (decimals, not a 10^300 power)
+    g = utility("genreject:alpha=0.5,beta=1e300", K=50).values()
+    assert g[0] == 1.0 and g[-1] == 0.5
+    assert utility("genreject:alpha=0.5,beta=1e300", K=50).properties().g1_is_one
+    # g(1) stays 1 for the tiniest representable beta (it was 0.5 when beta underflowed to 0)
+    assert utility("genreject:alpha=0.5,beta=1e-300", K=10).values()[0] == 1.0
+
+
+def test_empty_probability_files_are_refused(tmp_path, capsys):
+    (tmp_path / "empty.txt").write_text("")
+    np.save(tmp_path / "rows0.npy", np.zeros((0, 3)))
+    for name in ("empty.txt", "rows0.npy"):
+        code, err = _run(capsys, "predict", tmp_path / name, "-u", "fbeta:beta=1", "-o", tmp_path / "s.npz")
+        assert code == 2 and f"{tmp_path / name}: empty matrix" in err
+    assert not (tmp_path / "s.npz").exists()
+
+
+def test_predict_refuses_to_overwrite_its_input(tmp_path, capsys):
+    path = tmp_path / "p.txt"
+    path.write_text("0.5 0.5\n0.2 0.8\n")
+    code, err = _run(capsys, "predict", path, "-u", "fbeta:beta=1", "-o", path)
+    assert code == 2 and "--output is the input file" in err
+    assert path.read_text() == "0.5 0.5\n0.2 0.8\n"
+
+
+def test_a_class_repeated_in_a_set_is_an_error_not_counted_twice(tmp_path, capsys):
+    from svbop.sets import SetPredictions
+
+    (tmp_path / "sets.txt").write_text("0 0\n1\n")
+    (tmp_path / "y.txt").write_text("0\n1\n")
+    code, err = _run(capsys, "evaluate", tmp_path / "sets.txt", tmp_path / "y.txt", "-u", "fbeta:beta=1")
+    assert code == 2 and f"{tmp_path / 'sets.txt'}, line 1: class 0 appears twice" in err
+    SetPredictions(np.array([2, 1, 2]), np.array([0, 3]), 3).save(tmp_path / "sets.npz")
+    code, err = _run(capsys, "evaluate", tmp_path / "sets.npz", tmp_path / "y.txt")
+    assert code == 2 and "set 0 holds class 2 twice" in err
+
+
+def test_missing_and_unreadable_label_files_are_named(tmp_path, capsys):
+    from svbop.sets import SetPredictions
+
+    SetPredictions.from_sets([[0], [1]], 2).save(tmp_path / "s.npz")
+    code, err = _run(capsys, "evaluate", tmp_path / "s.npz", tmp_path / "nope.txt")
+    assert code == 2 and "nope.txt: no such file" in err
+    (tmp_path / "y.npy").write_bytes(b"junk")
+    code, err = _run(capsys, "evaluate", tmp_path / "s.npz", tmp_path / "y.npy")
+    assert code == 2 and "y.npy: not a readable label file" in err

@@ -299,7 +299,7 @@ def test_no_checksum_records_sidecar_and_warns(server, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="svbop.download"):
         get(dest, url=server.url("/data.bin"))
     sidecar = tmp_path / "data.bin.sha256"
-    assert sidecar.read_text() == f"{SHA256}  data.bin\n"
+    assert sidecar.read_text() == f"{SHA256}  data.bin\n# source: url {server.url('/data.bin')}\n"
     [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert f"sha256: {SHA256}" in record.getMessage() and WHERE in record.getMessage()
 
@@ -315,6 +315,38 @@ def test_no_checksum_records_sidecar_and_warns(server, tmp_path, caplog):
     with pytest.raises(ChecksumError, match=BAD_SHA256):
         get(dest, url=server.url("/data.bin"))
     assert not dest.exists()
+
+
+def test_recorded_checksum_is_keyed_to_the_source_not_only_the_name(server, tmp_path, caplog):
+    """A digest recorded for one `path:` (or URL) says nothing about another: changing the source
+    records the new file's digest (with a warning) instead of refusing it as corrupt."""
+    old, new = tmp_path / "old.bin", tmp_path / "new.bin"
+    old.write_bytes(DATA)
+    new.write_bytes(BAD)
+    dest = tmp_path / "raw" / "data.bin"
+    get(dest, path=old)
+    sidecar = tmp_path / "raw" / "data.bin.sha256"
+    assert sidecar.read_text().splitlines() == [f"{SHA256}  data.bin", f"# source: path {old}"]
+    dest.unlink()  # what Snakemake does before it reruns the fetch job for the changed `path:`
+    with caplog.at_level(logging.WARNING, logger="svbop.download"):
+        get(dest, path=new)
+    assert dest.read_bytes() == BAD and f"is for another source (path {old}; now path {new})" in caplog.text
+    assert sidecar.read_text().splitlines() == [f"{BAD_SHA256}  data.bin", f"# source: path {new}"]
+    # the same source is still checked against its record: a changed file is refused
+    new.write_bytes(DATA)
+    with pytest.raises(ChecksumError, match=BAD_SHA256):
+        get(dest, path=new)
+    # likewise a URL: the digest recorded for the old URL does not judge the new one's file
+    server.routes["/a.bin"], server.routes["/b.bin"] = Route(DATA), Route(BAD)
+    dest2 = tmp_path / "raw" / "web.bin"
+    get(dest2, url=server.url("/a.bin"))
+    dest2.unlink()
+    get(dest2, url=server.url("/b.bin"))
+    assert dest2.read_bytes() == BAD
+    # a sidecar of the older format (no source line) still verifies
+    (tmp_path / "raw" / "web.bin.sha256").write_text(f"{SHA256}  web.bin\n")
+    with pytest.raises(ChecksumError, match=SHA256):
+        verify(dest2)
 
 
 def test_verify_and_file_digest(tmp_path):

@@ -128,10 +128,86 @@ def test_vgg16_missing_and_unreadable_images_are_named(vgg, random_vgg, images, 
         vgg.vgg16_features([root / paths[0], tmp_path / "broken.jpg"], model=random_vgg, progress=False)
     with pytest.raises(ValueError, match="single path"):
         vgg.vgg16_features("rgb.png", root, model=random_vgg)
-    with pytest.raises(ValueError, match="weights must be one of"):
-        vgg.vgg16_model(weights="IMAGENET1K_V2")
+    with pytest.raises(ValueError, match="IMAGENET1K_V2: no such weights file"):
+        vgg.vgg16_model(weights="IMAGENET1K_V2")  # not a torchvision name here: a file that is not there
     with pytest.raises(ValueError, match="batch_size"):
         vgg.vgg16_features(paths, root, model=random_vgg, batch_size=0)
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A local HTTP server (127.0.0.1) serving tmp_path/served: (folder, base URL)."""
+    import functools
+    import http.server
+    import threading
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _stand_in(torch):
+    """A small network laid out like VGG16 (convolutions under ``features.``, a classifier)."""
+    return torch.nn.ModuleDict({
+        "features": torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 3)),
+        "classifier": torch.nn.Sequential(torch.nn.Linear(8, 3)),
+    })
+
+
+def test_weights_are_fetched_with_a_checksum_and_loaded_from_that_file(torch, vgg, served, tmp_path):
+    """The pipeline's way: fetch (URL, sha256) -> file -> load; a corrupt copy is refused, never loaded."""
+    import hashlib
+
+    from svbop.download import ChecksumError, fetch
+
+    folder, base = served
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        net = _stand_in(torch)
+    torch.save(net.state_dict(), folder / "standin-weights.pth")
+    good = (folder / "standin-weights.pth").read_bytes()
+    sha256 = hashlib.sha256(good).hexdigest()
+    dest = fetch(tmp_path / "data/pretrained/standin.pth", url=f"{base}/standin-weights.pth", sha256=sha256,
+                 retries=0, progress=False)
+    fresh = _stand_in(torch)["features"]
+    vgg.load_state_dict_file(dest, fresh, prefix="features.")
+    for name, value in fresh.state_dict().items():
+        assert torch.equal(value, net.state_dict()[f"features.{name}"]), name
+    # a corrupt copy on the server: refused by the checksum, moved aside, nothing to load
+    (folder / "standin-weights.pth").write_bytes(good[:-100] + bytes(100))
+    other = tmp_path / "data/pretrained/other.pth"
+    with pytest.raises(ChecksumError, match=sha256):
+        fetch(other, url=f"{base}/standin-weights.pth", sha256=sha256, retries=0, progress=False)
+    assert not other.exists() and (tmp_path / "data/pretrained/other.pth.corrupt").exists()
+    # and a damaged file that reaches the loader anyway is named, not a torch traceback
+    (tmp_path / "broken.pth").write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match=r"broken\.pth: not a readable torch weights file"):
+        vgg.load_state_dict_file(tmp_path / "broken.pth", _stand_in(torch)["features"], prefix="features.")
+
+
+def test_weights_file_that_does_not_fit_is_named(torch, vgg, tmp_path):
+    torch.save(_stand_in(torch).state_dict(), tmp_path / "standin.pth")
+    with pytest.raises(ValueError, match=r"standin\.pth: does not fit the network \(missing features\.5\.weight"):
+        vgg.vgg16_model(tmp_path / "standin.pth")
+    with pytest.raises(ValueError, match=r"standin\.pth: no weights under 'feat\.'"):
+        vgg.load_state_dict_file(tmp_path / "standin.pth", _stand_in(torch)["features"], prefix="feat.")
+
+
+def test_vgg16_loads_torchvision_layout_weights_from_a_file(torch, vgg, random_vgg, tmp_path):
+    """A file with torchvision's key layout (here the convolutional part of a random VGG16, 59 MB)
+    gives exactly the network it was saved from, in eval mode."""
+    torch.save({f"features.{k}": v for k, v in random_vgg.state_dict().items()}, tmp_path / "vgg16.pth")
+    loaded = vgg.vgg16_model(tmp_path / "vgg16.pth")
+    assert not loaded.training
+    expected = random_vgg.state_dict()
+    assert loaded.state_dict().keys() == expected.keys()
+    assert all(torch.equal(v, expected[k]) for k, v in loaded.state_dict().items())
 
 
 def test_importing_features_does_not_import_torchvision():

@@ -54,7 +54,7 @@ def _copy_workflow(dest: Path) -> Path:
     for name in ("Snakefile", "config.yaml"):
         shutil.copy(ROOT / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    for folder in ("workflow", "envs", "report"):
+    for folder in ("workflow", "envs", "report", "profiles"):
         shutil.copytree(ROOT / folder, dest / folder, ignore=ignore)
     (dest / "tiny.yaml").write_text(TINY)
     return dest

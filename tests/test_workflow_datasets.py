@@ -303,3 +303,165 @@ datasets:
         np.testing.assert_array_equal(domains[row], expected)
     with np.load(workdir / "results/myenzymes/scores/flat.npz") as scores:
         assert np.mean(scores["P_test"].argmax(axis=1) == scores["y_test"]) > 0.8
+
+
+def _good_and_broken(base: str) -> str:
+    """A config of two datasets: `good` (libsvm over HTTP) and `broken` (its URL is a 404)."""
+    return f"""
+run: [good, broken]
+utilities: ["fbeta:beta=1"]
+baselines: {{top_s: [1], icp_epsilon: [0.1]}}
+utility_table: {{K: [10]}}
+datasets:
+  good:
+    title: "Good libsvm"
+    files:
+      train.svm: {{url: "{base}/train.svm"}}
+      test.svm: {{url: "{base}/test.svm"}}
+    format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
+    split: {{test: source, validation: 0.1, calibration: 0.1}}
+    features: {{kind: raw}}
+  broken:
+    title: "Broken mirror"
+    files:
+      data.svm: {{url: "{base}/gone.svm"}}
+    format: {{kind: libsvm, parts: {{all: [data.svm]}}}}
+    features: {{kind: raw}}
+"""
+
+
+def test_a_failed_download_fails_the_run_but_the_report_shows_the_others(tmp_path, http_folder):
+    """One unreachable file among the datasets: the run exits non-zero, the report is built from the
+    dataset that finished and lists the failed one with its reason; fixing the source and rerunning
+    runs only the failed dataset's jobs."""
+    import re
+
+    served, base = http_folder
+    _libsvm_files(served, np.random.default_rng(3))
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "mine.yaml").write_text(_good_and_broken(base))
+    result = _snakemake("--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "svbop: dataset 'broken' failed: fetch data.svm failed" in text
+    html = (workdir / "results/report.html").read_text()
+    rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
+        r'<tr data-dataset="(good|broken)" data-status="([^"]+)">(.*?)</tr>', html, re.S)}
+    assert rows["good"][0] == "run" and rows["broken"][0] == "failed"
+    assert "HTTP 404" in rows["broken"][1] and f"{base}/gone.svm" in rows["broken"][1]
+    assert "results/logs/fetch/broken/data.svm.log" in rows["broken"][1]
+    assert 'id="table3-good"' in html and 'id="table3-broken"' not in html  # the good dataset's tables
+    record = workdir / "results/status/failed/broken/fetch.data.svm.json"
+    assert "HTTP 404" in record.read_text()
+    good_metrics = (workdir / "results/good/metrics.tsv").stat().st_mtime
+
+    (served / "gone.svm").write_bytes((served / "train.svm").read_bytes())  # the mirror is back
+    result = _snakemake("--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not record.exists()
+    assert (workdir / "results/good/metrics.tsv").stat().st_mtime == good_metrics  # not redone
+    html = (workdir / "results/report.html").read_text()
+    assert 'data-status="failed"' not in html and 'id="table3-broken"' in html
+
+
+def test_killed_during_prediction_reruns_without_extra_flags(tmp_path, http_folder):
+    """SIGKILL mid-prediction: `snakemake --unlock` and a plain rerun complete.  A kill between a job's
+    outputs (a prediction writes sets and timing) leaves an output Snakemake marks incomplete, which
+    needs --rerun-incomplete: the default profile sets it, and is now where Snakemake finds it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    served, base = http_folder
+    _libsvm_files(served, np.random.default_rng(4))
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "mine.yaml").write_text(_good_and_broken(base).replace("run: [good, broken]", "run: [good]"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "mine.yaml"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.time() + 300
+    logs = workdir / "results/logs"
+    while time.time() < deadline and not list(logs.glob("predict_*/*.log")):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert list(logs.glob("predict_*/*.log")), "the run never reached prediction"
+    assert _snakemake("--unlock", "--configfile", "mine.yaml", cwd=workdir).returncode == 0
+    result = _snakemake("--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = result.stdout + result.stderr
+    assert "Using workflow specific profile profiles/default" in text  # rerun-incomplete, keep-going
+    assert "IncompleteFilesException" not in text
+    assert (workdir / "results/report.html").exists()
+
+
+def test_vgg16_weights_come_through_the_pipelines_fetch(tmp_path, http_folder):
+    """VGG16's weights: fetched from a (local) URL with a pinned sha256 into data/pretrained/,
+    features computed from that file and nothing downloaded behind the pipeline's back (TORCH_HOME
+    stays empty); a corrupt copy is refused."""
+    import os
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from PIL import Image
+    from torchvision.models import vgg16
+
+    served, base = http_folder
+    torch.manual_seed(0)
+    convolutional = vgg16(weights=None).features  # torchvision's layout, random values, 59 MB
+    torch.save({f"features.{k}": v for k, v in convolutional.state_dict().items()}, served / "vgg16-test.pth")
+    sha256 = hashlib.sha256((served / "vgg16-test.pth").read_bytes()).hexdigest()
+    import tarfile
+
+    images = tmp_path / "images"
+    rng = np.random.default_rng(0)
+    for label in ("cats", "dogs"):
+        (images / label).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(images / label / f"{i}.png")
+    with tarfile.open(tmp_path / "images.tar", "w") as tar:
+        tar.add(images, arcname="images")
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "mine.yaml").write_text(f"""
+run: [pics]
+weights:
+  vgg16_imagenet: {{url: "{base}/vgg16-test.pth", sha256: {sha256}}}
+datasets:
+  pics:
+    files:
+      images.tar: {{path: "{tmp_path / 'images.tar'}"}}
+    unpack: [images.tar]
+    format: {{kind: image_folder, parts: {{all: [images]}}}}
+    features: {{kind: vgg16, batch_size: 2}}
+""")
+    env = {**os.environ, "TORCH_HOME": str(tmp_path / "torch_home")}
+    result = _snakemake("results/pics/features/vgg16.npz", "--cores", "2", "--configfile", "mine.yaml", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-5000:]
+    fetched = workdir / "data/pretrained/vgg16_imagenet.pth"
+    assert hashlib.sha256(fetched.read_bytes()).hexdigest() == sha256
+    assert "weights loaded from" in (workdir / "results/logs/features_vgg16/pics.log").read_text()
+    assert not (tmp_path / "torch_home").exists()
+    from svbop.datasets import Dataset
+    from svbop.features.vgg16 import vgg16_features
+    from svbop.io import load_matrix
+
+    X = load_matrix(workdir / "results/pics/features/vgg16.npz")
+    dataset = Dataset.load(workdir / "data/pics/dataset.npz")
+    expected = vgg16_features(dataset.X, workdir / "data/pics/raw", model=convolutional.eval(), progress=False)
+    assert X.shape == (4, 25088)
+    np.testing.assert_allclose(X, expected, rtol=1e-4, atol=1e-5)  # the served weights, not torchvision's
+
+    # a corrupt copy on the server is refused by the checksum: no weights file, no features
+    data = (served / "vgg16-test.pth").read_bytes()
+    (served / "vgg16-test.pth").write_bytes(data[:-64] + bytes(64))
+    fetched.unlink()
+    (workdir / "results/pics/features/vgg16.npz").unlink()
+    result = _snakemake("results/pics/features/vgg16.npz", "--cores", "2", "--configfile", "mine.yaml", cwd=workdir, env=env)
+    assert result.returncode != 0
+    assert not fetched.exists() and fetched.with_name("vgg16_imagenet.pth.corrupt").exists()
+    assert sha256 in (workdir / "results/logs/fetch_weights/vgg16_imagenet.log").read_text()
+    assert not (workdir / "results/pics/features/vgg16.npz").exists()
+    assert (workdir / "results/status/failed/_weights/vgg16_imagenet.json").exists()

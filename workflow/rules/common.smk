@@ -3,6 +3,7 @@
 import os
 
 import svbop
+import svbop.config
 import svbop.datasets
 import svbop.report.status
 from snakemake.logging import logger
@@ -17,12 +18,7 @@ def library_sources(*modules):
 
 # --- the experiment's axes ------------------------------------------------------------------
 
-for _name in config["run"]:
-    if _name not in config["datasets"]:
-        raise ValueError(
-            f"config: run: {_name!r} is not a key of datasets "
-            f"(known: {', '.join(sorted(config['datasets'])) or 'none'})"
-        )
+# (run names keys of datasets: checked by svbop.config.check_config in the Snakefile)
 # A dataset whose manual or local files are missing is not run (missing_data: skip): the report
 # lists it with the file, where to put it and where to get it. missing_data: stop fails instead.
 NOT_RUN = {}
@@ -59,6 +55,7 @@ TOP_S = [str(s) for s in config["baselines"]["top_s"]]
 wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9._-]*",
     file="[^/]+",
+    weights="[A-Za-z0-9][A-Za-z0-9._-]*",
     utility="|".join(re.escape(label) for label in UTILITIES),
     s="[0-9]+",
     part="[0-9]+",
@@ -83,6 +80,25 @@ def file_spec(dataset, name):
     if "path" in spec:
         spec["path"] = os.path.abspath(os.path.expanduser(spec["path"]))
     return spec
+
+
+def weights_spec(name):
+    """Config of one weights file; a local `path` replaces the url (an offline machine)."""
+    if name not in config["weights"]:
+        raise ValueError(f"config: weights: no entry {name!r} (known: {', '.join(config['weights']) or 'none'})")
+    spec = dict(config["weights"][name])
+    if "path" in spec:
+        spec.pop("url", None)
+        spec["path"] = os.path.abspath(os.path.expanduser(spec["path"]))
+    return spec
+
+
+def vgg16_weights(wildcards):
+    """The weights file of a vgg16 features job (none for random weights)."""
+    name = dataset_config(wildcards)["features"]["weights"]
+    if name.lower() == "none":
+        return []
+    return f"data/pretrained/{svbop.config.vgg16_weights_key(name)}.pth"
 
 
 def downloaded_files(dataset):
@@ -237,3 +253,82 @@ def illustration_files():
         if ILLUSTRATION_KINDS[name] == "images":
             out[name].append(f"results/illustrations/{name}.png")
     return out
+
+
+# --- after a failed run -------------------------------------------------------------------------
+
+
+def report_requested():
+    """Whether this run was asked for the report (the default target, or results/report.html):
+    a failed run of other targets (one dataset's files, say) leaves an existing report alone."""
+    dag = getattr(workflow, "dag", None)
+    rules_asked = {getattr(r, "name", str(r)) for r in (getattr(dag, "targetrules", None) or ())}
+    files_asked = {str(f) for f in (getattr(dag, "targetfiles", None) or ())}
+    if not rules_asked and not files_asked:
+        return True
+    return "all" in rules_asked or "results/report.html" in files_asked
+
+
+def partial_report():
+    """The report of every dataset that finished, with the failed ones and their reasons.
+
+    Called by the Snakefile's `onerror` handler: a failed download, unpacking or parse stops only
+    its own dataset (with --keep-going, the default profile's setting, the others go on), its job
+    records why (results/status/failed/), and this builds results/report.html from what finished.
+    The run still exits non-zero. The next `snakemake` retries the failed jobs only.
+    """
+    import svbop.report
+    from svbop.report.compare import read_train_seconds
+    from svbop.report.status import dataset_logs, describe_failure, failures, log_failure
+
+    weights_of = {
+        d: svbop.config.vgg16_weights_key(config["datasets"][d]["features"]["weights"])
+        for d in DATASETS
+        if config["datasets"][d]["features"]["kind"] == "vgg16"
+        and config["datasets"][d]["features"]["weights"].lower() != "none"
+    }
+    records = failures(DATASETS, weights=weights_of)
+    finished, failed = [], {}
+    for d in DATASETS:
+        needed = [f"results/{d}/metrics.tsv", f"results/{d}/summary.json"]
+        needed += [f for fs in train_time_files(d).values() for f in fs]
+        if d in records:
+            failed[d] = describe_failure(records[d])
+        elif all(os.path.exists(f) for f in needed):
+            finished.append(d)
+        else:
+            logged = [(log, r) for log in dataset_logs(d, DATASETS) if (r := log_failure(log))]
+            failed[d] = (
+                f"did not finish: {logged[0][1].splitlines()[0]} (log: {logged[0][0]})" if logged
+                else "did not finish: the run stopped before this dataset did (rerun snakemake; "
+                "--keep-going, the default profile's setting, goes on past a failed dataset)"
+            )
+    figure_K = config["report"]["figure_K"]
+    figures = {
+        name: path
+        for name, path in (
+            ("utilities", f"results/figures/utilities_K{figure_K}.png"),
+            ("fbeta_family", f"results/figures/fbeta_family_K{figure_K}.png"),
+            ("genreject_family", "results/figures/genreject_family.png"),
+        )
+        if os.path.exists(path)
+    }
+    shown = {}
+    for name, files in illustration_files().items():
+        if config["report"]["illustrations"][name]["dataset"] in finished and all(os.path.exists(f) for f in files):
+            shown[name] = {"records": files[0], "figure": files[1] if len(files) > 1 else None}
+    svbop.report.build_report(
+        "results/report.html",
+        summaries=[f"results/{d}/summary.json" for d in finished],
+        metrics=[f"results/{d}/metrics.tsv" for d in finished] or None,
+        figures=figures,
+        config=config,
+        utilities=config["utilities"],
+        title=config["report"]["title"],
+        template="report/templates/report.html.j2",
+        not_run=NOT_RUN,
+        failed=failed,
+        train_seconds=read_train_seconds({d: train_time_files(d) for d in finished}),
+        illustrations=shown,
+    )
+    return finished, failed

@@ -1,5 +1,6 @@
 # Acquisition: downloads (checksummed, resumable) -> raw folder (archives unpacked) -> one parsed
-# dataset file per dataset -> its seeded split. Datasets with a `source` (builtin, synthetic) need
+# dataset file per dataset -> its seeded split. Pre-trained weights (VGG16's) are fetched the same
+# way into data/pretrained/. Datasets with a `source` (builtin, synthetic) need
 # no download; the others list `files`, what to `unpack`, and the `format` to parse.
 
 
@@ -14,6 +15,23 @@ rule fetch:
         runtime=240,
     log:
         "results/logs/fetch/{dataset}/{file}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/fetch.py"
+
+
+rule fetch_weights:
+    output:
+        "data/pretrained/{weights}.pth",
+    params:
+        spec=lambda wc: weights_spec(wc.weights),
+        where=lambda wc: f"weights.{wc.weights}",
+    resources:
+        downloads=1,
+        runtime=240,
+    log:
+        "results/logs/fetch_weights/{weights}.log",
     conda:
         "../../envs/svbop.yaml"
     script:

@@ -59,6 +59,7 @@ rule features_vgg16:
     input:
         dataset="data/{dataset}/dataset.npz",
         raw="data/{dataset}/raw",
+        weights=vgg16_weights,
         code=library_sources("features/__init__", "features/cnn", "features/vgg16"),
     output:
         features="results/{dataset}/features/vgg16.npz",

@@ -163,3 +163,4 @@ rule report_html:
         "../../envs/svbop.yaml"
     script:
         "../scripts/report_html.py"
+

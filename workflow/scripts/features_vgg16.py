@@ -12,7 +12,8 @@ cfg = snakemake.params.features
 dataset = Dataset.load(snakemake.input.dataset)
 if dataset.x_kind != "image_paths":
     raise ValueError(f"features.kind vgg16 needs images, but dataset {dataset.name!r} holds {dataset.x_kind}")
-weights = None if cfg["weights"].lower() == "none" else cfg["weights"]
+# The weights file the pipeline fetched and checksummed (rule fetch_weights); none: random weights.
+weights = str(snakemake.input.weights) if snakemake.input.weights else None
 X = vgg16_features(dataset.X, snakemake.input.raw, weights=weights, batch_size=cfg["batch_size"],
                    n_threads=snakemake.threads, progress=progress)
 save_matrix(snakemake.output.features, X)

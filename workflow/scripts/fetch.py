@@ -1,11 +1,19 @@
-"""Glue: one raw file from its URL(s), a local path, or a manual download, checksummed (rule fetch)."""
+"""Glue: one raw file (rule fetch) or weights file (rule fetch_weights) from its URL(s), a local
+path, or a manual download, checksummed; a failure is recorded for the report, then re-raised."""
 
 from svbop.download import fetch
 from svbop.logs import to_log_file
+from svbop.report.status import WEIGHTS_OWNER, failure_path, failure_recorded
 
 to_log_file(snakemake.log[0])
+wildcards = snakemake.wildcards
+if "dataset" in wildcards.keys():
+    record, stage = failure_path(wildcards.dataset, f"fetch.{wildcards.file}"), f"fetch {wildcards.file}"
+else:
+    record, stage = failure_path(WEIGHTS_OWNER, wildcards.weights), f"fetch_weights {wildcards.weights}"
 spec = dict(snakemake.params.spec)
 spec.pop("size_mb", None)
 if isinstance(spec.get("url"), list):  # mirrors, tried in order
     spec["urls"] = spec.pop("url")
-fetch(snakemake.output[0], where=snakemake.params.where, **spec)
+with failure_recorded(record, stage=stage, log=snakemake.log[0]):
+    fetch(snakemake.output[0], where=snakemake.params.where, **spec)

@@ -4,14 +4,16 @@ import logging
 
 from svbop.datasets import from_source, read_dataset
 from svbop.logs import to_log_file
+from svbop.report.status import failure_path, failure_recorded
 
 to_log_file(snakemake.log[0])
 name, params = snakemake.wildcards.dataset, snakemake.params
-if params.source is not None:
-    dataset = from_source(name, params.source, seed=params.seed)
-else:
-    dataset = read_dataset(snakemake.input.raw, params.format, hierarchy=params.hierarchy, name=name,
-                           where=f"{params.where}.format")
-dataset.save(snakemake.output[0])
+with failure_recorded(failure_path(name, "prepare_dataset"), stage="prepare_dataset", log=snakemake.log[0]):
+    if params.source is not None:
+        dataset = from_source(name, params.source, seed=params.seed)
+    else:
+        dataset = read_dataset(snakemake.input.raw, params.format, hierarchy=params.hierarchy, name=name,
+                               where=f"{params.where}.format")
+    dataset.save(snakemake.output[0])
 logging.info("%s: %d rows, %d classes, X %s (%s) -> %s", dataset.name, dataset.n_samples, dataset.n_classes,
              dataset.X.shape, dataset.x_kind, snakemake.output[0])

@@ -4,10 +4,15 @@ import logging
 
 from svbop.datasets import Dataset, make_split, save_split
 from svbop.logs import to_log_file
+from svbop.report.status import failure_path, failure_recorded
 
 to_log_file(snakemake.log[0])
-dataset = Dataset.load(snakemake.input.dataset)
-split = make_split(dataset.n_samples, snakemake.params.sizes, seed=snakemake.params.seed, y=dataset.y,
-                   part=dataset.part)
-save_split(snakemake.output[0], split)
+sizes = dict(snakemake.params.sizes)
+small_classes = sizes.pop("small_classes", "warn")  # what to do about them; it changes no row
+with failure_recorded(failure_path(snakemake.wildcards.dataset, "split_dataset"), stage="split_dataset",
+                      log=snakemake.log[0]):
+    dataset = Dataset.load(snakemake.input.dataset)
+    split = make_split(dataset.n_samples, sizes, seed=snakemake.params.seed, y=dataset.y, part=dataset.part,
+                       small_classes=small_classes, class_names=dataset.class_names)
+    save_split(snakemake.output[0], split)
 logging.info("split sizes: %s", {part: len(rows) for part, rows in split.items()})

@@ -1,14 +1,16 @@
-"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``."""
+"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``, ``svbop check-config``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 
 import numpy as np
 
 from . import __version__
-from .io import load_scores, load_sets, save_sets
+from .io import load_npy, load_scores, load_sets, save_sets
 from .metrics import check_labels, mean_scores
 from .search import predict_sets
 from .utilities import STANDARD_UTILITIES, utility, utility_table
@@ -40,6 +42,8 @@ def _utilities(args) -> int:
 
 
 def _predict(args) -> int:
+    if os.path.exists(args.output) and os.path.samefile(args.output, args.probs):
+        raise ValueError(f"{args.output}: --output is the input file; choose another name (it would be overwritten)")
     P = load_scores(args.probs, key=args.key)
     sets = predict_sets(P, utility(args.utility), n_jobs=args.jobs)
     save_sets(args.output, sets)
@@ -52,12 +56,42 @@ def _predict(args) -> int:
 
 def _evaluate(args) -> int:
     sets = load_sets(args.sets)
-    y = np.loadtxt(args.labels, dtype=np.int64, ndmin=1) if not args.labels.endswith(".npy") else np.load(args.labels)
+    if len(sets) == 0:
+        raise ValueError(f"{args.sets}: no sets (nothing to evaluate)")
+    y = _load_labels(args.labels)
     check_labels(y, (len(sets), sets.n_classes), name=args.labels)
     scores = mean_scores(sets, y, args.utility)
     for k, v in scores.items():
         print(f"{k}\t{v:.4f}")
     return 0
+
+
+def _check_config(args) -> int:
+    from .config import check_config, check_yaml, load_yaml, merge_configs, validate_config
+
+    merged: dict = {}
+    for path in args.files:
+        check_yaml(path)
+        merged = merge_configs(merged, load_yaml(path) or {})
+    validate_config(merged, args.schema) if args.schema else validate_config(merged)
+    check_config(merged)
+    print(f"config ok ({', '.join(args.files)}): {len(merged.get('run') or [])} datasets in run, "
+          f"{len(merged.get('datasets') or {})} configured")
+    return 0
+
+
+def _load_labels(path: str) -> np.ndarray:
+    """True class indices: a ``.npy`` array or a text file with one index per line."""
+    if path.endswith(".npy"):
+        return load_npy(path, "label file (.npy)")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: no such file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # an empty file: counted below
+            return np.loadtxt(path, dtype=np.int64, ndmin=1)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: expected one integer class index per line ({exc})") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("labels", help="true class indices (.npy or text, one per line)")
     p.add_argument("--utility", "-u", action="append", default=[], help="utility spec (repeatable)")
     p.set_defaults(func=_evaluate)
+    p = sub.add_parser("check-config", help="check workflow config files (YAML syntax, schema, cross-field rules)")
+    p.add_argument("files", nargs="+", help="config files, merged in order as Snakemake merges --configfile files")
+    p.add_argument("--schema", help="JSON schema (default: the workflow's config.schema.yaml)")
+    p.set_defaults(func=_check_config)
     return ap
 
 
@@ -89,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ValueError as exc:
         print(f"svbop: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # unreadable or unwritable files: the file and the system's reason
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"svbop: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -8,7 +8,7 @@ place) or ``manual`` (a page behind a login: the user puts the file in place by 
 Downloads go to ``<dest>.part`` and are resumed with an HTTP ``Range`` request after an
 interruption; transient failures are retried with exponential backoff.  A finished file is
 checked against its configured ``sha256`` / ``md5`` digest (or, when none is configured, against
-the digest recorded in ``<dest>.sha256`` on the first download) before it is renamed onto
+the digest recorded in ``<dest>.sha256`` on the first download, for the same URL or ``path``) before it is renamed onto
 ``dest``, so ``dest`` never holds a partial or corrupt file: a file that fails the check is moved
 to ``<dest>.corrupt``.
 
@@ -144,22 +144,29 @@ def _sidecar(target: Path) -> Path:
     return target.with_name(target.name + ".sha256")
 
 
-def _read_sidecar(sidecar: Path) -> str:
-    text = sidecar.read_text(encoding="ascii", errors="replace").split()
+_SOURCE_LINE = "# source: "
+
+
+def _read_sidecar(sidecar: Path) -> tuple[str, str | None]:
+    """The recorded digest and the source it was recorded for (None in sidecars written before
+    sources were recorded: they match any source)."""
+    lines = sidecar.read_text(encoding="utf-8", errors="replace").splitlines()
+    text = lines[0].split() if lines else []
     digest = text[0].lower() if text else ""
     if len(digest) != 64 or not re.fullmatch(r"[0-9a-f]+", digest):
         raise ValueError(
             f"{sidecar}: not a recorded sha256 digest (expected '<64 hex digits>  <file name>'); "
             "delete it to record the digest again"
         )
-    return digest
+    source = next((line[len(_SOURCE_LINE):].strip() for line in lines[1:] if line.startswith(_SOURCE_LINE)), None)
+    return digest, source
 
 
-def _write_sidecar(sidecar: Path, digest: str, name: str) -> None:
-    """Write ``"<digest>  <name>\\n"`` (``sha256sum`` format) atomically."""
+def _write_sidecar(sidecar: Path, digest: str, name: str, source: str | None = None) -> None:
+    """Write ``"<digest>  <name>\\n"`` (``sha256sum`` format) and the source line, atomically."""
     tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(f"{digest}  {name}\n", encoding="ascii")
+        tmp.write_text(f"{digest}  {name}\n" + (f"{_SOURCE_LINE}{source}\n" if source else ""), encoding="utf-8")
         os.replace(tmp, sidecar)
     finally:
         if tmp.exists():
@@ -176,11 +183,17 @@ def _check(
     where: str,
     move_aside: bool,
     origin: str = "",
+    source: str | None = None,
+    sources: frozenset[str] | None = None,
 ) -> str:
     """Verify ``file`` as the content of ``target``; return its sha256.
 
     The sidecar is ``<target>.sha256`` and a bad file goes to ``<target>.corrupt`` (when
     ``move_aside``; otherwise it is left where it is, e.g. a user's own copy given by ``path:``).
+    A digest is recorded together with ``source`` (the URL downloaded from, or the local path);
+    a recorded digest is used only while its source is one of ``sources`` (the config's current
+    ones): a digest recorded for another URL or ``path:`` says nothing about this file, so it is
+    replaced, with a WARNING, instead of failing the check.
     """
     if not file.is_file():
         raise ValueError(f"{file}: no such file to verify{_key(where)}")
@@ -192,7 +205,15 @@ def _check(
     sidecar = _sidecar(target)
     recorded = not expected and sidecar.is_file()
     if recorded:
-        expected["sha256"] = _read_sidecar(sidecar)
+        digest, recorded_for = _read_sidecar(sidecar)
+        if recorded_for is not None and sources is not None and recorded_for not in sources:
+            logger.warning(
+                "%s: the recorded sha256 in %s is for another source (%s; now %s)%s; recording this file's digest instead",
+                target, sidecar, recorded_for, " or ".join(sorted(sources)), _key(where),
+            )
+            recorded = False
+        else:
+            expected["sha256"] = digest
 
     actual = _digests(file, ["sha256", *(["md5"] if "md5" in expected else [])])
     wrong = [name for name, digest in expected.items() if actual[name] != digest]
@@ -219,7 +240,7 @@ def _check(
         raise ChecksumError(f"{target}{origin}: checksum mismatch: {what} ({source}). {fate} {advice}")
 
     if not expected and record:
-        _write_sidecar(sidecar, actual["sha256"], target.name)
+        _write_sidecar(sidecar, actual["sha256"], target.name, source)
         logger.warning(
             "%s: no checksum configured%s; recorded sha256 %s in %s, which later runs verify against. "
             "To pin it, add `sha256: %s` %s.",
@@ -242,7 +263,8 @@ def verify(
     ``<path>.sha256`` exists (a digest recorded when the file was first obtained), the file is
     checked against it; otherwise, when ``record`` is true, the sidecar is written (one line
     ``"<hex>  <filename>"``, like ``sha256sum``) and a WARNING is logged saying how to pin the
-    digest in the config.
+    digest in the config.  :func:`fetch` adds a line ``# source: url <URL>`` (or ``path <file>``)
+    and uses a recorded digest only for the same source.
 
     Parameters
     ----------
@@ -441,7 +463,8 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, ba
             else:
                 size = part.stat().st_size
                 digest = _check(part, target, sha256=sha256, md5=md5, record=True, where=where,
-                                move_aside=True, origin=f" (downloaded from {url})")
+                                move_aside=True, origin=f" (downloaded from {url})", source=f"url {url}",
+                                sources=frozenset(f"url {m}" for m in mirrors))
                 os.replace(part, target)
                 logger.info("downloaded %s: %d bytes, sha256 %s, in %.2f s",
                             target, size, digest, time.monotonic() - started)
@@ -470,7 +493,8 @@ def _link(path: str | os.PathLike, target: Path, *, sha256, md5, where: str) -> 
         raise ValueError(f"{source}: no such file (set as `path:` {_under(where)})")
     if not source.is_file():
         raise ValueError(f"{source}: not a file (set as `path:` {_under(where)})")
-    _check(source, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=False)
+    _check(source, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=False,
+           source=f"path {source}", sources=frozenset([f"path {source}"]))
     if target.exists() and os.path.samefile(source, target):
         return  # already linked (or the path is dest itself)
     if target.exists() or target.is_symlink():
@@ -600,7 +624,9 @@ def fetch(
         return dest
     if target.exists():
         logger.info("%s exists; verifying it instead of downloading", target)
-        _check(target, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=True)
+        placed = "placed by hand"
+        _check(target, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=True, source=placed,
+               sources=frozenset([placed, *(f"url {m}" for m in mirrors)]))
         return dest
     if manual is not None:
         note = f"\nNote: {manual['note']}" if manual.get("note") else ""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import warnings
+import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,7 +14,23 @@ import numpy as np
 
 from .sets import SetPredictions
 
-__all__ = ["atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets"]
+__all__ = ["UNREADABLE_NPZ", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets"]
+
+
+#: What numpy raises for a file that is not a readable ``.npy`` / ``.npz`` (not a zip, truncated,
+#: a damaged member, pickled objects): caught at the library's boundary and reported naming the file.
+UNREADABLE_NPZ = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
+    """Read one ``.npy`` array without pickles; an unreadable file raises a ValueError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        return np.load(path, allow_pickle=False)
+    except UNREADABLE_NPZ as exc:
+        raise ValueError(f"{path}: not a readable {what} ({type(exc).__name__}: {exc})") from None
 
 
 @contextmanager
@@ -93,10 +112,14 @@ class NpzReader:
         self.path, self.what = Path(path), what
         if not self.path.is_file():
             raise ValueError(f"{self.path}: no such file")
+        with open(self.path, "rb") as fh:
+            head = fh.read(4)
+        if not head.startswith(b"PK"):  # numpy would try it as a pickle and say so
+            raise ValueError(f"{self.path}: not an .npz file (an .npz is a zip archive; this file starts with {head!r})")
         try:
             self._data = np.load(self.path, allow_pickle=False)
-        except (OSError, ValueError) as exc:  # not a zip, truncated, ...
-            raise ValueError(f"{self.path}: not a readable .npz file ({exc})") from None
+        except UNREADABLE_NPZ as exc:  # truncated, damaged directory, ...
+            raise ValueError(f"{self.path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
         self.files = set(self._data.files)
 
     def __enter__(self) -> "NpzReader":
@@ -115,6 +138,8 @@ class NpzReader:
             return self._data[key]
         except ValueError as exc:
             raise ValueError(f"{self.path}: key {key!r} cannot be read without pickle ({exc})") from None
+        except UNREADABLE_NPZ as exc:  # a damaged member of the zip
+            raise ValueError(f"{self.path}: key {key!r} is damaged ({type(exc).__name__}: {exc})") from None
 
     def matrix(self, prefix: str = "X"):
         """The matrix stored by :func:`matrix_arrays` under ``prefix``: numpy array or CSR."""
@@ -161,10 +186,10 @@ def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
         raise ValueError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix == ".npy":
-        arr = np.load(path, allow_pickle=False)
+        arr = load_npy(path, "probability file (.npy)")
     elif suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            names = list(data.files)
+        with NpzReader(path, "probability file") as data:
+            names = sorted(data.files)
             if key is None:
                 preferred = [n for n in ("probs", "P", "scores") if n in names]
                 if len(names) == 1:
@@ -179,13 +204,21 @@ def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
     elif suffix in (".csv", ".tsv", ".txt"):
         delimiter = {".csv": ",", ".tsv": "\t"}.get(suffix)
         try:
-            arr = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "input contained no data": checked below
+                arr = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
         except ValueError as exc:
             raise ValueError(f"{path}: not a numeric matrix ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not a text file ({exc})") from None
     else:
         raise ValueError(f"{path}: unknown format {suffix!r} (use .npy, .npz, .csv, .tsv or .txt)")
     if arr.ndim != 2:
         raise ValueError(f"{path}: expected a 2-D (n_samples, n_classes) matrix, got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{path}: empty matrix of shape {arr.shape} (expected at least one row and one class)")
+    if arr.dtype.kind not in "fiu":
+        raise ValueError(f"{path}: expected numbers, got an array of dtype {arr.dtype}")
     return arr
 
 
@@ -210,17 +243,36 @@ def save_sets(path: str | os.PathLike, sets: SetPredictions) -> None:
 
 
 def load_sets(path: str | os.PathLike, n_classes: int | None = None) -> SetPredictions:
-    """Read sets written by :func:`save_sets`."""
+    """Read sets written by :func:`save_sets`.
+
+    Raises
+    ------
+    ValueError
+        Naming the file (and line, for text): a missing or unreadable file, a line that is not
+        class indices, a negative index, or a class repeated within one set (a set holds each
+        class at most once; counting it twice would inflate every set-based utility).
+    """
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
     if path.suffix.lower() == ".npz":
         return SetPredictions.load(path)
-    with open(path) as fh:
-        rows = []
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                rows.append([int(v) for v in line.split()])
-            except ValueError:
-                raise ValueError(f"{path}, line {lineno}: expected class indices, got {line.strip()!r}") from None
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                try:
+                    row = [int(v) for v in line.split()]
+                except ValueError:
+                    raise ValueError(f"{path}, line {lineno}: expected class indices, got {line.strip()!r}") from None
+                if any(c < 0 for c in row):
+                    raise ValueError(f"{path}, line {lineno}: negative class index in {line.strip()!r}")
+                if len(set(row)) != len(row):
+                    twice = next(c for c in row if row.count(c) > 1)
+                    raise ValueError(f"{path}, line {lineno}: class {twice} appears twice in one set")
+                rows.append(row)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a text file of sets ({exc})") from None
     if n_classes is None:
         n_classes = 1 + max((max(r) for r in rows if r), default=0)
     return SetPredictions.from_sets(rows, n_classes)

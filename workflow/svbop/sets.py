@@ -169,12 +169,40 @@ class SetPredictions(Sequence):
         with open(path, "wb") as fh:
             np.savez_compressed(fh, **arrays)
 
+    def repeated_class(self) -> tuple[int, int] | None:
+        """The first ``(set index, class)`` whose class appears twice in that set, or None."""
+        if self.indices.size < 2:
+            return None
+        rows = self.row_ids
+        order = np.lexsort((self.indices, rows))
+        r, c = rows[order], self.indices[order]
+        same = np.flatnonzero((r[1:] == r[:-1]) & (c[1:] == c[:-1]))
+        if not same.size:
+            return None
+        return int(r[same[0]]), int(c[same[0]])
+
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SetPredictions":
-        """Read a file written by :meth:`save`."""
-        with np.load(path) as data:
-            missing = {"indices", "indptr", "n_classes"} - set(data.files)
+        """Read a file written by :meth:`save`.
+
+        Raises
+        ------
+        ValueError
+            Naming the file: missing, unreadable, lacking a key, inconsistent arrays, or a set
+            that holds a class twice.
+        """
+        from .io import NpzReader
+
+        with NpzReader(path, "set-predictions file") as data:
+            missing = {"indices", "indptr", "n_classes"} - data.files
             if missing:
                 raise ValueError(f"{path}: not a set-predictions file (missing {sorted(missing)})")
             eu = data["expected_utility"] if "expected_utility" in data.files else None
-            return cls(data["indices"], data["indptr"], int(data["n_classes"]), eu)
+            try:
+                sets = cls(data["indices"], data["indptr"], int(data["n_classes"]), eu)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}: invalid set predictions ({exc})") from None
+        repeated = sets.repeated_class()
+        if repeated is not None:
+            raise ValueError(f"{path}: set {repeated[0]} holds class {repeated[1]} twice")
+        return sets

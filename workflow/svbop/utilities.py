@@ -259,8 +259,9 @@ class FBeta(Utility):
     param_specs = (_ParamSpec("beta", "1", lambda v: v >= 0, "beta >= 0"),)
 
     def _g(self, s, K):
-        b2 = float(self.params["beta"]) ** 2
-        return (1.0 + b2) / (s + b2)
+        b = float(self.params["beta"])
+        b2 = b * b  # inf for beta > 1.3e154: g is then recall's 1
+        return 1.0 - (s - 1.0) / (s + b2)  # = (1 + b2) / (s + b2), without inf / inf
 
     def _g_exact(self, s, K):
         b2 = self.params["beta"] ** 2
@@ -349,7 +350,7 @@ class GeneralisedReject(Utility):
 
     @property
     def is_exact(self) -> bool:
-        return self.params["beta"].denominator == 1
+        return self.params["beta"].denominator == 1 and self.params["beta"] <= _MAX_EXACT_POWER
 
     def _g(self, s, K):
         if K == 1:
@@ -362,7 +363,7 @@ class GeneralisedReject(Utility):
             return Fraction(1)
         a, b = self.params["alpha"], self.params["beta"]
         x = Fraction(s - 1, K - 1)
-        if b.denominator == 1:
+        if b.denominator == 1 and b <= _MAX_EXACT_POWER:
             return 1 - a * x ** int(b)
         with localcontext() as ctx:
             ctx.prec = _DECIMAL_DIGITS
@@ -378,11 +379,16 @@ UTILITY_FAMILIES: dict[str, type[Utility]] = {
 # --- construction from a spec string -------------------------------------------------------
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+#: Parameters must be double-precision numbers: 0, or a magnitude in [smallest normal, largest].
+_FLOAT_MIN, _FLOAT_MAX = Decimal(repr(float(np.finfo(np.float64).tiny))), Decimal(repr(float(np.finfo(np.float64).max)))
+#: Integer exponents up to this are raised exactly (rationals); larger ones through decimals.
+_MAX_EXACT_POWER = 1000
 
 
 def _canonical_number(text: str) -> str:
     d = Decimal(text).normalize()
-    return format(d, "f")
+    fixed = format(d, "f")
+    return fixed if len(fixed) <= 24 else format(d, "e")  # labels name files: 1e-300, not 300 zeros
 
 
 def utility(spec: str | Utility, K: int | None = None) -> Utility:
@@ -462,7 +468,13 @@ def utility(spec: str | Utility, K: int | None = None) -> Utility:
             raise ValueError(
                 f"parameter {p.name!r} of utility spec {spec!r} is not a finite number: {value!r}"
             )
-        frac = Fraction(value)
+        decimal = Decimal(value)  # exact and instant, also for 1e999999999
+        if decimal != 0 and not _FLOAT_MIN <= decimal.copy_abs() <= _FLOAT_MAX:
+            raise ValueError(
+                f"parameter {p.name}={value} of utility spec {spec!r} is not a double-precision number: "
+                f"need 0 or a magnitude between {float(_FLOAT_MIN):.3g} and {float(_FLOAT_MAX):.3g}"
+            )
+        frac = Fraction(decimal)
         if not p.check(frac):
             raise ValueError(
                 f"parameter {p.name}={value} of utility spec {spec!r} is out of range: need {p.requirement}"

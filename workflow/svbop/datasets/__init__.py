@@ -16,6 +16,7 @@ from .builtin import from_source, load_digits
 from .hierarchies import (
     HIERARCHY_FORMATS,
     hierarchy_from_edges,
+    hierarchy_from_labels,
     hierarchy_from_nested_lists,
     hierarchy_from_paths,
     read_hierarchy,
@@ -34,6 +35,7 @@ __all__ = [
     "from_source",
     "get_reader",
     "hierarchy_from_edges",
+    "hierarchy_from_labels",
     "hierarchy_from_nested_lists",
     "hierarchy_from_paths",
     "load_digits",

@@ -7,6 +7,7 @@ import gzip
 import io
 import lzma
 import os
+import zlib
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import IO
@@ -34,11 +35,64 @@ def resolve(root: str | os.PathLike | None, name: str | os.PathLike, what: str =
     return path
 
 
+#: What reading a damaged file raises: a .gz that is not gzip (BadGzipFile, an OSError) or ends
+#: early (EOFError), corrupt deflate / bz2 / xz data, an I/O error.
+READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
+
+
+class _NamedErrors(io.BufferedIOBase):
+    """A binary stream whose read errors become a ValueError naming the file.
+
+    The decompressors of :mod:`gzip`, :mod:`bz2` and :mod:`lzma` raise ``EOFError`` or
+    ``BadGzipFile`` without the file's name, mid-way through a read; every reader reads through
+    this wrapper, so a truncated or mislabelled file is reported as ``"<path>: ..."``.
+    """
+
+    def __init__(self, raw: IO[bytes], path: Path) -> None:
+        super().__init__()
+        self._raw, self._path = raw, path
+
+    def _call(self, method, *args):
+        try:
+            return method(*args)
+        except READ_ERRORS as exc:
+            kind = self._path.suffix.lower() if self._path.suffix.lower() in _OPENERS else "file"
+            what = f"corrupt or truncated {kind} file" if kind != "file" else "unreadable file"
+            raise ValueError(f"{self._path}: {what} ({type(exc).__name__}: {exc})") from None
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._call(self._raw.read, -1 if size is None else size)
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._call(getattr(self._raw, "read1", self._raw.read), size)
+
+    def readinto(self, buffer) -> int:
+        return self._call(self._raw.readinto, buffer)
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._call(self._raw.readline, -1 if size is None else size)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
 def open_binary(path: str | os.PathLike) -> IO[bytes]:
-    """Open a file for reading bytes, decompressing ``.gz``, ``.bz2`` and ``.xz`` by extension."""
+    """Open a file for reading bytes, decompressing ``.gz``, ``.bz2`` and ``.xz`` by extension.
+
+    Read errors (a truncated or mislabelled compressed file) raise ``ValueError("<path>: ...")``.
+    """
     path = Path(path)
     opener = _OPENERS.get(path.suffix.lower())
-    return opener(path, "rb") if opener else open(path, "rb")
+    try:
+        raw = opener(path, "rb") if opener else open(path, "rb")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    return _NamedErrors(raw, path)
 
 
 def open_text(path: str | os.PathLike, encoding: str = "utf-8") -> IO[str]:

@@ -37,6 +37,7 @@ __all__ = [
     "hierarchy_from_paths",
     "hierarchy_from_nested_lists",
     "hierarchy_from_edges",
+    "hierarchy_from_labels",
     "read_lshtc_paths",
     "read_nested_lists",
     "read_taxonomy",
@@ -106,6 +107,7 @@ def hierarchy_from_paths(
     class_parent = np.full(K, -2, dtype=np.int64)  # -2: not reached yet, -1: top level
     class_line = np.zeros(K, dtype=np.int64)
     n_dropped = 0
+    dropped_example: str | None = None
     for i, path in enumerate(paths):
         line = int(line_numbers[i]) if line_numbers is not None else i + 1
         labels = [str(v).strip() for v in path]
@@ -114,6 +116,7 @@ def hierarchy_from_paths(
         c = index.get(labels[-1])
         if c is None:
             n_dropped += 1
+            dropped_example = dropped_example or f"{' > '.join(labels)} (line {line})"
             continue
         parent = -1
         for depth, label in enumerate(labels[:-1]):
@@ -145,7 +148,7 @@ def hierarchy_from_paths(
             f"{where}: {missing.size} of {K} classes are not in the hierarchy, e.g. {shown}"
         )
     if n_dropped:
-        logger.info("%s: dropped %d paths whose class is not in the data", where, n_dropped)
+        logger.info("%s: pruned %d paths whose class is not in the data, e.g. %s", where, n_dropped, dropped_example)
     if identity == "label":
         # A class that is also an inner node (its path ends where another path goes on) holds
         # the documents of that category itself: it becomes a leaf below its namesake.
@@ -222,6 +225,8 @@ def hierarchy_from_nested_lists(
     index = {c: i for i, c in enumerate(names)}
     sets: list[frozenset[int]] = []
     seen: dict[frozenset[int], int] = {}
+    unknown_ids: set[str] = set()
+    n_empty = 0
     for e, entry in enumerate(node_sets):
         if not isinstance(entry, (list, tuple)) or not entry or not all(isinstance(v, int) and not isinstance(v, bool) for v in entry):
             raise ValueError(f"{where}: entry {e} is not a non-empty list of integer class ids: {str(entry)[:80]}")
@@ -232,12 +237,19 @@ def hierarchy_from_nested_lists(
             members = frozenset(v - 1 for v in entry)
         else:
             members = frozenset(index[str(v)] for v in entry if str(v) in index)
+            unknown_ids.update(str(v) for v in entry if str(v) not in index)
             if not members:
+                n_empty += 1
                 continue
         if members in seen:
             continue
         seen[members] = len(sets)
         sets.append(members)
+    if unknown_ids:
+        logger.info(
+            "%s: pruned %d class ids that are not classes of the data (e.g. %s) and %d nodes left without a class",
+            where, len(unknown_ids), ", ".join(sorted(unknown_ids)[:5]), n_empty,
+        )
     covered = frozenset().union(*sets) if sets else frozenset()
     missing = [names[c] for c in range(K) if c not in covered]
     if missing:
@@ -329,7 +341,45 @@ def hierarchy_from_edges(
             path.append(node)
         paths.append(path[::-1])
         lines.append(line_of[name])
+    kept = {node for path in paths for node in path}
+    pruned = [node for node in dict.fromkeys([*parent_of, *parent_of.values()]) if node not in kept]
+    if pruned:
+        shown = ", ".join(repr(n) for n in pruned[:5])
+        logger.info("%s: pruned %d nodes that lead to no class of the data, e.g. %s", where, len(pruned), shown)
     return hierarchy_from_paths(paths, class_names, identity="label", where=where, line_numbers=lines)
+
+
+def hierarchy_from_labels(class_names: Sequence[str], *, sep: str = ".", where: str = "hierarchy.from_label") -> Hierarchy:
+    """A class tree from the levels written in the class names themselves (EC numbers ``1.2.3.4``).
+
+    Every class ``a<sep>b<sep>c`` hangs below the node ``a<sep>b``, which hangs below ``a``; the
+    nodes are named by their whole prefix (so ``2`` under ``1`` is ``1.2``, not ``2``).  A class
+    that is also a prefix of another class (``1.2`` and ``1.2.3``) becomes a leaf below the inner
+    node of the same name.  Several top-level prefixes get a common root ``"<root>"``.
+
+    Parameters
+    ----------
+    class_names : sequence of str
+        The dataset's classes (leaf ``i`` of the result).
+    sep : str
+        Separator of the levels.
+    where : str
+        Config key, for messages.
+
+    Raises
+    ------
+    ValueError
+        For an empty ``sep`` or a class name with an empty level (``1..2``, ``.1``).
+    """
+    if not isinstance(sep, str) or not sep:
+        raise ValueError(f"{where}.sep: expected a non-empty separator, got {sep!r}")
+    paths = []
+    for name in class_names:
+        levels = str(name).split(sep)
+        if any(not level.strip() for level in levels):
+            raise ValueError(f"{where}: class {str(name)!r} has an empty level between separators {sep!r}")
+        paths.append([sep.join(levels[: i + 1]) for i in range(len(levels))])
+    return hierarchy_from_paths(paths, class_names, identity="label", where=f"class names split at {sep!r}")
 
 
 # ------------------------------------------------------------------------- files
@@ -411,7 +461,9 @@ def read_hierarchy(root: str | os.PathLike | None, spec: Mapping[str, Any], clas
         Folder that ``spec["file"]`` is relative to.
     spec : mapping
         ``format`` (one of :data:`HIERARCHY_FORMATS`), ``file``, and per format: ``ids``
-        (nested_lists: ``"position"`` or ``"name"``), ``sep`` (taxonomy, edges).
+        (nested_lists: ``"position"`` or ``"name"``), ``sep`` (taxonomy, edges); or
+        ``{"from_label": {"sep": "."}}``: the levels written in the class names
+        (:func:`hierarchy_from_labels`).
 
     Raises
     ------
@@ -420,6 +472,18 @@ def read_hierarchy(root: str | os.PathLike | None, spec: Mapping[str, Any], clas
         classes; messages name the file and line.
     """
     spec = dict(spec)
+    if "from_label" in spec:
+        options = spec.pop("from_label")
+        if spec:
+            raise ValueError(f"hierarchy.{sorted(spec)[0]}: not with from_label (the hierarchy comes from the labels, not a file)")
+        options = dict(options or {})
+        unknown = sorted(set(options) - {"sep"})
+        if unknown:
+            raise ValueError(f"hierarchy.from_label.{unknown[0]}: unknown option (known: sep)")
+        tree = hierarchy_from_labels(class_names, sep=options.get("sep", "."), where="hierarchy.from_label")
+        logger.info("hierarchy from the class names (levels split at %r): %d nodes over %d classes, depth %d",
+                    options.get("sep", "."), tree.n_nodes, tree.n_classes, int(tree.depth().max()))
+        return tree
     fmt = spec.pop("format", None)
     if fmt not in HIERARCHY_FORMATS:
         raise ValueError(f"hierarchy.format: {fmt!r} is not one of {list(HIERARCHY_FORMATS)}")

@@ -93,7 +93,12 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="), copy=False)
 
 
-def read_mnist_idx(root: str | os.PathLike | None, parts: Mapping[str, Sequence[str | os.PathLike]]) -> Dataset:
+def read_mnist_idx(
+    root: str | os.PathLike | None,
+    parts: Mapping[str, Sequence[str | os.PathLike]],
+    *,
+    class_names: Sequence[str] | None = None,
+) -> Dataset:
     """Read MNIST-style image and label IDX files into an image dataset.
 
     Parameters
@@ -103,12 +108,16 @@ def read_mnist_idx(root: str | os.PathLike | None, parts: Mapping[str, Sequence[
     parts : mapping of str to [images_file, labels_file]
         E.g. ``{"train": ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
         "test": ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]}``.
+    class_names : sequence of str, optional
+        Names of the classes, label ``j`` being ``class_names[j]`` (Fashion-MNIST: ``["T-shirt/top",
+        "Trouser", ...]``); labels must then be below ``len(class_names)``.  Default: the digits
+        ``"0" .. "9"``.
 
     Returns
     -------
     Dataset
         ``X`` uint8 images of shape (N, H, W) (28 x 28 for MNIST), kept as stored;
-        ``x_kind`` ``"images"``; ``class_names`` ``"0" .. "9"`` (all ten, present or not);
+        ``x_kind`` ``"images"``; ``class_names`` as given or ``"0" .. "9"`` (all of them, present or not);
         ``y`` the digits; ``part`` per row; ``name`` empty.
 
     Raises
@@ -120,6 +129,14 @@ def read_mnist_idx(root: str | os.PathLike | None, parts: Mapping[str, Sequence[
         images and labels (naming both files).
     """
     plist = part_list(parts)
+    if class_names is not None:
+        if isinstance(class_names, (str, bytes)) or not len(class_names):
+            raise ValueError(f"class_names: expected a non-empty list of names, got {class_names!r}")
+        class_names = [str(c) for c in class_names]
+        if len(set(class_names)) != len(class_names):
+            twice = next(c for c in class_names if class_names.count(c) > 1)
+            raise ValueError(f"class_names: {twice!r} is listed twice")
+    names_out = class_names if class_names is not None else [str(d) for d in range(10)]
     images, labels, names, counts = [], [], [], []
     for part, files in plist:
         if len(files) != 2:
@@ -134,9 +151,10 @@ def read_mnist_idx(root: str | os.PathLike | None, parts: Mapping[str, Sequence[
             raise ValueError(f"{img_path}: holds {img.shape[0]} images but {lab_path} holds {lab.shape[0]} labels")
         if images and img.shape[1:] != images[0].shape[1:]:
             raise ValueError(f"{img_path}: images of {img.shape[1]} x {img.shape[2]}, but {plist[0][1][0]} has {images[0].shape[1]} x {images[0].shape[2]}")
-        big = np.flatnonzero(lab > 9)
+        big = np.flatnonzero(lab >= len(names_out))
         if big.size:
-            raise ValueError(f"{lab_path}: label {int(lab[big[0]])} of image {int(big[0])} (of {img_path}) is not a digit 0..9")
+            what = "a digit 0..9" if class_names is None else f"an index into the {len(names_out)} class_names"
+            raise ValueError(f"{lab_path}: label {int(lab[big[0]])} of image {int(big[0])} (of {img_path}) is not {what}")
         images.append(img)
         labels.append(lab)
         names.append(part)
@@ -146,6 +164,6 @@ def read_mnist_idx(root: str | os.PathLike | None, parts: Mapping[str, Sequence[
     description = f"IDX images and labels (MNIST format) read from {describe_parts(plist)}; X uint8 {X.shape[1]} x {X.shape[2]}"
     logger.debug("read_mnist_idx: %d images of %s", X.shape[0], X.shape[1:])
     return Dataset(
-        name="", X=X, y=y, class_names=[str(d) for d in range(10)], description=description,
+        name="", X=X, y=y, class_names=names_out, description=description,
         x_kind="images", part=part_array(names, counts),
     )

@@ -63,6 +63,8 @@ _NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _MULTILABEL = ("error", "first", "skip")
 #: Feature indices must stay below this (scipy's int32 sparse indices).
 _MAX_INDEX = 2**31 - 1
+#: Values are stored as float32: a larger magnitude would become inf.
+_MAX_VALUE = float(np.finfo(np.float32).max)
 
 
 @dataclass
@@ -115,6 +117,8 @@ def _line_problem(line: bytes, *, zero_based: bool | None, multilabel: str, max_
             return f"feature index {i.decode()!r} is not a number"
         if not _NUMBER.fullmatch(v):
             return f"feature value {v.decode()!r} of index {i.decode()} is not a number"
+        if not abs(float(v)) <= _MAX_VALUE:
+            return f"feature value {v.decode()} of index {i.decode()} is beyond float32's range (magnitude up to {_MAX_VALUE:.4g})"
         x = float(i)
         if x < 0:
             return f"feature index {i.decode()!r} is negative"
@@ -246,8 +250,12 @@ def _parse_block(data: bytes, first_line: int, path: Path, check: dict) -> _Pars
     bad_idx = ~((idx_val >= 0) & (idx_val < _MAX_INDEX)) | (idx_val != np.round(idx_val))
     if bad_idx.any():
         suspects.append(tok_line[feat[np.argmax(bad_idx)]])
+    # Values must fit float32 (they are stored so; 1e39 would silently become inf).
+    too_big = ~(np.abs(numbers[offset[feat] + 1]) <= _MAX_VALUE)
+    if too_big.any():
+        suspects.append(tok_line[feat[np.argmax(too_big)]])
     if suspects:
-        fail(min(suspects), "bad label or feature index")
+        fail(min(suspects), "bad label, feature index or value")
 
     row_tok = np.flatnonzero(first)
     has_label = is_label[row_tok]

@@ -32,6 +32,7 @@ def read_npz(
     x_key: str = "X",
     y_key: str = "y",
     class_names_key: str | None = "class_names",
+    class_names: Sequence[str] | None = None,
 ) -> Dataset:
     """Read precomputed features and labels from ``.npz`` files (no pickles).
 
@@ -51,6 +52,9 @@ def read_npz(
         the same list; the labels are then indices into it (or names from it) and the classes
         keep its order, absent classes included.  Without it the classes are the sorted union
         of the labels (integers numerically, strings lexicographically).
+    class_names : sequence of str, optional
+        The class names from the config, for files that hold none (labels are then indices into
+        it, or names from it, as with stored names); files that hold names must hold these.
 
     Returns
     -------
@@ -68,6 +72,12 @@ def read_npz(
         mix integer and string labels.
     """
     plist = part_list(parts)
+    if class_names is not None:
+        if isinstance(class_names, (str, bytes)) or not len(class_names):
+            raise ValueError(f"class_names: expected a non-empty list of names, got {class_names!r}")
+        class_names = [str(c) for c in class_names]
+        if len(set(class_names)) != len(class_names):
+            raise ValueError(f"class_names: {next(c for c in class_names if class_names.count(c) > 1)!r} is listed twice")
     mats, labels, part_names, counts, sources = [], [], [], [], []
     stored_names: list[str] | None = None
     for part, names in plist:
@@ -79,6 +89,10 @@ def read_npz(
                 y = np.asarray(data[y_key])
                 has_names = bool(class_names_key) and class_names_key in data
                 names_here = [str(c) for c in np.asarray(data[class_names_key]).reshape(-1).tolist()] if has_names else None
+            if class_names is not None:
+                if names_here is not None and names_here != class_names:
+                    raise ValueError(f"{path}: {class_names_key!r} differs from the configured class_names")
+                names_here = class_names
             if X.ndim != 2:
                 raise ValueError(f"{path}: {x_key!r} has shape {X.shape}; expected a 2-D (n_samples, n_features) matrix")
             if mats and X.shape[1] != mats[0].shape[1]:

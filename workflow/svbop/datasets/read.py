@@ -62,8 +62,9 @@ def read_dataset(
         reader's options, e.g. ``{"kind": "libsvm", "parts": {"train": ["train.txt"]},
         "ignore_features": [0]}``.
     hierarchy : mapping, optional
-        ``{"format": ..., "file": ..., ...}`` for :func:`~svbop.datasets.hierarchies.read_hierarchy`;
-        it replaces a hierarchy the reader built (e.g. from FASTA taxonomies).
+        ``{"format": ..., "file": ..., ...}`` or ``{"from_label": {"sep": "."}}`` for
+        :func:`~svbop.datasets.hierarchies.read_hierarchy`; it replaces a hierarchy the reader
+        built (e.g. from FASTA taxonomies).
     name : str
         Name given to the dataset.
     where : str
@@ -73,7 +74,7 @@ def read_dataset(
     ------
     ValueError
         For an unknown kind or option (the message names the config key and the known
-        options), missing ``parts``, or any parse error of the reader (which names file and line).
+        options), a missing required option or ``parts``, or any parse error of the reader (which names file and line).
     """
     from .hierarchies import read_hierarchy
 
@@ -86,10 +87,14 @@ def read_dataset(
     if not isinstance(parts, Mapping) or not parts:
         raise ValueError(f"{where}.parts: expected a mapping of part name to a list of files, got {parts!r}")
     parts = {str(k): [str(f) for f in ([v] if isinstance(v, (str, os.PathLike)) else v)] for k, v in parts.items()}
-    known = [p for p in inspect.signature(reader).parameters if p not in ("root", "parts")]
+    params = inspect.signature(reader).parameters
+    known = [p for p in params if p not in ("root", "parts")]
     unknown = sorted(set(spec) - set(known))
     if unknown:
         raise ValueError(f"{where}.{unknown[0]}: unknown option for kind {kind!r} (known: {', '.join(known) or 'none'})")
+    required = [p for p in known if params[p].default is inspect.Parameter.empty and p not in spec]
+    if required:
+        raise ValueError(f"{where}.{required[0]}: missing (kind {kind!r} needs {', '.join(required)})")
     t0 = time.perf_counter()
     dataset = reader(root, parts, **spec)
     if hierarchy:

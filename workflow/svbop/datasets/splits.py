@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +65,8 @@ def make_split(
     seed: int = 0,
     y: np.ndarray | None = None,
     part: np.ndarray | None = None,
+    small_classes: str = "warn",
+    class_names: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Split ``0 .. n_samples - 1`` into train, validation, calibration and test rows.
 
@@ -87,6 +89,12 @@ def make_split(
     part : ndarray of str, shape (n_samples,), optional
         The source part of every row (:attr:`Dataset.part`), needed for ``"source"`` sizes.
         Rows of source parts that no size names are in the training pool.
+    small_classes : {"warn", "error"}
+        What to do about classes with fewer rows than the split has non-empty parts: they cannot
+        appear in every part (a class with one row is only ever in train, never tested).
+        ``"warn"`` logs a WARNING with their number and examples, ``"error"`` raises.
+    class_names : sequence of str, optional
+        Names of the classes of ``y``, for those messages.
 
     Returns
     -------
@@ -99,7 +107,7 @@ def make_split(
     ValueError
         For an unknown key, a negative or malformed size, ``"source"`` without ``part`` or
         naming a part the source lacks, sizes leaving no training rows (the message names the
-        key(s)), or ``y`` / ``part`` of the wrong shape.
+        key(s)), ``y`` / ``part`` of the wrong shape, or small classes with ``small_classes="error"``.
 
     Examples
     --------
@@ -110,6 +118,8 @@ def make_split(
     >>> s["test"].tolist()
     [4, 5]
     """
+    if small_classes not in ("warn", "error"):
+        raise ValueError(f"small_classes: expected 'warn' or 'error', got {small_classes!r}")
     if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
         raise ValueError(f"n_samples: expected an integer >= 1, got {n_samples!r}")
     n = int(n_samples)
@@ -163,8 +173,32 @@ def make_split(
             split[key] = order[start : start + counts[key]]
             start += counts[key]
     split = {k: np.sort(split[k]).astype(np.int64) for k in SPLIT_KEYS}
+    if y is not None:
+        _check_small_classes(split, y, small_classes, class_names)
     logger.debug("split %d rows: %s", n, {k: v.size for k, v in split.items()})
     return split
+
+
+def _check_small_classes(split: Mapping[str, np.ndarray], y: np.ndarray, mode: str, class_names) -> None:
+    """Warn about (or refuse) classes with fewer rows than the split's non-empty parts."""
+    parts = [k for k in SPLIT_KEYS if split[k].size]
+    used = np.concatenate([split[k] for k in parts]) if parts else np.zeros(0, dtype=np.int64)
+    classes, counts = np.unique(y[used], return_counts=True)
+    small = classes[counts < len(parts)]
+    if not small.size:
+        return
+    def name(c):
+        return repr(str(class_names[c])) if class_names is not None else f"class {int(c)}"
+    missing = {k: int(np.setdiff1d(small, y[split[k]]).size) for k in parts if k != "train"}
+    shown = ", ".join(f"{name(c)} ({int(counts[classes == c][0])} rows)" for c in small[:3])
+    message = (
+        f"{small.size} classes have fewer rows than the split's {len(parts)} parts ({', '.join(parts)}), "
+        f"so they cannot appear in every part, e.g. {shown}; missing from "
+        + ", ".join(f"{k}: {v}" for k, v in missing.items())
+    )
+    if mode == "error":
+        raise ValueError(f"split: {message} (split.small_classes: error; use warn to go on)")
+    logger.warning("%s (split.small_classes: warn; error stops instead)", message)
 
 
 def _check_split(split: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:

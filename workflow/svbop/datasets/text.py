@@ -25,48 +25,82 @@ __all__ = ["read_csv_text"]
 logger = logging.getLogger(__name__)
 
 
-def _line_of_row(path: Path, row: int, sep: str, encoding: str) -> int:
-    """The physical line (1-based, the header is line 1) on which data row ``row`` (0-based) starts.
+#: Rows with several labels in the label column (``label_sep`` given): what to do with them.
+MULTILABEL = ("error", "first", "skip")
 
-    Rescans the file with the :mod:`csv` module, which follows quoted fields over line breaks
-    as pandas does; blank lines are skipped by both.
+
+def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[dict[str, list[str]], list[int]]:
+    """The wanted columns of one CSV file (as written, strings) and the line each record starts on.
+
+    Parsed with :mod:`csv` in strict RFC 4180 mode: a quote inside a quoted field must be doubled,
+    so a stray or unterminated quote is an error naming its line instead of a field that
+    silently swallows the rows after it.  Every record must have as many fields as the header
+    (an unquoted separator in a text is an error, not a dropped field); blank lines are skipped;
+    a header that names a column twice is an error (which of the two would be read?).
     """
-    with io.TextIOWrapper(open_binary(path), encoding=encoding, newline="") as fh:
-        reader = csv.reader(fh, delimiter=sep)
-        n, end = -1, 0  # n: data row number of the next non-blank record (-1 = the header)
-        for record in reader:
-            start, end = end + 1, reader.line_num
-            if not record:
-                continue
-            if n == row:
-                return start
-            n += 1
-    return end  # not reached for a row that pandas read
-
-
-def _where(path: Path, row: int, sep: str, encoding: str) -> str:
-    return f"{path}:{_line_of_row(path, row, sep, encoding)}"
-
-
-def _read_one(path: Path, columns: list[str], sep: str, encoding: str):
-    """The wanted columns of one CSV file as a DataFrame of str (no NA conversion)."""
-    import pandas as pd
-
+    columns_out: dict[str, list[str]] = {c: [] for c in columns}
+    lines: list[int] = []
+    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # long texts and sequences
     try:
-        header = pd.read_csv(path, sep=sep, encoding=encoding, nrows=0, engine="c").columns
-        missing = [c for c in columns if c not in header]
-        if missing:
-            raise ValueError(f"{path}: no column {missing[0]!r} (columns: {', '.join(map(str, header))})")
-        # All columns are read (no usecols): pandas then rejects a row with too many fields,
-        # e.g. an unquoted comma in a text, instead of silently dropping the extra field.
-        frame = pd.read_csv(path, sep=sep, encoding=encoding, dtype=str, keep_default_na=False, na_filter=False, engine="c")
-        return frame[columns]
-    except pd.errors.EmptyDataError:
-        raise ValueError(f"{path}: empty file (expected a header line naming the columns)") from None
-    except pd.errors.ParserError as exc:
-        raise ValueError(f"{path}: {str(exc).strip()}") from None
+        with io.TextIOWrapper(open_binary(path), encoding=encoding, newline="") as fh:
+            reader = csv.reader(fh, delimiter=sep, strict=True)
+            end = 0
+            header: list[str] | None = None
+            take: list[int] = []
+            for record in reader:
+                start, end = end + 1, reader.line_num
+                if not record:
+                    continue
+                if header is None:
+                    header = [h.lstrip("\ufeff") if i == 0 else h for i, h in enumerate(record)]
+                    seen: dict[str, int] = {}
+                    for i, name in enumerate(header):
+                        if name in seen:
+                            raise ValueError(
+                                f"{path}:{start}: the header names column {name!r} twice (fields {seen[name] + 1} and {i + 1})"
+                            )
+                        seen[name] = i
+                    missing = [c for c in columns if c not in seen]
+                    if missing:
+                        raise ValueError(f"{path}: no column {missing[0]!r} (columns: {', '.join(header)})")
+                    take = [seen[c] for c in columns]
+                    continue
+                if len(record) != len(header):
+                    raise ValueError(
+                        f"{path}:{start}: {len(record)} fields, expected {len(header)} as in the header "
+                        f"(an unquoted {sep!r} in a text, or a missing field?)"
+                    )
+                for c, i in zip(columns, take):
+                    columns_out[c].append(record[i])
+                lines.append(start)
+    except csv.Error as exc:
+        raise ValueError(f"{path}:{reader.line_num}: malformed CSV ({exc}; a quote inside a quoted field must be doubled)") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not {encoding} text ({exc})") from None
+    if header is None:
+        raise ValueError(f"{path}: empty file (expected a header line naming the columns)")
+    return columns_out, lines
+
+
+def _split_labels(path: Path, labels: list[str], lines: list[int], label_sep: str | None, multilabel: str):
+    """Apply ``multilabel`` to the label column; return the labels and the kept row positions."""
+    if label_sep is None:
+        return labels, None
+    out, keep = [], []
+    for row, (text, line) in enumerate(zip(labels, lines)):
+        parts = [p.strip() for p in text.split(label_sep)]
+        parts = [p for p in parts if p]
+        if len(parts) > 1:
+            if multilabel == "error":
+                raise ValueError(
+                    f"{path}:{line}: {len(parts)} labels {text!r} (data row {row + 1}), expected one "
+                    f"(set multilabel: first or skip to accept such rows)"
+                )
+            if multilabel == "skip":
+                continue
+        out.append(parts[0] if parts else "")
+        keep.append(row)
+    return out, keep
 
 
 def read_csv_text(
@@ -78,6 +112,8 @@ def read_csv_text(
     sep: str = ",",
     encoding: str = "utf-8",
     hierarchy_columns: Sequence[str] | None = None,
+    label_sep: str | None = None,
+    multilabel: str = "error",
 ) -> Dataset:
     """Read documents and their labels from CSV files with a header (DBpedia).
 
@@ -98,6 +134,13 @@ def read_csv_text(
         ``["l1", "l2", "l3"]``).  The class hierarchy is built from them (a node is its whole
         path prefix, so equal names at different places are different nodes); every row of a
         class must give the same path.
+    label_sep : str, optional
+        Separator of several labels in one label field (e.g. ``";"`` for ``1.1.1.1;3.1.1.3``).
+        Without it a label is taken as written.
+    multilabel : {"error", "first", "skip"}
+        With ``label_sep``, what to do with a row that has several labels (as libsvm's option):
+        ``"error"`` raises naming the line, ``"first"`` keeps the first label written, ``"skip"``
+        drops the row (the number dropped is logged).
 
     Returns
     -------
@@ -109,8 +152,10 @@ def read_csv_text(
     Raises
     ------
     ValueError
-        ``"<path>: no column 'x' (columns: ...)"``; pandas' parse errors prefixed with the path
-        (pandas names the line); ``"<path>:<line>: empty label (data row <n>)"`` (also for an
+        ``"<path>: no column 'x' (columns: ...)"``; ``"<path>:<line>: ..."`` for a header naming a
+        column twice, a record with another number of fields than the header, a stray or
+        unterminated quote, several labels with ``multilabel="error"``;
+        ``"<path>:<line>: empty label (data row <n>)"`` (also for an
         empty text or hierarchy level), where ``<line>`` is the physical line on which the row
         starts, the header being line 1 (quoted fields may span lines, so the data row number
         is given too); ``"<path>:<line>: class ... has the path ... here but ... at
@@ -118,17 +163,35 @@ def read_csv_text(
     """
     if not isinstance(sep, str) or len(sep) != 1:
         raise ValueError(f"sep: expected a single character, got {sep!r}")
+    if multilabel not in MULTILABEL:
+        raise ValueError(f"multilabel: expected one of {list(MULTILABEL)}, got {multilabel!r}")
+    if label_sep is not None and (not isinstance(label_sep, str) or not label_sep):
+        raise ValueError(f"label_sep: expected a non-empty string, got {label_sep!r}")
     hcols = [str(c) for c in hierarchy_columns] if hierarchy_columns else []
+    if hcols and label_sep is not None:
+        raise ValueError(
+            "label_sep: not with hierarchy_columns (which level would go with which label?); "
+            "derive the hierarchy from the label instead (hierarchy: {from_label: {sep: ...}})"
+        )
     if hcols and hcols[-1] != label_column:
         raise ValueError(f"hierarchy_columns: the last column must be label_column {label_column!r}, got {hcols!r}")
     plist = part_list(parts)
     columns = list(dict.fromkeys([text_column, label_column, *hcols]))
 
-    texts, labels, paths, part_names, counts, sources = [], [], [], [], [], []
+    import pandas as pd
+
+    texts, labels, paths, part_names, counts, sources, lines_of = [], [], [], [], [], [], []
+    n_skipped = 0
     for part, names in plist:
         for name in names:
             path = resolve(root, name)
-            df = _read_one(path, columns, sep, encoding)
+            data, lines = _read_one(path, columns, sep, encoding)
+            data[label_column], keep = _split_labels(path, data[label_column], lines, label_sep, multilabel)
+            if keep is not None and len(keep) != len(lines):
+                n_skipped += len(lines) - len(keep)
+                data = {c: (v if c == label_column else [v[i] for i in keep]) for c, v in data.items()}
+                lines = [lines[i] for i in keep]
+            df = pd.DataFrame(data, columns=columns, dtype=object)
             # Labels and levels are stripped; the first row with an empty field is an error.
             first_bad: tuple[int, str] | None = None
             for col in [text_column, *dict.fromkeys([label_column, *hcols])]:
@@ -140,7 +203,7 @@ def read_csv_text(
                     first_bad = (int(empty[0]), what)
             if first_bad is not None:
                 row, what = first_bad
-                raise ValueError(f"{_where(path, row, sep, encoding)}: {what} (data row {row + 1})")
+                raise ValueError(f"{path}:{lines[row]}: {what} (data row {row + 1})")
             texts.append(df[text_column].to_numpy(dtype=object))
             labels.append(df[label_column].to_numpy(dtype=object))
             if hcols:
@@ -148,8 +211,14 @@ def read_csv_text(
                 frame["_file"], frame["_row"] = len(sources), np.arange(len(df))
                 paths.append(frame)
             sources.append(path)
+            lines_of.append(lines)
             part_names.append(part)
             counts.append(len(df))
+    if n_skipped:
+        logger.warning("csv_text: skipped %d rows with several labels (multilabel='skip')", n_skipped)
+
+    def _where(file: int, row: int) -> str:
+        return f"{sources[file]}:{lines_of[file][row]}"
 
     all_labels = np.concatenate(labels)
     if all_labels.size == 0:
@@ -160,8 +229,6 @@ def read_csv_text(
 
     hierarchy = None
     if hcols:
-        import pandas as pd
-
         from .hierarchies import hierarchy_from_paths
 
         frame = pd.concat(paths, ignore_index=True)
@@ -170,11 +237,10 @@ def read_csv_text(
         if len(again):
             second = again.iloc[0]
             first = distinct[distinct[label_column] == second[label_column]].iloc[0]
-            f1, f2 = sources[int(first["_file"])], sources[int(second["_file"])]
             raise ValueError(
-                f"{_where(f2, int(second['_row']), sep, encoding)}: class {second[label_column]!r} has the path "
+                f"{_where(int(second['_file']), int(second['_row']))}: class {second[label_column]!r} has the path "
                 f"{' > '.join(second[hcols])} here but {' > '.join(first[hcols])} at "
-                f"{_where(f1, int(first['_row']), sep, encoding)}; every class needs exactly one place in the hierarchy"
+                f"{_where(int(first['_file']), int(first['_row']))}; every class needs exactly one place in the hierarchy"
             )
         by_class = dict(zip(distinct[label_column], distinct[hcols].itertuples(index=False, name=None)))
         hierarchy = hierarchy_from_paths(
@@ -184,6 +250,8 @@ def read_csv_text(
     description = (
         f"documents from CSV files {desc_files} (text column {text_column!r}, label column {label_column!r}"
         + (f", hierarchy from columns {' > '.join(hcols)}" if hcols else "")
+        + (f", labels split at {label_sep!r}, multilabel={multilabel!r}" if label_sep is not None else "")
+        + (f", {n_skipped} rows skipped" if n_skipped else "")
         + f", sep {sep!r}, {encoding})"
     )
     logger.debug("read_csv_text: %d documents, %d classes", X.size, len(class_names))

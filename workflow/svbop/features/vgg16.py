@@ -14,10 +14,13 @@ model on top.  Here:
   (channel-major, as ``torch.flatten``).
 
 :func:`vgg16_model` builds the feature extractor; :func:`vgg16_features` runs it over a list of
-image files in batches.  With ``weights="DEFAULT"`` (or ``"IMAGENET1K_V1"``) torchvision
-downloads the ImageNet weights on first use into its cache (``$TORCH_HOME``, by default
-``~/.cache/torch/hub/checkpoints``); with ``weights=None`` the network is randomly initialised --
-such features are meaningless for classification and serve tests only.
+image files in batches.  The pipeline passes ``weights=<file>``: torchvision's ImageNet state
+dict ``vgg16-397923af.pth``, fetched and checksummed by the pipeline's own ``fetch`` (config
+``weights: vgg16_imagenet``) and loaded from that file by :func:`load_state_dict_file` -- no
+download at run time.  ``weights="DEFAULT"`` (or ``"IMAGENET1K_V1"``) lets torchvision download
+the same weights into its cache (``$TORCH_HOME``), for library use outside the pipeline; with
+``weights=None`` the network is randomly initialised -- such features are meaningless for
+classification and serve tests only.
 
 Needs ``torch``, ``torchvision`` and ``Pillow``; importing :mod:`svbop.features` does not import
 them (the names are loaded lazily).
@@ -46,6 +49,7 @@ __all__ = [
     "vgg16_model",
     "vgg16_features",
     "load_image",
+    "load_state_dict_file",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,16 +67,74 @@ _MEAN = np.asarray(IMAGENET_MEAN, dtype=np.float32).reshape(3, 1, 1)
 _STD = np.asarray(IMAGENET_STD, dtype=np.float32).reshape(3, 1, 1)
 
 
-def vgg16_model(weights: str | None = "DEFAULT") -> nn.Module:
+def load_state_dict_file(path: str | os.PathLike, module: nn.Module, *, prefix: str = "") -> nn.Module:
+    """Load parameters saved with ``torch.save(state_dict)`` into ``module`` (strictly).
+
+    Parameters
+    ----------
+    path : path
+        The file, e.g. torchvision's ``vgg16-397923af.pth`` (keys ``features.0.weight``, ...,
+        ``classifier.6.bias``).  Read with ``weights_only=True``: tensors only, no pickled code.
+    module : torch.nn.Module
+        Receives the entries whose key starts with ``prefix`` (the prefix removed); every one of
+        its parameters and buffers must be among them, with the same shape.
+    prefix : str
+        E.g. ``"features."`` to load VGG16's convolutional part from the whole network's file.
+
+    Returns
+    -------
+    torch.nn.Module
+        ``module``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: missing, not a torch file (truncated, another format), not a mapping of
+        tensors, no key under ``prefix``, or keys / shapes that do not fit ``module``.
+    """
+    import pickle
+    import zipfile
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such weights file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not a readable torch weights file ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in state.items()):
+        raise ValueError(f"{path}: expected a state dict (names -> tensors), got {type(state).__name__}")
+    selected = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    if not selected:
+        shown = ", ".join(list(state)[:3])
+        raise ValueError(f"{path}: no weights under {prefix!r} (the file holds e.g. {shown})")
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in selected]
+    unexpected = [k for k in selected if k not in expected]
+    if missing or unexpected:
+        what = f"missing {prefix}{missing[0]}" if missing else f"unexpected {prefix}{unexpected[0]}"
+        raise ValueError(
+            f"{path}: does not fit the network ({what}; {len(missing)} missing, {len(unexpected)} unexpected keys)"
+        )
+    for k, v in expected.items():
+        if tuple(selected[k].shape) != tuple(v.shape):
+            raise ValueError(f"{path}: {prefix}{k} has shape {tuple(selected[k].shape)}, the network needs {tuple(v.shape)}")
+    module.load_state_dict(selected, strict=True)
+    return module
+
+
+def vgg16_model(weights: str | os.PathLike | None = "DEFAULT") -> nn.Module:
     """The convolutional part of VGG16 (``vgg16(weights=...).features``), in eval mode, on the CPU.
 
     Parameters
     ----------
-    weights : {"DEFAULT", "IMAGENET1K_V1", None}
-        ``"DEFAULT"`` and ``"IMAGENET1K_V1"`` are the same ImageNet weights (downloaded by
-        torchvision on first use into its cache); ``None`` initialises the network randomly
-        from the global torch RNG (seed it with ``torch.manual_seed`` for reproducible random
-        features) -- for tests only.
+    weights : path, {"DEFAULT", "IMAGENET1K_V1"} or None
+        A path: a state dict file of the whole VGG16 (torchvision's ``vgg16-397923af.pth``, as
+        the pipeline fetches it) or of its ``features.*`` part, loaded by
+        :func:`load_state_dict_file` -- nothing is downloaded.  ``"DEFAULT"`` and
+        ``"IMAGENET1K_V1"``: the same ImageNet weights through torchvision (downloaded on first
+        use into its cache).  ``None`` initialises the network randomly from the global torch RNG
+        (seed it with ``torch.manual_seed`` for reproducible random features) -- for tests only.
 
     Returns
     -------
@@ -82,14 +144,22 @@ def vgg16_model(weights: str | None = "DEFAULT") -> nn.Module:
     Raises
     ------
     ValueError
-        For another ``weights`` value, or when the ImageNet weights cannot be obtained (e.g. no
-        network and no cached copy; the message says where torchvision looks).
+        For a weights file that is missing or does not fit (see :func:`load_state_dict_file`),
+        or when torchvision cannot obtain its ImageNet weights (e.g. no network and no cached
+        copy; the message says where torchvision looks).
     """
     from torchvision.models import VGG16_Weights, vgg16
 
-    if weights is not None and weights not in _WEIGHT_NAMES:
-        raise ValueError(f"weights must be one of {list(_WEIGHT_NAMES)} or None, got weights={weights!r}")
-    enum = None if weights is None else VGG16_Weights[weights]  # "DEFAULT" is an alias of IMAGENET1K_V1
+    if weights is None or isinstance(weights, os.PathLike) or (isinstance(weights, str) and weights not in _WEIGHT_NAMES):
+        if isinstance(weights, str) and weights.lower() == "none":
+            raise ValueError("weights: give None (not the string 'none') for random weights")
+        model = vgg16(weights=None).features
+        if weights is not None:
+            load_state_dict_file(weights, model, prefix="features.")
+            logger.info("VGG16 convolutional weights loaded from %s", weights)
+        model.eval()
+        return model
+    enum = VGG16_Weights[weights]  # "DEFAULT" is an alias of IMAGENET1K_V1
     try:
         net = vgg16(weights=enum)
     except (OSError, RuntimeError) as exc:  # URLError is an OSError; a truncated file a RuntimeError
@@ -171,8 +241,9 @@ def vgg16_features(
     root : path, optional
         Folder relative paths are taken from (the dataset's raw folder); absolute paths are
         used as they are.
-    weights : {"DEFAULT", "IMAGENET1K_V1", None}
-        Passed to :func:`vgg16_model` (ignored when ``model`` is given).  ``None`` gives
+    weights : path, {"DEFAULT", "IMAGENET1K_V1"} or None
+        Passed to :func:`vgg16_model` (ignored when ``model`` is given): a weights file (the
+        pipeline's), torchvision's download, or random.  ``None`` gives
         features of a random network, for tests only.
     batch_size : int
         Images per forward pass.  The features do not depend on it (up to float rounding).

@@ -276,6 +276,7 @@ def build_report(
     versions: Mapping[str, str] | None = None,
     template: str | os.PathLike | None = None,
     not_run: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    failed: Mapping[str, str] | None = None,
     train_seconds: Mapping[str, Mapping[str, float]] | None = None,
     illustrations: Mapping[str, Mapping[str, object]] | None = None,
     downloads: Mapping[str, str] | None = None,
@@ -310,6 +311,10 @@ def build_report(
     not_run : mapping, optional
         Datasets of ``config["run"]`` left out for missing files: name ->
         :func:`~svbop.report.status.missing_inputs` (shown in the status table).
+    failed : mapping, optional
+        Datasets of ``config["run"]`` that failed or did not finish: name -> reason (one line),
+        shown as ``failed`` in the status table; the report covers the other datasets (the
+        pipeline's partial report after a failed run).
     train_seconds : mapping, optional
         dataset -> SVBOP method -> training seconds, for Table 4
         (:func:`~svbop.report.compare.read_train_seconds`); empty cells when omitted.
@@ -405,7 +410,7 @@ def build_report(
         predictions.append({**d, "table": table, "paper": paper, "relation": relation})
 
     fbeta_figure, genreject_figure = images.pop("fbeta_family"), images.pop("genreject_family")
-    status = dataset_status(configured, run, not_run) if configured else dataset_status(
+    status = dataset_status(configured, run, not_run, failed) if configured else dataset_status(
         {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
     t1p = table1_vs_paper(summaries, links)
     t1p_rows = []
@@ -454,6 +459,7 @@ def build_report(
         "n_methods": int(metrics.groupby(["method", "param"]).ngroups),
         "status": status.to_dict("records"),
         "n_run": sum(1 for r in status.to_dict("records") if r["status"] == "run"),
+        "n_failed": sum(1 for r in status.to_dict("records") if r["status"] == "failed"),
         "table1_paper": t1p_rows,
         "table4": _context_table4(t4),
         "table5": t5_rows,

@@ -4,19 +4,47 @@ A dataset whose raw files cannot be obtained without a person (a ``manual`` down
 in place yet, or a local ``path`` that does not exist) is *not run*: the pipeline leaves it out
 (config ``missing_data: skip``) and the report says which file is missing, where to put it and
 where to get it.  Nothing here touches the network: a file with a ``url`` counts as obtainable.
+
+A dataset whose download, unpacking, parsing or split *fails* is *failed*: the failing job
+records why (:func:`failure_recorded`, a JSON file under ``results/status/failed/``) and still
+fails, so the run exits non-zero; the pipeline's ``onerror`` handler then builds the report from
+every dataset that finished, listing the failed ones with their reason (:func:`failures`).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 from .paper import canonical_paper_name, paper_datasets
 
-__all__ = ["STATUS_COLUMNS", "dataset_status", "describe_missing", "missing_inputs", "paper_link"]
+__all__ = [
+    "FAILED_DIR",
+    "STATUS_COLUMNS",
+    "dataset_status",
+    "describe_missing",
+    "failure_path",
+    "failure_recorded",
+    "describe_failure",
+    "failures",
+    "log_failure",
+    "missing_inputs",
+    "paper_link",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Where failing acquisition jobs record why, one JSON file per job (relative to the workdir).
+FAILED_DIR = Path("results/status/failed")
+#: The folder of the records of failed weights downloads (no dataset may be named so: "_" first).
+WEIGHTS_OWNER = "_weights"
 
 #: Columns of :func:`dataset_status`.
 STATUS_COLUMNS = ("dataset", "title", "paper_dataset", "relation", "status", "detail")
@@ -62,6 +90,136 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
                 {"file": file, "where": str(placed), "url": str(manual.get("url", "")), "note": str(manual.get("note", ""))}
             )
     return missing
+
+
+# ------------------------------------------------------------------------------- failures
+def failure_path(owner: str, job: str, root: str | os.PathLike = ".") -> Path:
+    """The record of a failed job: ``results/status/failed/<owner>/<job>.json``.
+
+    ``owner`` is the dataset (or :data:`WEIGHTS_OWNER` for a weights file), ``job`` names the
+    job within it (e.g. ``"fetch.train.svm"``, ``"prepare_dataset"``).
+    """
+    if not owner or "/" in owner or not job or "/" in job:
+        raise ValueError(f"failure_path: owner and job must be non-empty names without '/', got {owner!r}, {job!r}")
+    return Path(root) / FAILED_DIR / owner / f"{job}.json"
+
+
+@contextmanager
+def failure_recorded(path: str | os.PathLike, *, stage: str, log: str | os.PathLike | None = None) -> Iterator[None]:
+    """Run a job's body; if it raises, record why at ``path`` and re-raise (the job still fails).
+
+    On success an older record at ``path`` (from a failed earlier run) is removed, so a record
+    exists exactly while the job's last attempt failed.  ``KeyboardInterrupt`` and ``SystemExit``
+    are not recorded (a killed job is not a failed dataset).
+
+    The record is JSON: ``{"stage", "error" (exception type), "reason" (its message), "log", "time"}``.
+    """
+    path = Path(path)
+    try:
+        yield
+    except Exception as exc:
+        record = {"stage": stage, "error": type(exc).__name__, "reason": str(exc), "log": str(log or ""),
+                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        raise
+    else:
+        if path.exists():
+            path.unlink()
+
+
+def _one_line(text: str, width: int = 600) -> str:
+    """A multi-line message on one line (its lines joined), cut to ``width`` characters."""
+    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def log_failure(log: str | os.PathLike) -> str | None:
+    """The reason a job's log gives for its failure (the ``failed:`` line :func:`svbop.logs.to_log_file`
+    writes for an uncaught exception), or None."""
+    try:
+        lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if " CRITICAL " in line and "failed: " in line:
+            return line.split("failed: ", 1)[1].strip() or None
+    return None
+
+
+def failures(
+    datasets: Iterable[str],
+    root: str | os.PathLike = ".",
+    weights: Mapping[str, str] | None = None,
+) -> dict[str, list[dict[str, str]]]:
+    """The recorded failures of each dataset: ``{dataset: [{"stage", "error", "reason", "log"}, ...]}``.
+
+    Parameters
+    ----------
+    datasets : iterable of str
+        The datasets to look up (those of ``run``).
+    root : path
+        The workflow's working directory.
+    weights : mapping, optional
+        dataset -> the weights entry its features need (e.g. ``{"voc2007": "vgg16_imagenet"}``):
+        a failed fetch of those weights is that dataset's failure too.
+
+    Returns
+    -------
+    dict
+        Only datasets with at least one record; records sorted by stage order of the pipeline.
+    """
+    order = {"fetch_weights": 0, "fetch": 1, "unpack_dataset": 2, "prepare_dataset": 3, "split_dataset": 4}
+    out: dict[str, list[dict[str, str]]] = {}
+
+    def read(path: Path) -> dict[str, str] | None:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            logger.warning("%s: unreadable failure record (%s)", path, exc)
+            return None
+        return {k: str(record.get(k, "")) for k in ("stage", "error", "reason", "log")}
+
+    for name in datasets:
+        records = [r for p in sorted((Path(root) / FAILED_DIR / name).glob("*.json")) if (r := read(p))]
+        key = (weights or {}).get(name)
+        if key:
+            path = Path(root) / FAILED_DIR / WEIGHTS_OWNER / f"{key}.json"
+            if path.is_file() and (r := read(path)):
+                records.insert(0, r)
+        if records:
+            out[name] = sorted(records, key=lambda r: order.get(r["stage"].split(" ")[0], 9))
+    return out
+
+
+def dataset_logs(dataset: str, datasets: Iterable[str], root: str | os.PathLike = ".") -> list[Path]:
+    """The job logs of one dataset under ``results/logs/<rule>/``: ``<dataset>.log``,
+    ``<dataset>/*.log`` and ``<dataset>_*.log`` (not those of a longer dataset name, such as
+    ``mnist_shared_*`` for ``mnist``), newest first."""
+    longer = [d for d in datasets if d != dataset and d.startswith(dataset + "_")]
+    logs = Path(root) / "results" / "logs"
+    found = [*logs.glob(f"*/{dataset}.log"), *logs.glob(f"*/{dataset}/*.log")]
+    for path in logs.glob(f"*/{dataset}_*.log"):
+        if not any(path.name.startswith(d + "_") or path.name == f"{d}.log" for d in longer):
+            found.append(path)
+    return sorted(set(found), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def describe_failure(records: Iterable[Mapping[str, str]]) -> str:
+    """One line for the report: each failed stage, its reason (lines joined) and the log.
+
+    Examples
+    --------
+    >>> describe_failure([{"stage": "fetch train.svm", "error": "DownloadError", "reason": "could not download x:\\n  u: HTTP 404", "log": "l.log"}])
+    'fetch train.svm failed: could not download x: u: HTTP 404 (DownloadError; log: l.log)'
+    """
+    parts = []
+    for r in records:
+        log = f"; log: {r['log']}" if r.get("log") else ""
+        parts.append(f"{r['stage']} failed: {_one_line(r['reason'])} ({r['error']}{log})")
+    return "; ".join(parts)
 
 
 def describe_missing(missing: Iterable[Mapping[str, str]]) -> str:
@@ -110,6 +268,7 @@ def dataset_status(
     datasets: Mapping[str, Mapping[str, object]],
     run: Iterable[str],
     not_run: Mapping[str, list[Mapping[str, str]]] | None = None,
+    failed: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Status of every configured dataset and of every paper dataset, for the report.
 
@@ -121,25 +280,30 @@ def dataset_status(
         ``config["run"]``: the datasets asked for.
     not_run : mapping, optional
         Datasets of ``run`` left out because files are missing: name -> :func:`missing_inputs`.
+    failed : mapping, optional
+        Datasets of ``run`` that failed (or did not finish): name -> the reason, one line.
 
     Returns
     -------
     DataFrame
         Columns :data:`STATUS_COLUMNS`, one row per configured dataset (the ``run`` ones first,
         in order), then one per paper dataset that no configured dataset covers.  ``status`` is
-        ``"run"``, ``"not run: data missing"`` or ``"not run: not in run"``; ``detail`` says what
-        to do about it.
+        ``"run"``, ``"failed"``, ``"not run: data missing"`` or ``"not run: not in run"``;
+        ``detail`` says why and what to do about it.
     """
     run = list(run)
     not_run = dict(not_run or {})
+    failed = dict(failed or {})
     rows = []
     covered = set()
     for name in run + [d for d in datasets if d not in run]:
         cfg = datasets[name]
         paper, relation = paper_link(cfg)
-        if paper and name in run and name not in not_run:
+        if paper and name in run and name not in not_run and name not in failed:
             covered.add(paper)
-        if name in not_run:
+        if name in failed and name in run:
+            status, detail = "failed", failed[name]
+        elif name in not_run:
             status = "not run: data missing"
             detail = "missing " + describe_missing(not_run[name])
         elif name in run:

@@ -1,0 +1,339 @@
+"""The workflow's configuration checked before any job starts, with one-line errors.
+
+Three checks, in the order the Snakefile runs them:
+
+* :func:`check_yaml` -- a YAML syntax error names the file, line and column (Snakemake's own
+  message names neither);
+* :func:`validate_config` -- the JSON schema (``workflow/schemas/config.schema.yaml``), with its
+  defaults filled in; a violation is one line naming the key path and what was expected,
+  instead of a dump of the schema;
+* :func:`check_config` -- what a schema cannot say: split fractions that leave no training
+  rows, a predefined tree without a hierarchy, files named in ``unpack``/``parts``/``hierarchy``
+  that no entry of ``files`` provides.
+
+Every error is a :class:`ConfigError` (a ``ValueError``) whose message starts with ``config:``
+and the dotted key, e.g. ``config: datasets.mine.format.label_column: missing (required for
+format kind 'csv_text')``.  ``svbop check-config FILE...`` runs all three on config files.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "SCHEMA",
+    "check_config",
+    "check_dataset",
+    "check_yaml",
+    "load_yaml",
+    "merge_configs",
+    "validate_config",
+    "vgg16_weights_key",
+]
+
+#: The workflow's config schema.
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+
+_SPLIT_PARTS = ("validation", "calibration", "test")
+
+
+class ConfigError(ValueError):
+    """A configuration error; the message is one line starting with ``config:`` and the key."""
+
+
+# ------------------------------------------------------------------------------------- YAML
+def load_yaml(path: str | os.PathLike) -> Any:
+    """Parse a YAML (or JSON) file; a syntax error names the file, line and column.
+
+    Raises
+    ------
+    ConfigError
+        ``"<path>:<line>:<column>: YAML syntax error: <problem>"``, or a missing file.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        raise ConfigError(f"{where}: YAML syntax error: {problem}" + (f" ({context})" if context else "")) from None
+
+
+def check_yaml(path: str | os.PathLike) -> None:
+    """Raise :class:`ConfigError` naming file, line and column if ``path`` is not valid YAML, or
+    if its top level is not a mapping of keys."""
+    data = load_yaml(path)
+    if data is not None and not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of config keys at the top level, got {type(data).__name__}")
+
+
+def merge_configs(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """``update`` merged over ``base`` as Snakemake merges ``--configfile`` files: mappings
+    merge key by key, everything else (lists included) is replaced."""
+    out = copy.deepcopy(dict(base))
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_configs(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# ----------------------------------------------------------------------------------- schema
+def _key(path: Iterable[Any]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _alternatives(schemas: Sequence[Mapping[str, Any]]) -> str:
+    """The branches of a oneOf/anyOf, briefly: by their required keys, else their types."""
+    out = []
+    for s in schemas:
+        if "required" in s:
+            out.append(" + ".join(s["required"]))
+        elif "const" in s:
+            out.append(repr(s["const"]))
+        elif "type" in s:
+            out.append(str(s["type"]))
+        elif "$ref" in s:
+            out.append(s["$ref"].rsplit("/", 1)[-1])
+    return ", ".join(out) or "the schema's alternatives"
+
+
+def _kind_of(error, config: Mapping[str, Any]) -> str | None:
+    """The format kind whose per-kind rule (an ``if kind ... then``) an error comes from."""
+    if "then" not in list(error.absolute_schema_path):
+        return None
+    node: Any = config
+    for part in error.absolute_path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node.get("kind") if isinstance(node, Mapping) else None
+
+
+def _describe(error, config: Mapping[str, Any]) -> str:
+    """One line for a jsonschema error: the key path and what was expected."""
+    path = list(error.absolute_path)
+    v, value, inst = error.validator, error.validator_value, error.instance
+    if "propertyNames" in list(error.absolute_schema_path) and isinstance(inst, str):
+        kind = _kind_of(error, config)
+        allowed = sorted(value) if isinstance(value, list) else []
+        kinds = f" of format kind {kind!r}" if kind else ""
+        return f"{_key(path + [inst])}: not an option{kinds} (its options: {', '.join(allowed)})"
+    if v == "required":
+        missing = [k for k in value if isinstance(inst, Mapping) and k not in inst]
+        kind = _kind_of(error, config)
+        why = f"required for format kind {kind!r}" if kind else "required"
+        return f"{_key(path + missing[:1])}: missing ({why})"
+    if v == "additionalProperties" and isinstance(inst, Mapping):
+        known = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in inst if k not in known)
+        shown = ", ".join(sorted(known)) if known else "none"
+        return f"{_key(path + extra[:1])}: unknown key (known here: {shown})"
+    if v == "propertyNames":
+        return f"{_key(path)}: {error.message}"
+    if v == "enum":
+        return f"{_key(path)}: {_short(inst)} is not one of {', '.join(map(repr, value))}"
+    if v == "const":
+        return f"{_key(path)}: expected {value!r}, got {_short(inst)}"
+    if v == "type":
+        return f"{_key(path)}: expected {' or '.join(value) if isinstance(value, list) else value}, got {_short(inst)}"
+    if v == "pattern":
+        return f"{_key(path)}: {_short(inst)} does not have the expected form (pattern {value})"
+    if v in ("oneOf", "anyOf"):
+        if v == "oneOf" and not error.context:  # valid under several branches
+            return f"{_key(path)}: give exactly one of {_alternatives(value)}, not several"
+        return f"{_key(path)}: expected one of: {_alternatives(value)}; got {_short(inst)}"
+    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        sign = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[v]
+        return f"{_key(path)}: expected a value {sign} {value}, got {_short(inst)}"
+    if v in ("minItems", "maxItems", "minProperties", "maxProperties", "uniqueItems"):
+        return f"{_key(path)}: {error.message if len(error.message) < 120 else v + ' ' + str(value)}"
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    return f"{_key(path)}: {message}"
+
+
+def _validator(schema: Mapping[str, Any]):
+    """A Draft 2020-12 validator that fills in defaults (as ``snakemake.utils.validate`` does)."""
+    from jsonschema import Draft202012Validator, validators
+
+    properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, props, instance, subschema):
+        if isinstance(instance, dict):
+            for name, sub in props.items():
+                if isinstance(sub, Mapping) and "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from properties(validator, props, instance, subschema)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults})(schema)
+
+
+def validate_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str, Any] = SCHEMA) -> dict[str, Any]:
+    """Validate ``config`` against the schema, filling in its defaults in place.
+
+    Parameters
+    ----------
+    config : dict
+        The merged configuration (modified: defaults are added).
+    schema : path or mapping
+        The JSON schema (YAML file); default: the workflow's.
+
+    Returns
+    -------
+    dict
+        ``config``.
+
+    Raises
+    ------
+    ConfigError
+        ``"config: <key path>: <what was expected>"``, one line, for the most relevant violation.
+    """
+    from jsonschema.exceptions import best_match
+
+    if not isinstance(schema, Mapping):
+        schema = load_yaml(schema)
+    if not isinstance(config, dict):
+        raise ConfigError(f"config: expected a mapping of keys at the top level, got {type(config).__name__}")
+    error = best_match(_validator(schema).iter_errors(config))
+    if error is not None:
+        raise ConfigError(f"config: {_describe(error, config)}")
+    return config
+
+
+# ------------------------------------------------------------------------ cross-field checks
+def _has_hierarchy(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset's config gives its classes a hierarchy (a predefined tree needs one)."""
+    if cfg.get("hierarchy"):
+        return True
+    source = cfg.get("source") or {}
+    if "synthetic" in source:
+        return True
+    fmt = cfg.get("format") or {}
+    if fmt.get("kind") == "fasta":
+        return fmt.get("label", "taxonomy") == "taxonomy" and fmt.get("hierarchy", True) is not False
+    if fmt.get("kind") == "csv_text":
+        return bool(fmt.get("hierarchy_columns"))
+    return False
+
+
+def vgg16_weights_key(name: str) -> str:
+    """The top-level ``weights`` entry a dataset's ``features.weights`` names (``DEFAULT`` and
+    torchvision's ``IMAGENET1K_V1`` are ``vgg16_imagenet``)."""
+    return "vgg16_imagenet" if name in ("DEFAULT", "IMAGENET1K_V1") else name
+
+
+def _raw_file_check(where: str, name: str, files: Mapping[str, Any], unpack: Sequence[str]) -> None:
+    """A file a reader opens in the raw folder: a listed download (not one that is unpacked),
+    or, when archives are unpacked, possibly one of their members (not checked here)."""
+    if name in files:
+        if name in unpack:
+            raise ConfigError(f"config: {where}: {name!r} is an archive listed in unpack; name a file inside it instead")
+        return
+    if not unpack:
+        known = ", ".join(files) or "none"
+        raise ConfigError(f"config: {where}: {name!r} is not one of the dataset's files (files: {known}) and nothing is unpacked")
+
+
+def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] | None = None) -> None:
+    """Cross-field checks of one dataset entry (after :func:`validate_config`).
+
+    ``weights`` is the config's top-level ``weights`` (default: the schema's).
+
+    Raises
+    ------
+    ConfigError
+        Naming the key: ``features.weights`` naming no weights entry; split fractions adding up to 1 or more; ``hf.trees`` with ``predefined``
+        but no hierarchy; an ``unpack`` entry that is neither a listed file nor inside an earlier
+        archive, or a listed file that is not an archive; a file of ``format.parts``,
+        ``hierarchy.file`` or ``features.domains`` that no entry of ``files`` provides (when
+        nothing is unpacked, which could provide it).
+    """
+    weights = {"vgg16_imagenet": {}} if weights is None else weights
+    base = f"datasets.{name}"
+    features = cfg.get("features") or {}
+    if features.get("kind") == "vgg16" and str(features.get("weights", "DEFAULT")).lower() != "none":
+        key = vgg16_weights_key(str(features.get("weights", "DEFAULT")))
+        if key not in weights:
+            raise ConfigError(
+                f"config: {base}.features.weights: {features.get('weights')!r} names no entry of the top-level weights "
+                f"(known: {', '.join(weights) or 'none'}); or 'none' for random weights"
+            )
+    split = cfg.get("split") or {}
+    fractions = {k: v for k in _SPLIT_PARTS if isinstance(v := split.get(k), float) and 0 <= v < 1}
+    if sum(fractions.values()) >= 1:
+        shown = " + ".join(f"{k} {v:g}" for k, v in fractions.items())
+        raise ConfigError(
+            f"config: {base}.split: {shown} = {sum(fractions.values()):g} of the rows, leaving none for training"
+        )
+    hf = cfg.get("hf") or {}
+    if hf.get("enabled") and "predefined" in (hf.get("trees") or []) and not _has_hierarchy(cfg):
+        raise ConfigError(
+            f"config: {base}.hf.trees: 'predefined' needs a class hierarchy and this dataset has none "
+            "(add `hierarchy:`, e.g. {from_label: {sep: \".\"}} or a file, or use trees: [kmeans])"
+        )
+    files = dict(cfg.get("files") or {})
+    unpack = list(cfg.get("unpack") or [])
+    from .archives import is_archive_name
+
+    for i, entry in enumerate(unpack):
+        if entry in files:
+            if not is_archive_name(entry):
+                raise ConfigError(f"config: {base}.unpack[{i}]: {entry!r} is not an archive name (.tar, .tar.gz, .tgz, .tar.bz2, .zip, ...)")
+        elif i == 0:
+            raise ConfigError(
+                f"config: {base}.unpack[0]: {entry!r} is not one of the dataset's files ({', '.join(files) or 'none'}); "
+                "an entry that is not a file must be inside an archive unpacked before it"
+            )
+    fmt = cfg.get("format") or {}
+    for part, names in dict(fmt.get("parts") or {}).items():
+        for j, file in enumerate([names] if isinstance(names, str) else names):
+            _raw_file_check(f"{base}.format.parts.{part}[{j}]", file, files, unpack)
+    hierarchy = cfg.get("hierarchy") or {}
+    if "file" in hierarchy:
+        _raw_file_check(f"{base}.hierarchy.file", hierarchy["file"], files, unpack)
+    domains = (cfg.get("features") or {}).get("domains") or {}
+    for key in ("families", "annotations"):
+        if key in domains:
+            _raw_file_check(f"{base}.features.domains.{key}", domains[key], files, unpack)
+
+
+def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = None) -> None:
+    """Cross-field checks the schema cannot express, for the datasets of ``run`` (or ``datasets``).
+
+    Raises
+    ------
+    ConfigError
+        One line naming the key (see :func:`check_dataset`), or a ``run`` entry that is not a
+        key of ``datasets``.
+    """
+    known = dict(config.get("datasets") or {})
+    names = list(config.get("run") or []) if datasets is None else list(datasets)
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
+        check_dataset(name, known[name], config.get("weights"))
