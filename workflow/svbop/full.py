@@ -59,6 +59,16 @@ def _build_transposed(model: LinearModel) -> np.ndarray | sp.csr_matrix:
     return WT
 
 
+def _build_rows(model: LinearModel) -> np.ndarray | sp.csr_matrix:
+    """``W`` one row per class, as the paper's SVBOP-Full reads it: CSR with sorted indices (a copy:
+    the caller's matrix is left as it is) or C-contiguous float64."""
+    if sp.issparse(model.W):
+        W = sp.csr_matrix(model.W, copy=True)
+        W.sort_indices()
+        return W
+    return np.ascontiguousarray(model.W, dtype=np.float64)
+
+
 def _block_rows(K: int) -> int:
     return max(1, min(4096, _BLOCK_BYTES // (8 * max(K, 1))))
 
@@ -238,12 +248,9 @@ def predict_sets_full_naive(
     K = model.n_classes
     X = _as_sorted_csr(X if sp.issparse(X) else _dense_features(X, model), model.n_features)
     start = time.perf_counter()
-    if sp.issparse(model.W):
-        W = model.W.tocsr()
-        W.sort_indices()
+    W = _kernels.per_model(model, "_svbop_w_rows", _build_rows)
+    if sp.issparse(W):
         w_ptr, w_ind = W.indptr.astype(np.int64), W.indices.astype(np.int64)
-    else:
-        W = np.ascontiguousarray(model.W, dtype=np.float64)
 
     def search(Xs, out_cls: np.ndarray, out_size: np.ndarray, out_val: np.ndarray) -> None:
         xptr, xind = Xs.indptr.astype(np.int64), Xs.indices.astype(np.int64)
