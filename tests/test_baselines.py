@@ -57,6 +57,23 @@ def test_threshold_tuning_hand_computed():
         svbop.ThresholdSetPredictor("fbeta").predict(P)
 
 
+@pytest.mark.parametrize("seed", [32, 46, 60, 75])
+def test_threshold_tuning_breaks_exact_ties_despite_rounding(seed):
+    # seeds where two thresholds give different sets of exactly equal mean F1 (e.g. 1 + 0 + 0 and
+    # 1/3 + 2/3 + 0), which floating point rounds apart: the smaller theta must still win
+    from fractions import Fraction
+
+    rng = np.random.default_rng(seed)
+    P, y = rng.dirichlet(np.full(5, 0.7), size=6), rng.integers(0, 5, 6)
+    thetas = np.array(svbop.baselines.PAPER_THRESHOLDS)
+    exact = []
+    for t in thetas:
+        sets = svbop.threshold_sets(P, t)
+        exact.append(sum(Fraction(2, len(s) + 1) for s, c in zip(sets, y) if c in s))
+    expected = thetas[[e == max(exact) for e in exact]].min()
+    assert svbop.tune_threshold(P, y, "fbeta:beta=1")[0] == expected
+
+
 def test_conformal_quantile_uses_the_finite_sample_level():
     scores = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])  # n = 9
     P = np.column_stack([1 - scores, scores])  # true class 0: nonconformity = scores

@@ -125,13 +125,19 @@ def threshold_sets(P, theta: float, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -
     return sets
 
 
+#: Mean utilities this close (relative) are ties in :func:`tune_threshold`.
+_SCORE_RTOL = 1e-9
+
+
 def tune_threshold(P_val, y_val, u: Utility | str, thetas=PAPER_THRESHOLDS) -> tuple[float, np.ndarray]:
     """Pick the threshold with the highest mean utility on a validation set.
 
     Returns
     -------
     theta : float
-        The best threshold (the smallest among equally good ones).
+        The best threshold: the smallest among equally good ones, where scores within a relative
+        1e-9 of the best count as equal (so that floating-point noise in the utility, e.g.
+        ``2/3`` computed two ways, cannot decide between thresholds that tie exactly).
     scores : ndarray of shape (len(thetas),)
         Mean validation utility of each threshold.
     """
@@ -143,7 +149,7 @@ def tune_threshold(P_val, y_val, u: Utility | str, thetas=PAPER_THRESHOLDS) -> t
     u = utility(u)
     scores = np.array([set_utility(threshold_sets(P_val, th), y_val, u).mean() for th in thetas])
     best = scores.max()
-    candidates = thetas[scores == best]
+    candidates = thetas[scores >= best - _SCORE_RTOL * max(1.0, abs(best))]
     return float(candidates.min()), scores
 
 
