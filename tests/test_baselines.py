@@ -133,3 +133,43 @@ def test_baselines_reject_bad_input():
         svbop.threshold_sets(np.array([[np.nan, 1.0]]), 0.5)
     with pytest.raises(ValueError, match=r"P_cal: row 1 has a negative probability P\[1, 0\]"):
         svbop.conformal_quantile(np.array([[0.5, 0.5], [-0.1, 1.1]]), [0, 1], 0.1)
+
+
+def test_baselines_on_float32_scores_equal_the_float64_results_without_near_ties(rng):
+    """The pipeline stores probabilities in float32 (svbop.io.SCORES_DTYPE): where no two
+    probabilities and no cumulative mass and threshold are within float32's rounding, every
+    baseline gives the float64 sets, and reads the float32 matrix without a float64 copy."""
+    n, K = 60, 200
+    # distinct probabilities at least 0.5 % apart (relative): rounding creates no tie
+    P = np.exp(-np.argsort(rng.random((n, K)), axis=1) * rng.uniform(0.005, 0.05, (n, 1)))
+    P /= P.sum(axis=1, keepdims=True)
+    P32 = P.astype(np.float32)
+    y = rng.integers(0, 4, n)
+    for s in (1, 3, 5):
+        assert svbop.top_s_sets(P32, s) == svbop.top_s_sets(P, s)
+    for theta in (0.1, 0.5, 0.9):
+        mass = np.sort(np.cumsum(-np.sort(-P, axis=1), axis=1).ravel())
+        gap = np.abs(mass - theta).min()
+        assert gap > 1e-6  # no cumulative mass within float32's error (6e-8 relative) of theta
+        assert svbop.threshold_sets(P32, theta) == svbop.threshold_sets(P, theta)
+    for eps in (0.05, 0.2):
+        q = svbop.conformal_quantile(P, y, eps)
+        assert svbop.conformal_quantile(P32, y, eps) == pytest.approx(q, rel=1e-6)
+        # the sets from the float32 quantile and scores: the same unless a probability lies at it
+        assert svbop.conformal_sets(P32, svbop.conformal_quantile(P32, y, eps)) == svbop.conformal_sets(P, q)
+    theta, scores = svbop.tune_threshold(P32, y, "fbeta:beta=1")
+    assert theta == svbop.tune_threshold(P, y, "fbeta:beta=1")[0]
+    assert svbop.ThresholdSetPredictor("fbeta:beta=1").fit(P32, y).predict(P32) == svbop.threshold_sets(P, theta)
+
+
+def test_prefix_baselines_with_sets_of_every_class_equal_a_naive_computation_in_any_chunking(rng):
+    """Sets of thousands of classes (conformal prediction at small epsilon, thresholds near 1) are
+    assembled chunk by chunk without padding; the result does not depend on the chunking."""
+    n, K = 60, 1500
+    P = rng.dirichlet(np.full(K, 0.3), size=n).astype(np.float32)
+    order = np.argsort(-P, axis=1, kind="stable")
+    for chunk_bytes in (K * 4, K * 4 * 7, 2**25):
+        every = svbop.conformal_sets(P, 1.0, chunk_bytes=chunk_bytes)
+        assert every.to_list() == order.tolist()  # q = 1: every class
+        top = svbop.top_s_sets(P, 1000, chunk_bytes=chunk_bytes)
+        np.testing.assert_array_equal(top.indices, order[:, :1000].ravel())

@@ -238,3 +238,34 @@ def test_train_ovr_validates_its_arguments(data):
             train_ovr(**args)
     with pytest.raises(ValueError, match="X has 3 features, the model has 25"):
         train_ovr(X, y, 6, classes=[0], progress=False).decision_function(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("clipped", [False, True])
+@pytest.mark.parametrize("sparse_x", [False, True])
+def test_predict_proba_in_blocks_equals_the_softmax_of_all_scores(rng, clipped, sparse_x):
+    K, D = 37, 50
+    W = rng.standard_normal((K, D)) * (rng.random((K, D)) < 0.2)
+    model = LinearModel(sp.csr_matrix(W) if clipped else W, rng.standard_normal(K), np.arange(K))
+    X = rng.standard_normal((103, D)) * (rng.random((103, D)) < 0.3)
+    X = sp.csr_matrix(X) if sparse_x else X
+    whole = softmax(model.decision_function(X))
+    for batch_size in (1, 7, 103, 1000):
+        blocks = model.predict_proba(X, batch_size=batch_size)
+        assert blocks.dtype == np.float64 and blocks.shape == (103, K)
+        if sparse_x:  # row by row the same sums as one product: bit for bit
+            np.testing.assert_array_equal(blocks, whole)
+        else:  # BLAS may block a dense product differently
+            np.testing.assert_allclose(blocks, whole, rtol=1e-12, atol=1e-300)
+    assert model.predict_proba(X[:0]).shape == (0, K)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        model.predict_proba(X, batch_size=0)
+
+
+def test_predict_proba_in_float32_is_the_float64_result_rounded(rng):
+    model = LinearModel(sp.csr_matrix(rng.standard_normal((20, 30))), rng.standard_normal(20), np.arange(20))
+    X = sp.csr_matrix(rng.standard_normal((41, 30)))
+    P32 = model.predict_proba(X, dtype=np.float32, batch_size=6)
+    assert P32.dtype == np.float32
+    np.testing.assert_array_equal(P32, model.predict_proba(X).astype(np.float32))
+    with pytest.raises(ValueError, match="dtype must be float64 or float32"):
+        model.predict_proba(X, dtype=np.float16)

@@ -130,3 +130,79 @@ def test_evaluate_methods_with_svbop_timing_columns():
         timing_columns({**sets, ("svbop_hsg", "fbeta_5"): hsg}, {("svbop_hsg", "fbeta_5"): {"ms_per_sample": 1.0}})
     with pytest.raises(ValueError, match="unknown method 'svbop_fast'"):
         evaluate_methods({("svbop_fast", "fbeta_1"): full}, y, ["fbeta:beta=1"], dataset="d")
+
+
+def test_scores_file_keeps_float32_and_is_stored_uncompressed(tmp_path):
+    import zipfile
+
+    from svbop.io import SCORES_DTYPE, save_arrays
+
+    P = np.random.default_rng(1).dirichlet(np.ones(40), size=30).astype(SCORES_DTYPE)
+    y = np.arange(30) % 40
+    save_arrays(tmp_path / "scores.npz", compress=False, P_test=P, y_test=y)
+    with zipfile.ZipFile(tmp_path / "scores.npz") as zf:
+        assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_STORED}
+    with np.load(tmp_path / "scores.npz") as data:
+        assert data["P_test"].dtype == np.float32 and SCORES_DTYPE == np.float32
+        np.testing.assert_array_equal(data["P_test"], P)
+        np.testing.assert_array_equal(data["y_test"], y)
+    save_arrays(tmp_path / "small.npz", y=y)  # the default stays compressed
+    with zipfile.ZipFile(tmp_path / "small.npz") as zf:
+        assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_DEFLATED}
+
+
+def test_contains_and_repeated_class_need_no_memory_the_size_of_the_sets():
+    import tracemalloc
+
+    K, n = 3000, 500
+    rng = np.random.default_rng(2)
+    indices = np.concatenate([rng.permutation(K) for _ in range(n)])  # every set holds every class
+    sets = svbop.SetPredictions(indices, np.arange(n + 1) * K, K)
+    y = rng.integers(0, K, n)
+    sets.contains(y), sets.repeated_class()  # compile (or load) the kernels first
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        hit, repeated = sets.contains(y), sets.repeated_class()
+        extra = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert hit.all() and repeated is None
+    assert extra < indices.nbytes / 20  # the old ways (np.repeat, a lexsort of all entries) took several times it
+    # the answers: labels outside a set, and the first set repeating a class with its smallest such class
+    small = svbop.SetPredictions.from_sets([[2, 0], [1], [], [3, 1, 3, 1], [0, 0]], 4)
+    assert small.contains([0, 2, 1, 1, 0]).tolist() == [True, False, False, True, True]
+    assert small.contains(np.array([0.0, 1.0, 1.0, 1.5, 0.0])).tolist() == [True, True, False, False, True]
+    assert small.repeated_class() == (3, 1)
+    assert svbop.SetPredictions.from_sets([[0, 1], [2]], 3).repeated_class() is None
+
+
+def test_set_files_read_each_method_when_used(tmp_path):
+    from svbop.evaluation import evaluate_methods
+    from svbop.io import SetFiles
+
+    y = np.array([0, 1, 2])
+    sets = {("top_s", "1"): svbop.SetPredictions.from_sets([[0], [2], [2]], 3),
+            ("icp", "0.10"): svbop.SetPredictions.from_sets([[0, 1], [1, 2], [0]], 3)}
+    paths = {}
+    for (method, param), s in sets.items():
+        paths[method, param] = tmp_path / f"{method}_{param}.npz"
+        save_sets(paths[method, param], s)
+    files = SetFiles({**paths, ("icp", "0.01"): tmp_path / "missing.npz"})
+    assert ("icp", "0.01") in files and len(files) == 3  # membership reads no file
+    with pytest.raises(ValueError, match="missing.npz: no such file"):
+        files["icp", "0.01"]
+    assert files["top_s", "1"] == sets["top_s", "1"]
+    assert evaluate_methods(SetFiles(paths), y, ["fbeta:beta=1"], dataset="d") == evaluate_methods(
+        sets, y, ["fbeta:beta=1"], dataset="d")
+
+
+@pytest.mark.parametrize("K, stored", [(30, np.uint8), (12166, np.uint16), (70000, np.uint32)])
+def test_sets_files_store_classes_in_the_smallest_type_and_load_as_int64(tmp_path, K, stored):
+    rng = np.random.default_rng(K)
+    sets = svbop.SetPredictions.from_sets([rng.permutation(K)[: rng.integers(0, 50)] for _ in range(20)] + [[K - 1]], K)
+    save_sets(tmp_path / "s.npz", sets)
+    with np.load(tmp_path / "s.npz") as data:
+        assert data["indices"].dtype == stored
+    back = load_sets(tmp_path / "s.npz")
+    assert back == sets and back.indices.dtype == np.int64

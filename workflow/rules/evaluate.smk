@@ -9,7 +9,7 @@ rule evaluate:
         tuning=lambda wc: expand("results/{d}/predictions/threshold/{u}.tsv", d=wc.dataset, u=UTILITIES),
         timings=lambda wc: list(timings(wc.dataset).values()),
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("metrics", "evaluation", "sets", "timing"),
+        code=library_sources("metrics", "evaluation", "sets", "timing", "io", "_kernels"),
     output:
         report(
             "results/{dataset}/metrics.tsv",

@@ -2,7 +2,10 @@
 # SVBOP-HSG (HNSW index over the flat model) and SVBOP-HF (per tree) go from the features to the
 # sets, per utility, each timed on one thread (a JSON beside the sets: the paper's test time per
 # sample); the baselines (threshold, top-s, ICP) start from the flat model's class probabilities
-# of the held-out rows (score_flat).
+# of the held-out rows (score_flat), stored in float32 (svbop.io.SCORES_DTYPE: 1.6 GB for LSHTC1's
+# test rows instead of 3.4 GB) and without zlib, computed in blocks of rows. Ties that float32's
+# rounding creates go to the lower class index in every baseline; the SVBOP rules never read these
+# matrices (they score the model in float64).
 
 # Library files every timed SVBOP rule runs (Algorithm 1, its kernels, the timing, the loaders).
 SEARCH_CODE = ("_kernels", "search", "_prefix", "utilities", "sets", "io", "timing", "datasets/splits")
@@ -14,7 +17,7 @@ rule score_flat:
         features=features_file,
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        code=library_sources("linear"),
+        code=library_sources("linear", "io"),
     output:
         "results/{dataset}/scores/flat.npz",
     resources:
@@ -130,7 +133,7 @@ rule predict_svbop_hf:
 rule predict_threshold:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "_prefix", "utilities", "sets"),
+        code=library_sources("baselines", "_prefix", "utilities", "sets", "_kernels"),
     output:
         sets="results/{dataset}/predictions/threshold/{utility}.npz",
         tuning="results/{dataset}/predictions/threshold/{utility}.tsv",

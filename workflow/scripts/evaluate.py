@@ -7,14 +7,15 @@ import logging
 import numpy as np
 
 from svbop.evaluation import evaluate_methods, timing_columns
-from svbop.io import load_sets, write_tsv
+from svbop.io import SetFiles, write_tsv
 from svbop.logs import to_log_file
 from svbop.timing import read_timing
 
 to_log_file(snakemake.log[0])
 with np.load(snakemake.input.scores) as scores:
     y = scores["y_test"]
-sets = {method: load_sets(path) for method, path in zip(snakemake.params.methods, snakemake.input.sets)}
+# read when used, one method at a time (a conformal method's sets can take GBs)
+sets = SetFiles(dict(zip(snakemake.params.methods, snakemake.input.sets)))
 extra = {}
 thresholds = [method for method in snakemake.params.methods if method[0] == "threshold"]
 for method, path in zip(thresholds, snakemake.input.tuning):  # the tuned theta of each threshold method

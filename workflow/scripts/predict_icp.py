@@ -12,5 +12,7 @@ to_log_file(snakemake.log[0])
 with np.load(snakemake.input.scores) as scores:
     P_cal, y_cal, P_test = scores["P_calibration"], scores["y_calibration"], scores["P_test"]
 predictor = ConformalSetPredictor(snakemake.params.epsilon).fit(P_cal, y_cal)
-save_sets(snakemake.output[0], predictor.predict(P_test))
+sets = predictor.predict(P_test)
+del P_cal, P_test  # at small epsilon the sets hold most classes: GBs to write
+save_sets(snakemake.output[0], sets)
 logging.info("epsilon %g: nonconformity quantile %g", snakemake.params.epsilon, predictor.quantile_)

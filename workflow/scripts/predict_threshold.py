@@ -17,5 +17,7 @@ write_tsv(snakemake.output.tuning, [
     {"theta": theta, "validation_utility_pct": 100 * score, "chosen": theta == predictor.theta_}
     for theta, score in zip(predictor.thetas, predictor.scores_)
 ])
-save_sets(snakemake.output.sets, predictor.predict(P_test))
+sets = predictor.predict(P_test)
+del P_val, P_test  # a threshold near 1 gives sets of most classes: GBs to write
+save_sets(snakemake.output.sets, sets)
 logging.info("%s: theta = %g", snakemake.params.utility, predictor.theta_)

@@ -1,9 +1,10 @@
-"""Glue: class probabilities (softmax of the one-vs-rest scores) of the held-out rows (rule score_flat)."""
+"""Glue: class probabilities (softmax of the one-vs-rest scores) of the held-out rows, in float32
+(svbop.io.SCORES_DTYPE), computed in blocks of rows (rule score_flat)."""
 
 import logging
 
 from svbop.datasets import Dataset, load_split
-from svbop.io import load_matrix, save_arrays
+from svbop.io import SCORES_DTYPE, load_matrix, save_arrays
 from svbop.linear import LinearModel
 from svbop.logs import to_log_file
 
@@ -15,7 +16,9 @@ split = load_split(snakemake.input.split)
 arrays = {}
 for part in ("validation", "calibration", "test"):
     rows = split[part]
-    arrays[f"P_{part}"] = model.predict_proba(X[rows])
+    arrays[f"P_{part}"] = model.predict_proba(X[rows], dtype=SCORES_DTYPE)
     arrays[f"y_{part}"] = y[rows]
     logging.info("%s: %d rows scored", part, len(rows))
-save_arrays(snakemake.output[0], **arrays)
+# Stored without zlib: on an LSHTC1-shaped test part (34,905 x 12,166 float32) it saved 45 % of
+# 1.6 GB but took 101 s to write and 10.5 s per reading job, against 1.7 s and 1.9 s.
+save_arrays(snakemake.output[0], compress=False, **arrays)

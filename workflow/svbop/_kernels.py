@@ -515,6 +515,40 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
         out_pulled[r] = n
 
 
+# --- set containers ------------------------------------------------------------------------------
+
+
+@njit(**_JIT)
+def sets_contain(indptr, indices, y, out):
+    """``out[i] = y[i] in indices[indptr[i]:indptr[i + 1]]`` (no temporary the size of ``indices``)."""
+    for i in range(y.size):
+        hit = False
+        for a in range(indptr[i], indptr[i + 1]):
+            if indices[a] == y[i]:
+                hit = True
+                break
+        out[i] = hit
+
+
+@njit(**_JIT)
+def first_repeated_class(indptr, indices, n_classes):
+    """``(i, c)``: the first set ``i`` that holds a class twice and the smallest such class ``c``
+    in it, or ``(-1, -1)``; one pass with a stamp per class (classes must be in ``0..n_classes-1``)."""
+    stamp = np.zeros(n_classes, dtype=np.int64)
+    for i in range(indptr.size - 1):
+        found = -1
+        for a in range(indptr[i], indptr[i + 1]):
+            c = indices[a]
+            if stamp[c] == i + 1:
+                if found < 0 or c < found:
+                    found = c
+            else:
+                stamp[c] = i + 1
+        if found >= 0:
+            return i, found
+    return -1, -1
+
+
 # --- running kernels on blocks of rows in threads ----------------------------------------------
 
 

@@ -171,17 +171,19 @@ def sorted_heads(X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None) ->
         lr, lo = local[rows[sel]], offset[sel]
         V[lr, lo] = vals[sel]
         C[lr, lo] = cols[sel]
-        order = np.argsort(-V, axis=1)  # SIMD quicksort: several times faster than stable
-        V = np.take_along_axis(V, order, axis=1)
-        C = np.take_along_axis(C, order, axis=1)
-        # tied probabilities: put them in increasing class index (rows with ties are rare)
-        tied = np.flatnonzero(((V[:, 1:] == V[:, :-1]) & (C[:, 1:] < C[:, :-1])).any(axis=1))
+        negV = -V  # each row's candidates are in increasing class index
+        order = np.argsort(negV, axis=1)  # SIMD quicksort: faster than a stable sort
+        Vs = np.take_along_axis(V, order, axis=1)
+        Cs = np.take_along_axis(C, order, axis=1)
+        # tied probabilities must come in increasing class index: sort the rows where quicksort
+        # broke a tie the other way again, stably (cheaper than a lexsort on (class, value))
+        tied = np.flatnonzero(((Vs[:, 1:] == Vs[:, :-1]) & (Cs[:, 1:] < Cs[:, :-1])).any(axis=1))
         if tied.size:
-            order = np.lexsort((C[tied], -V[tied]), axis=-1)
-            V[tied] = np.take_along_axis(V[tied], order, axis=1)
-            C[tied] = np.take_along_axis(C[tied], order, axis=1)
-        V[np.isneginf(V)] = 0.0
-        groups.append(SortedHeads(grows, V, C, counts[grows]))
+            order = np.argsort(negV[tied], axis=1, kind="stable")
+            Vs[tied] = np.take_along_axis(V[tied], order, axis=1)
+            Cs[tied] = np.take_along_axis(C[tied], order, axis=1)
+        Vs[np.isneginf(Vs)] = 0.0
+        groups.append(SortedHeads(grows, Vs, Cs, counts[grows]))
     return groups
 
 
@@ -240,8 +242,8 @@ def prefix_search(
     value = np.zeros(n, dtype=np.float64)
     local = threading.local()
 
-    def process(row0: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Settle the rows of one chunk; returns (global rows, padded sorted classes) pieces."""
+    def process(row0: int) -> np.ndarray:
+        """Settle the rows of one chunk; returns the classes of its sets, concatenated in row order."""
         if getattr(local, "buf", None) is None:
             local.buf = np.empty(min(n, rows_per_chunk) * K, dtype=bool)
         pieces = []
@@ -270,7 +272,14 @@ def prefix_search(
             active = active[left]
             t = np.clip(new_t, 0, rowmax[active]).astype(X.dtype)
             Xa = X[active]
-        return pieces
+        # the chunk's sets without the padding, at once: padded to powers of two, the sets of all
+        # rows would need up to twice their size (when sets hold thousands of classes, GBs)
+        ptr = np.concatenate([[0], np.cumsum(sizes[row0 : row0 + X.shape[0]])])
+        out = np.empty(ptr[-1], dtype=np.int64)
+        for g_rows, classes in pieces:
+            keep = np.arange(classes.shape[1]) < sizes[g_rows][:, None]
+            out[(ptr[g_rows - row0][:, None] + np.arange(classes.shape[1]))[keep]] = classes[keep]
+        return out
 
     starts = range(0, n, rows_per_chunk)
     workers = _n_workers(n_jobs, len(starts))
@@ -282,12 +291,10 @@ def prefix_search(
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(process, starts))
     indptr = np.concatenate([[0], np.cumsum(sizes)])
-    indices = np.empty(indptr[-1], dtype=np.int64)
-    for pieces in results:
-        for g_rows, classes in pieces:
-            keep = np.arange(classes.shape[1]) < sizes[g_rows][:, None]
-            dest = (indptr[g_rows][:, None] + np.arange(classes.shape[1]))[keep]
-            indices[dest] = classes[keep]
+    indices = np.empty(indptr[-1], dtype=np.int64)  # pages are committed as written, chunks freed as copied
+    for i, row0 in enumerate(starts):
+        indices[indptr[row0] : indptr[row0] + results[i].size] = results[i]
+        results[i] = None
     return SetPredictions(indices, indptr, K), value
 
 

@@ -77,6 +77,9 @@ def evaluate_methods(
         row.update(scores)
         row.update((extra or {}).get((method, param), {}))
         rows.append(row)
+        # a lazy mapping (svbop.io.SetFiles) reads each method's sets when asked: let these go
+        # before the next are read (one conformal method's sets can take GBs)
+        del predicted, scores
     return rows
 
 

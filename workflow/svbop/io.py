@@ -6,7 +6,7 @@ import os
 import warnings
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,8 +14,17 @@ import numpy as np
 
 from .sets import SetPredictions
 
-__all__ = ["UNREADABLE_NPZ", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets"]
+__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets", "SetFiles"]
 
+
+#: dtype of the held-out rows' class probabilities the pipeline stores (rule score_flat,
+#: ``results/{dataset}/scores/flat.npz``, arrays ``P_validation``, ``P_calibration``, ``P_test``).
+#: float32 halves the memory and disk of float64 (LSHTC1's 34,905 x 12,166 test probabilities:
+#: 1.6 GB instead of 3.4 GB), and the baselines and metrics read it as it is, without a float64
+#: copy.  Rounding to float32 (relative error below 6e-8) can tie probabilities that differ in
+#: float64; the baselines break ties by the lower class index.  SVBOP's own predictions do not
+#: read these matrices: they score the model in float64.
+SCORES_DTYPE = np.dtype(np.float32)
 
 #: What numpy raises for a file that is not a readable ``.npy`` / ``.npz`` (not a zip, truncated,
 #: a damaged member, pickled objects): caught at the library's boundary and reported naming the file.
@@ -74,10 +83,22 @@ def write_tsv(path: str | os.PathLike, rows, columns=None) -> None:
         writer.writerows(rows)
 
 
-def save_arrays(path: str | os.PathLike, **arrays) -> None:
-    """Write named arrays to a compressed ``.npz`` file atomically (no pickled objects)."""
+def save_arrays(path: str | os.PathLike, *, compress: bool = True, **arrays) -> None:
+    """Write named arrays to an ``.npz`` file atomically (no pickled objects).
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    compress : bool, default True
+        zlib-compress every array (``np.savez_compressed``), or store them as they are
+        (``np.savez``: for data that zlib hardly shrinks, such as dense probabilities, where it
+        costs minutes of CPU per GB; see :data:`SCORES_DTYPE`).
+    **arrays
+        The arrays, by name.
+    """
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        (np.savez_compressed if compress else np.savez)(fh, **arrays)
 
 
 def matrix_arrays(X, prefix: str = "X") -> dict[str, np.ndarray]:
@@ -276,3 +297,35 @@ def load_sets(path: str | os.PathLike, n_classes: int | None = None) -> SetPredi
     if n_classes is None:
         n_classes = 1 + max((max(r) for r in rows if r), default=0)
     return SetPredictions.from_sets(rows, n_classes)
+
+
+class SetFiles(Mapping):
+    """Set predictions by key, each read from its file when looked up and not kept.
+
+    A caller that goes through the methods one at a time (:func:`svbop.evaluation.evaluate_methods`
+    iterates ``items()``) then holds one method's sets at a time: conformal sets on many classes
+    can hold thousands of classes per row (GBs), and a dataset has a dozen baselines.
+
+    Parameters
+    ----------
+    paths : mapping of key to path
+        Files written by :func:`save_sets`, e.g. ``{(method, param): path}``.
+    n_classes : int, optional
+        Passed to :func:`load_sets` (for text files).
+    """
+
+    def __init__(self, paths: Mapping, n_classes: int | None = None) -> None:
+        self.paths = dict(paths)
+        self.n_classes = n_classes
+
+    def __getitem__(self, key) -> SetPredictions:
+        return load_sets(self.paths[key], self.n_classes)
+
+    def __contains__(self, key) -> bool:  # without reading the file (Mapping's would)
+        return key in self.paths
+
+    def __iter__(self) -> Iterator:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
