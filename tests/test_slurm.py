@@ -1,5 +1,6 @@
-"""The SLURM profile on a real SLURM cluster: the tiny workflow of tests/test_workflow.py submitted
-with ``snakemake --profile workflow/profiles/slurm``, every job through ``sbatch``.
+"""The SLURM profile on a real SLURM cluster: the shrunk rehearsal of tests/test_workflow_rehearsal.py
+(one LSHTC1-shaped synthetic dataset, every stage down to the report, about 25 jobs) submitted with
+``snakemake --profile workflow/profiles/slurm``, every job through ``sbatch``.
 
 The test starts a one-node cluster on this machine, on the loopback interface only, with every
 file (configuration, state, logs, the MUNGE key and socket, the accounting database) in a
@@ -30,7 +31,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_workflow import _copy_workflow  # the tiny configuration (TINY) of the workflow tests
+from test_workflow import _copy_workflow
+from test_workflow_rehearsal import REHEARSAL, SHRINK
+
+# One utility and fewer baselines than the local shrunk rehearsal: every job costs two Snakemake
+# start-ups on SLURM (the batch job, then its srun step), about 15 s each on a loaded machine.
+SLURM_SHRINK = SHRINK + """
+utilities: ["fbeta:beta=1"]
+baselines: {top_s: [1], icp_epsilon: [0.1]}
+"""
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -120,7 +129,7 @@ class Cluster:
         cpus = int(re.search(r"\bCPUs=(\d+)", node).group(1))
         memory = int(re.search(r"\bRealMemory=(\d+)", node).group(1))
         if cpus < 2 or memory < 8000:
-            pytest.skip(f"the tiny workflow's jobs need 2 CPUs and 2 x 4000 MB; this machine has {cpus} CPUs, "
+            pytest.skip(f"the shrunk rehearsal's jobs need 2 CPUs and 2 x 4000 MB; this machine has {cpus} CPUs, "
                         f"{memory} MB")
         node = re.sub(r"^NodeName=\S+", f"NodeName={self.host} NodeAddr=127.0.0.1", node)
         node = re.sub(r"\s*UpTime=\S+", "", node)
@@ -295,10 +304,11 @@ def _megabytes(req_mem: str) -> int:
 SACCT_FIELDS = "JobIDRaw,JobName,Comment,Account,Partition,ReqCPUS,ReqMem,Timelimit,State,ExitCode,Elapsed"
 
 
-def test_tiny_workflow_runs_on_a_slurm_cluster_with_each_rules_resources(cluster, tmp_path):
+def test_the_shrunk_rehearsal_runs_on_a_slurm_cluster_with_each_rules_resources(cluster, tmp_path):
     from svbop.config import load_yaml, merge_configs, validate_config
 
     workdir = _copy_workflow(tmp_path)
+    (workdir / "shrink.yaml").write_text(SLURM_SHRINK)
     # what a cluster user edits: the account and partition in the profile
     profile = workdir / "workflow/profiles/slurm/config.yaml"
     text = profile.read_text()
@@ -309,7 +319,8 @@ def test_tiny_workflow_runs_on_a_slurm_cluster_with_each_rules_resources(cluster
 
     started = datetime.datetime.now() - datetime.timedelta(minutes=1)
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/slurm", "--configfile", "tiny.yaml",
+        [sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/slurm",
+         "--configfile", str(REHEARSAL), "shrink.yaml",
          # first status check after 1 s, not 40 (a real cluster keeps the default)
          "--slurm-init-seconds-before-status-checks", "1"],
         cwd=workdir, env=cluster.env, capture_output=True, text=True, timeout=2400,
@@ -318,13 +329,13 @@ def test_tiny_workflow_runs_on_a_slurm_cluster_with_each_rules_resources(cluster
     assert result.returncode == 0, log[-5000:]
     assert (workdir / "results/report.html").exists()
     html = (workdir / "results/report.html").read_text()
-    assert "<table" in html and "synthetic" in html.lower()
+    assert "<table" in html and "rehearsal" in html.lower()
 
     # every job but the local target rule `all` went through sbatch
     resolved = _resolved_jobs(log)
     rules = {job["rule"] for job in resolved.values()}
-    assert {"features_cnn", "train_flat_part", "train_tree_part", "build_index", "predict_svbop_hsg",
-            "evaluate", "report_html"} <= rules
+    assert {"features_tfidf", "train_flat_part", "train_tree_part", "build_index", "predict_svbop_full_naive",
+            "predict_svbop_hsg", "predict_svbop_hf", "predict_icp", "evaluate", "report_html"} <= rules
     n_jobs = int(re.findall(r"^total\s+(\d+)$", log, flags=re.M)[0])
     assert len(resolved) == n_jobs - 1 and "all" not in rules
 
@@ -347,15 +358,18 @@ def test_tiny_workflow_runs_on_a_slurm_cluster_with_each_rules_resources(cluster
         assert _minutes(rec["Timelimit"]) == int(res["runtime"]), where
 
     # ... and those are the rules' and the configuration's values, for three rules, exactly
-    config = validate_config(merge_configs(load_yaml(workdir / "config.yaml"), load_yaml(workdir / "tiny.yaml")))
+    config = load_yaml(workdir / "config.yaml")
+    for layer in (REHEARSAL, workdir / "shrink.yaml"):
+        config = merge_configs(config, load_yaml(layer))
+    config = validate_config(config)
     defaults = yaml.safe_load(edited)["default-resources"]
-    digits, synthetic = config["datasets"]["digits"], config["datasets"]["synthetic"]
+    data = config["datasets"]["rehearsal_lshtc1"]
     expected = {
-        # threads: 2 in the rule; memory and time from the dataset's features config
-        ("features_cnn", "dataset=digits"): (2, digits["features"]["mem_mb"], digits["features"]["runtime"]),
-        # the flat model's threads, memory and time (the profile no longer overrides its time)
-        ("train_flat_part", "dataset=synthetic, part=1"):
-            (synthetic["flat"]["threads"], synthetic["flat"]["mem_mb"], synthetic["flat"]["runtime"]),
+        # memory and time from the dataset's features config
+        ("features_tfidf", "dataset=rehearsal_lshtc1"): (1, data["features"]["mem_mb"], data["features"]["runtime"]),
+        # the flat model's threads, memory and time (the profile does not override its time)
+        ("train_flat_part", "dataset=rehearsal_lshtc1, part=1"):
+            (data["flat"]["threads"], data["flat"]["mem_mb"], data["flat"]["runtime"]),
         # no resources in the rule: the SLURM profile's default-resources
         ("report_html", ""): (1, defaults["mem_mb"], defaults["runtime"]),
     }
