@@ -20,6 +20,8 @@ from svbop.datasets import (
 )
 
 TINY = dict(n_classes=24, branching=(2, 3, 4), n_samples=600, n_features=2000)
+# digests of make_hierarchical_text(**TINY, seed=0) as generated before random trees existed
+TINY_NNZ, TINY_SUM, TINY_Y8 = 36459, 72082, [23, 9, 14, 6, 8, 5, 21, 18]
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +179,48 @@ def test_synthetic_rejects_bad_arguments():
         make_hierarchical_text(6, branching=(2, 3), n_samples=50, n_features=100, mixture=(1, 1))
     with pytest.raises(ValueError, match="n_features"):
         make_hierarchical_text(6, branching=(2, 3), n_samples=50, n_features=0)
+
+
+def test_random_tree_has_the_asked_leaf_depths_and_even_branching():
+    from svbop.datasets import random_tree
+
+    h = random_tree(3000, [0, 0.1, 0.3, 0.6], rng=4)
+    depth = h.depth()
+    assert h.n_classes == 3000 and set(depth[:3000].tolist()) <= {2, 3, 4}
+    share = np.bincount(depth[:3000], minlength=5)[2:] / 3000
+    np.testing.assert_allclose(share, [0.1, 0.3, 0.6], atol=0.03)
+    kids = np.diff(h.children_csr()[0])[3000:]
+    assert kids.min() >= 1 and kids.mean() > 5  # not a chain of single children
+    for c in (0, 1234, 2999):  # names spell the path of child positions
+        path = h.path(c)
+        assert h.node_names[c].startswith("c/") and h.node_names[path[-2]] == "n" + h.node_names[c][1:].rsplit("/", 1)[0]
+    again = random_tree(3000, [0, 0.1, 0.3, 0.6], rng=4)
+    assert np.array_equal(again.parent, h.parent)
+    with pytest.raises(ValueError, match="leaf_depths"):
+        random_tree(10, [0, -1])
+
+
+def test_synthetic_rehearsal_shape_long_tail_and_test_part():
+    ds = make_hierarchical_text(
+        300, branching=None, leaf_depths=[0, 0.2, 0.8], n_samples=3000, n_test=1000, n_features=5000,
+        class_size_exponent=0.75, doc_length=60, doc_length_sigma=0.65, seed=1,
+    )
+    assert ds.X.shape == (3000, 5000) and ds.n_classes == 300
+    assert ds.part.tolist() == ["train"] * 2000 + ["test"] * 1000
+    train = np.bincount(ds.y[:2000], minlength=300)
+    assert train.min() >= 1  # every class can be learned
+    assert train.max() > 10 * np.median(train)  # long-tailed, not balanced
+    lengths = np.asarray(ds.X.sum(axis=1)).ravel()
+    assert 50 < np.median(lengths) < 70 and 0.5 < np.log(lengths).std() < 0.8  # log-normal around 60
+    assert set(np.unique(ds.hierarchy.depth()[ds.y]).tolist()) == {2, 3}
+    with pytest.raises(ValueError, match="n_test"):
+        make_hierarchical_text(300, branching=None, leaf_depths=[1], n_samples=400, n_test=200, n_features=50,
+                               class_size_exponent=1.0)
+
+
+def test_synthetic_balanced_tree_unchanged_by_the_rehearsal_options(tiny):
+    # the quickstart's data must not move when unrelated options exist: pinned digests
+    assert tiny.X.nnz == TINY_NNZ and int(tiny.X.sum()) == TINY_SUM and tiny.y[:8].tolist() == TINY_Y8
 
 
 def test_linear_model_learns_and_confuses_siblings(tiny):

@@ -63,3 +63,29 @@ def test_write_and_read_timing_round_trip_and_errors(tmp_path):
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="expected a JSON object"):
         read_timing(bad)
+
+
+def test_rule_costs_sums_jobs_per_dataset_and_rule(tmp_path):
+    from svbop.timing import rule_costs
+
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    files = {
+        "train_flat_part/syn_0.tsv": (10.0, 300.0, 9.5),
+        "train_flat_part/syn_1.tsv": (12.0, 500.0, 11.0),
+        "train_flat_part/syn_big_0.tsv": (100.0, 9000.0, 99.0),  # another dataset whose name extends "syn"
+        "score_flat/syn.tsv": (3.0, 1200.0, 2.0),
+        "tables/tables.tsv": (1.0, 80.0, 0.5),
+        "score_flat/other.tsv": (7.0, 70.0, 7.0),  # not asked for: left out
+    }
+    for name, (s, rss, cpu) in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(header + f"{s}\t0:00:{int(s):02d}\t{rss}\t1\t1\t1\t0\t0\t50\t{cpu}\n")
+    costs = rule_costs(tmp_path, ["syn", "syn_big"]).set_index(["dataset", "rule"])
+    assert set(costs.index) == {("syn", "train_flat_part"), ("syn", "score_flat"), ("syn_big", "train_flat_part"), ("", "tables")}
+    part = costs.loc[("syn", "train_flat_part")]
+    assert (part.jobs, part.wall_s, part.max_job_wall_s, part.cpu_s, part.peak_rss_mb) == (2, 22.0, 12.0, 20.5, 500.0)
+    assert costs.loc[("syn_big", "train_flat_part")].peak_rss_mb == 9000.0
+    (tmp_path / "score_flat" / "bad.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(ValueError, match="bad.tsv: not a Snakemake benchmark file"):
+        rule_costs(tmp_path, ["bad"])

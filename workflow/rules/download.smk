@@ -100,6 +100,8 @@ rule split_dataset:
         seed=lambda wc: split_seed(wc.dataset),
     log:
         "results/logs/split_dataset/{dataset}.log",
+    benchmark:
+        "results/benchmarks/split_dataset/{dataset}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:

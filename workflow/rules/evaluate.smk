@@ -24,6 +24,8 @@ rule evaluate:
         timed=lambda wc: list(timings(wc.dataset)),  # (method, param), in the order of input.timings
     log:
         "results/logs/evaluate/{dataset}.log",
+    benchmark:
+        "results/benchmarks/evaluate/{dataset}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:
@@ -45,6 +47,8 @@ rule summarise_dataset:
         features=lambda wc: dataset_config(wc)["features"]["kind"],
     log:
         "results/logs/summarise_dataset/{dataset}.log",
+    benchmark:
+        "results/benchmarks/summarise_dataset/{dataset}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:

@@ -90,6 +90,8 @@ rule features_raw:
         mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
     log:
         "results/logs/features_raw/{dataset}.log",
+    benchmark:
+        "results/benchmarks/features_raw/{dataset}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:

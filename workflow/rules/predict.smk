@@ -142,6 +142,8 @@ rule predict_threshold:
         grid=config["baselines"]["threshold_grid"],
     log:
         "results/logs/predict_threshold/{dataset}_{utility}.log",
+    benchmark:
+        "results/benchmarks/predict_threshold/{dataset}_{utility}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:
@@ -158,6 +160,8 @@ rule predict_top_s:
         s=lambda wc: int(wc.s),
     log:
         "results/logs/predict_top_s/{dataset}_{s}.log",
+    benchmark:
+        "results/benchmarks/predict_top_s/{dataset}_{s}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:
@@ -174,6 +178,8 @@ rule predict_icp:
         epsilon=lambda wc: ICP_EPSILONS[wc.epsilon],
     log:
         "results/logs/predict_icp/{dataset}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_icp/{dataset}_{epsilon}.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:

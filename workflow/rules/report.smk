@@ -124,6 +124,8 @@ rule tables:
         train_time_files=lambda wc: {d: train_time_files(d) for d in DATASETS},
     log:
         "results/logs/tables/tables.log",
+    benchmark:
+        "results/benchmarks/tables/tables.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:
@@ -159,6 +161,8 @@ rule report_html:
         train_time_files=rules.tables.params.train_time_files,
     log:
         "results/logs/report_html/report.log",
+    benchmark:
+        "results/benchmarks/report_html/report.tsv",
     conda:
         "../../envs/svbop.yaml"
     script:

@@ -25,7 +25,7 @@ import numpy as np
 
 from .io import atomic_path
 
-__all__ = ["TIMING_KEYS", "read_timing", "time_predictions", "timing_record", "write_timing"]
+__all__ = ["TIMING_KEYS", "read_timing", "rule_costs", "time_predictions", "timing_record", "write_timing"]
 
 T = TypeVar("T")
 
@@ -153,3 +153,65 @@ def read_timing(path: str | os.PathLike) -> dict[str, Any]:
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms > 0:
         raise ValueError(f"{path}: key 'ms_per_sample' must be a positive number, got {ms!r}")
     return record
+
+
+#: Columns of :func:`rule_costs`.
+RULE_COST_COLUMNS = ("dataset", "rule", "jobs", "wall_s", "max_job_wall_s", "cpu_s", "peak_rss_mb")
+
+
+def rule_costs(bench_dir: str | os.PathLike, datasets: list[str] | tuple[str, ...] = ()):
+    """Cost of every rule per dataset, from Snakemake's ``benchmark:`` files.
+
+    The pipeline writes one tab-separated file per job to
+    ``results/benchmarks/<rule>/<wildcards>.tsv`` (Snakemake's columns ``s`` wall seconds,
+    ``cpu_time`` CPU seconds, ``max_rss`` peak resident MB, one row per repeat).  A file belongs
+    to the dataset whose name starts its wildcards (``{dataset}`` or ``{dataset}_...``; the
+    longest matching name wins); files of rules without a dataset (tables, report) go to ``""``.
+
+    Parameters
+    ----------
+    bench_dir : path
+        The benchmarks folder (``results/benchmarks``).
+    datasets : sequence of str
+        Dataset names to attribute files to; files of other datasets are left out.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`RULE_COST_COLUMNS`: per (dataset, rule) the number of jobs, the summed
+        wall and CPU seconds, the longest job's wall seconds and the largest peak RSS of any job
+        (MB), sorted by dataset then decreasing CPU seconds.
+
+    Raises
+    ------
+    ValueError
+        A benchmark file without the ``s``, ``cpu_time`` or ``max_rss`` column (named).
+    """
+    import pandas as pd
+
+    names = sorted(datasets, key=len, reverse=True)
+    records = []
+    for path in sorted(Path(bench_dir).glob("*/*.tsv")):
+        rule, stem = path.parent.name, path.stem
+        owner = next((d for d in names if stem == d or stem.startswith(d + "_")), None)
+        if owner is None:
+            if any(stem.startswith(prefix) for prefix in ("tables", "report")) or not names:
+                owner = ""
+            else:
+                continue
+        table = pd.read_csv(path, sep="\t")
+        missing = {"s", "cpu_time", "max_rss"} - set(table.columns)
+        if missing:
+            raise ValueError(f"{path}: not a Snakemake benchmark file (no column {sorted(missing)})")
+        row = table.iloc[-1]
+        rss = pd.to_numeric(pd.Series([row["max_rss"]]), errors="coerce").iloc[0]
+        records.append({"dataset": owner, "rule": rule, "wall_s": float(row["s"]),
+                        "cpu_s": float(row["cpu_time"]), "peak_rss_mb": float(rss)})
+    if not records:
+        return pd.DataFrame(columns=list(RULE_COST_COLUMNS))
+    df = pd.DataFrame(records)
+    out = df.groupby(["dataset", "rule"], sort=False).agg(
+        jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), max_job_wall_s=("wall_s", "max"),
+        cpu_s=("cpu_s", "sum"), peak_rss_mb=("peak_rss_mb", "max"),
+    ).reset_index()
+    return out.sort_values(["dataset", "cpu_s"], ascending=[True, False], ignore_index=True)[list(RULE_COST_COLUMNS)]

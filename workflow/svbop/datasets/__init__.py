@@ -23,7 +23,7 @@ from .hierarchies import (
 )
 from .read import FORMATS, get_reader, read_dataset
 from .splits import load_split, make_split, save_split
-from .synthetic import balanced_tree, make_hierarchical_text
+from .synthetic import balanced_tree, make_hierarchical_text, random_tree
 
 __all__ = [
     "FORMATS",
@@ -41,6 +41,7 @@ __all__ = [
     "load_digits",
     "load_split",
     "make_hierarchical_text",
+    "random_tree",
     "make_split",
     "read_dataset",
     "read_hierarchy",
