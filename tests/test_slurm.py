@@ -370,6 +370,8 @@ def test_the_shrunk_rehearsal_runs_on_a_slurm_cluster_with_each_rules_resources(
         # the flat model's threads, memory and time (the profile does not override its time)
         ("train_flat_part", "dataset=rehearsal_lshtc1, part=1"):
             (data["flat"]["threads"], data["flat"]["mem_mb"], data["flat"]["runtime"]),
+        # the jobs that read the held-out probabilities: the dataset's scores config
+        ("evaluate", "dataset=rehearsal_lshtc1"): (1, data["scores"]["mem_mb"], data["scores"]["runtime"]),
         # no resources in the rule: the SLURM profile's default-resources
         ("report_html", ""): (1, defaults["mem_mb"], defaults["runtime"]),
     }

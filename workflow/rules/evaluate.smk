@@ -22,6 +22,9 @@ rule evaluate:
         utilities=list(UTILITIES.values()),
         methods=lambda wc: list(predictions(wc.dataset)),  # (method, param), in the order of input.sets
         timed=lambda wc: list(timings(wc.dataset)),  # (method, param), in the order of input.timings
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
     log:
         "results/logs/evaluate/{dataset}.log",
     benchmark:

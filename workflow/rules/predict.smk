@@ -21,8 +21,8 @@ rule score_flat:
     output:
         "results/{dataset}/scores/flat.npz",
     resources:
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
     log:
         "results/logs/score_flat/{dataset}.log",
     benchmark:
@@ -140,6 +140,9 @@ rule predict_threshold:
     params:
         utility=lambda wc: UTILITIES[wc.utility],
         grid=config["baselines"]["threshold_grid"],
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
     log:
         "results/logs/predict_threshold/{dataset}_{utility}.log",
     benchmark:
@@ -158,6 +161,9 @@ rule predict_top_s:
         "results/{dataset}/predictions/top_s/{s}.npz",
     params:
         s=lambda wc: int(wc.s),
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
     log:
         "results/logs/predict_top_s/{dataset}_{s}.log",
     benchmark:
@@ -176,6 +182,9 @@ rule predict_icp:
         "results/{dataset}/predictions/icp/{epsilon}.npz",
     params:
         epsilon=lambda wc: ICP_EPSILONS[wc.epsilon],
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
     log:
         "results/logs/predict_icp/{dataset}_{epsilon}.log",
     benchmark:
