@@ -1,7 +1,8 @@
 """The report on real data: workflow/configs/shared_data.yaml (MNIST, and the LSHTC1 dry-run and 16S rRNA
 gold as stand-ins for LSHTC1 and Bacteria) run end to end from ../shared/data, shrunk to minutes.
 
-Skipped, with the reason, when ../shared/data is absent.
+Skipped, with the reason, when ../shared/data is absent. Marked slow (about 5 minutes on 2 idle cores):
+``python -m pytest -q -m slow`` runs it.
 """
 
 import json
@@ -12,6 +13,8 @@ import pytest
 
 from conftest import REPORT_SECTIONS, SHARED_DATA
 from test_workflow import ROOT, _copy_workflow, _snakemake
+
+pytestmark = [pytest.mark.slow, pytest.mark.realdata]
 
 FOLDERS = ("mnist", "lshtc1-dryrun", "rrna16s-gold")
 

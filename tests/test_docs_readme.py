@@ -1,0 +1,76 @@
+"""The README tells the truth: its commands are CI's, its code prints what it shows, its links resolve.
+
+The README is the newcomer's page (at most 250 lines); the reference lives in workflow/README.md
+and workflow/docs/. These tests keep the two commands the README gives equal to what ``.ci/run``
+runs, run the README's python blocks (each followed by the output it claims, compared as the
+scikit-learn page's are), and check that every relative link and image of the documentation
+points at a file of the repository.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from test_docs_sklearn import page_blocks, run_page, same_output
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = [README, ROOT / "workflow" / "README.md", *sorted((ROOT / "workflow" / "docs").glob("*.md"))]
+_BASH = re.compile(r"```bash\n(.*?)```", re.S)
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _readme_commands() -> list[str]:
+    return [block.strip() for block in _BASH.findall(README.read_text())]
+
+
+def test_the_readme_is_short():
+    n = len(README.read_text().splitlines())
+    assert n <= 250, f"README.md has {n} lines; the reference belongs in workflow/README.md or workflow/docs/"
+
+
+def test_ci_runs_the_readmes_install_and_test_commands():
+    commands = _readme_commands()
+    install = next(c for c in commands if "pip install -e" in c and "snakemake" in c)
+    test = next(c for c in commands if c.startswith("python -m pytest"))
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == test, "the last command of .ci/run must be the README's test command, verbatim"
+    pip_install = install.split("&&")[0].strip()
+    assert any(line.startswith(pip_install.replace(" -e", " --quiet -e")) or line == pip_install for line in ci), (
+        f".ci/run must install the project as the README does ({pip_install})")
+
+
+def test_the_readmes_python_blocks_print_what_they_show():
+    pytest.importorskip("sklearn")
+    text = README.read_text()
+    blocks = page_blocks(text)
+    assert blocks, "the README shows no python example"
+    outputs = run_page(text)
+    for (code, claimed, _), printed in zip(blocks, outputs):
+        if claimed is None:
+            assert not printed, f"a README block prints output it does not show:\n{code}"
+        else:
+            assert same_output(printed, claimed), f"the README shows\n{claimed}\nbut the block prints\n{printed}"
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_of_the_documentation_resolves(page):
+    text = page.read_text()
+    broken = []
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve()
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md":
+            headings = {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-")
+                        for h in re.findall(r"^#+ (.*)$", resolved.read_text(), re.M)}
+            if anchor not in headings:
+                broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: links to nothing: {broken}"
