@@ -238,7 +238,7 @@ def test_table3_and_best_mask_frames(inputs):
 
 def test_metrics_long_matches_the_paper_csv(inputs):
     if not PAPER_TABLE3.is_file():
-        pytest.skip(f"the paper's table is not available at {PAPER_TABLE3}")
+        pytest.skip("the paper's table is not available at ../shared/paper/table3_utilities.csv")
     paper = pd.read_csv(PAPER_TABLE3, dtype={"param": str})
     long = metrics_long(read_metrics(inputs["metrics"]))
     assert list(long.columns) == list(paper.columns)
