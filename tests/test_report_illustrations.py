@@ -118,11 +118,22 @@ def test_utility_family_figures():
     assert np.allclose(lines[1].get_ydata(), svbop.utility("fbeta:beta=1", K=50).values())
     assert np.allclose(lines[-1].get_ydata(), 1 / np.arange(1, 51))
     fig = plot_genreject_family(Ks=(10, 100), betas=(0.5, 2))
-    assert len(fig.axes) == 2 and all(len(a.get_lines()) == 2 * 2 + 1 for a in fig.axes)
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    # alpha = 1 makes g(K) = 0 < 1/K: never lower-bounded by precision, and the legend says so
-    assert all("not ≥" in t for t in legend if "alpha = 1," in t)
-    assert figure_to_png(fig).startswith(PNG)
+    panels = [a for a in fig.axes if a.get_lines()]
+    assert len(panels) == 2 and all(len(a.get_lines()) == 2 * 2 + 1 for a in panels)
+    # one legend for both panels: the beta colours, the alpha styles, g_P; legible (>= 10 pt)
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 2 + 2 + 1 and all(t.get_fontsize() >= 10 for t in legend.get_texts())
+    # alpha = 1 makes g(K) = 0 < 1/K: never lower-bounded by precision, and the figure says so under each panel
+    for ax in panels:
+        assert ax.svbop_flags["not ≥ g_P"]["1"] == ["0.5", "2"]
+    notes = [t.get_text() for a in fig.axes if not a.get_lines() for t in a.texts]
+    assert len(notes) == 2 and all("not ≥ $g_P$: " in n and "α = 1 (every β)" in n for n in notes)
+    png = figure_to_png(fig)
+    assert png.startswith(PNG)
+    from PIL import Image
+    import io
+
+    assert float(Image.open(io.BytesIO(png)).text["svbop:min-font-px"]) >= 10 * 120 / 72 - 0.01
     with pytest.raises(ValueError, match="no beta"):
         plot_fbeta_family(())
     with pytest.raises(ValueError, match="K"):

@@ -74,7 +74,7 @@ rule illustrate:
         records="results/illustrations/{name}.json",
         figure="results/illustrations/{name}.png",
     params:
-        illustration=lambda wc: config["report"]["illustrations"][wc.name],
+        illustration=lambda wc: illustrations()[wc.name],
         kind=lambda wc: wc.name,
     wildcard_constraints:
         name="entropy|image_top",
@@ -121,6 +121,7 @@ rule tables:
         datasets=config["datasets"],
         run=config["run"],
         not_run=NOT_RUN,
+        missing=MISSING,
         train_time_files=lambda wc: {d: train_time_files(d) for d in DATASETS},
     log:
         "results/logs/tables/tables.log",
@@ -157,6 +158,7 @@ rule report_html:
         utilities=config["utilities"],
         title=config["report"]["title"],
         not_run=NOT_RUN,
+        missing=MISSING,
         illustrations=lambda wc: illustration_files(),
         train_time_files=rules.tables.params.train_time_files,
     log:
