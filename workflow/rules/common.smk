@@ -5,8 +5,10 @@ import os
 import svbop
 import svbop.config
 import svbop.datasets
+import svbop.report.browser
 import svbop.report.illustrations
 import svbop.report.status
+from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 LIBRARY = "workflow/svbop"
@@ -259,6 +261,17 @@ def illustration_files():
         if ILLUSTRATION_KINDS[name] == "images":
             out[name].append(f"results/illustrations/{name}.png")
     return out
+
+
+def chromium_required(wildcards):
+    """No input; stops the run (before any job) with how to install Chromium when it is missing:
+    rule report_screenshot takes report/screenshot.png with it."""
+    if svbop.report.browser.chromium_executable() is None:
+        raise WorkflowError(
+            "report/screenshot.png is taken with headless Chromium, which is not installed: "
+            "apt-get install chromium (Debian), or set SVBOP_CHROMIUM to a Chromium or Chrome binary"
+        )
+    return []
 
 
 # --- after a failed run -------------------------------------------------------------------------

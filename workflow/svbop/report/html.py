@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from ..io import atomic_path
 from ..utilities import utility

@@ -67,8 +67,9 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
     Returns
     -------
     list of dict
-        One ``{"file", "where", "url", "note"}`` per missing file: ``where`` is the path to put
-        it at, ``url`` where a person gets it (empty for a local ``path``).  Empty when the
+        One ``{"file", "where", "url", "note", "kind"}`` per missing file: ``where`` is the path to
+        put it at, ``url`` where a person gets it (empty for a local ``path``), ``kind``
+        ``"manual"`` (a download by hand) or ``"local"`` (a local ``path`` that does not exist).  Empty when the
         dataset can run (also for ``source`` datasets, which need no files).
     """
     root = Path(root)
@@ -84,11 +85,13 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
             path = Path(os.path.expanduser(str(spec["path"])))
             path = path if path.is_absolute() else root / path
             if not path.exists():
-                missing.append({"file": file, "where": str(path), "url": "", "note": "local file not found"})
+                missing.append({"file": file, "where": str(path), "url": "", "note": "local file not found",
+                                "kind": "local"})
         elif "manual" in spec:
             manual = dict(spec["manual"] or {})
             missing.append(
-                {"file": file, "where": str(placed), "url": str(manual.get("url", "")), "note": str(manual.get("note", ""))}
+                {"file": file, "where": str(placed), "url": str(manual.get("url", "")), "note": str(manual.get("note", "")),
+                 "kind": "manual"}
             )
     return missing
 
@@ -338,7 +341,7 @@ def _file_groups(missing: Iterable[Mapping[str, str]]) -> list[dict[str, object]
     """Missing files grouped by folder, page and note (DBpedia's three CSV files: one group)."""
     groups: dict[tuple[str, str, str, bool], list[str]] = {}
     for m in missing:
-        local = not m.get("url") and m.get("note") == "local file not found"
+        local = m.get("kind", "manual") == "local"
         where = str(m["where"])
         folder = where[: -len(m["file"])] if where.endswith("/" + str(m["file"])) else where
         groups.setdefault((folder, str(m.get("url", "")), str(m.get("note", "")), local), []).append(where)
@@ -352,7 +355,8 @@ def _file_groups(missing: Iterable[Mapping[str, str]]) -> list[dict[str, object]
 
 def status_view(status: pd.DataFrame, missing: Mapping[str, list[Mapping[str, str]]] | None = None) -> dict[str, object]:
     """The report's compact status: one row per dataset that ran, failed or waits for files that
-    a person must fetch; the datasets merely not in ``run`` as one list.
+    a person must fetch (a ``manual`` download); the datasets merely not in ``run`` (also those
+    whose local ``path`` files are absent) as one list.
 
     Parameters
     ----------
@@ -379,7 +383,8 @@ def status_view(status: pd.DataFrame, missing: Mapping[str, list[Mapping[str, st
         if r["status"] == "not configured":
             not_configured.append(str(r["title"]))
             continue
-        if r["status"] == "not run: not in run" and not missing.get(name):
+        manual = [m for m in missing.get(name, []) if m.get("kind", "manual") == "manual"]
+        if r["status"] == "not run: not in run" and not manual:
             not_in_run.append({k: r[k] for k in ("dataset", "title", "paper_dataset", "relation")})
             continue
         state = {"run": "ran", "failed": "failed", "not run: data missing": "data missing"}.get(r["status"], "needs files")

@@ -15,7 +15,6 @@ atomically (:func:`svbop.io.atomic_path`).
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
