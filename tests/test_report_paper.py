@@ -336,3 +336,27 @@ def test_the_status_view_lists_what_ran_failed_or_needs_files_and_collapses_the_
                               "not configured": 8}
     detail = status.set_index("dataset").loc["kaggle", "detail"]
     assert detail.startswith("first put a.csv at ") and "add kaggle to run:" in detail
+
+
+def test_orange_marks_a_difference_only_on_the_papers_own_datasets(tmp_path):
+    """>= 5 points off the paper (Table 3) or another size (Table 2): orange on the paper's own
+    dataset; a stand-in is not expected to match, so it is not marked."""
+    metrics = pd.concat([_metrics_from_paper("lshtc_like", "LSHTC1", 6.0), _metrics_from_paper("voc", "VOC 2006", 6.0)])
+    summaries = [
+        {"dataset": d, "title": d, "synthetic": False, "description": "", "features": "tfidf", "K": K, "D": 5,
+         "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 4, "top1_pct": 50.0, "train_seconds": 1.0}
+        for d, K in (("lshtc_like", 12166), ("voc", 10))
+    ]
+    config = {"utilities": UTILITIES, "run": ["lshtc_like", "voc"],
+              "datasets": {"lshtc_like": {"stand_in_for": "LSHTC1"}, "voc": {"paper": "VOC 2006"}}}
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES).read_text()
+
+    def block(start: str) -> str:
+        b = html[html.index(start):]
+        return b[: b.index("</table>")]
+
+    assert "far" in block('class="table3" data-dataset="voc"')
+    assert "far" not in block('class="table3" data-dataset="lshtc_like"')
+    rows = dict(re.findall(r'<tr data-dataset="(voc|lshtc_like)" data-paper="[^"]*">(.*?)</tr>', block('class="table1-paper"'), re.S))
+    assert "differs" in rows["voc"] and "differs" not in rows["lshtc_like"]  # D = 5, the paper's is not
