@@ -6,43 +6,71 @@ once the window ``load`` event has fired (all images decoded or failed), writes 
 saw as JSON into a hidden ``<pre id="svbop-browser-check">``.  Chromium runs headless with
 ``--dump-dom``; the JSON is read back from the serialised DOM.
 
-``chromium_executable`` finds the browser (``$SVBOP_CHROMIUM`` first; set it to a path that does
-not exist to pretend Chromium is not installed).
+Chromium itself is found and run by the library (:mod:`svbop.report.browser`, which also takes
+the pipeline's ``report/screenshot.png``): ``chromium_executable`` tries ``$SVBOP_CHROMIUM``
+first (set it to a path that does not exist to pretend Chromium is not installed).
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
+import struct
 import tempfile
 from pathlib import Path
 
-__all__ = ["chromium_executable", "inspect_page"]
+from svbop.report.browser import ChromiumError, chromium_executable, run_chromium
 
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+__all__ = ["FORBIDDEN", "chromium_executable", "inspect_page", "png_text", "unreadable"]
+
 MARKER = "svbop-browser-check"
 MAX_SCREENSHOT_HEIGHT = 16000
 SRC_PREFIX = 40
+#: Text of these (and inside them) is not "visible text" for the page checks: code, the
+#: downloads list (file names), the check's own output.
+NOT_PROSE = "code, pre, script, style, #downloads, #%s" % MARKER
 
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--allow-file-access-from-files",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-extensions",
-    "--disable-background-networking",
-    "--disable-crash-reporter",
-    "--mute-audio",
-    "--hide-scrollbars",
+#: What a reader of the report must never see in its prose (outside code, pre and the downloads):
+#: the paper's LaTeX labels and the pipeline's keys. Regular expressions, case-sensitive.
+FORBIDDEN = (
+    r"ubopmnistvoc2006", r'Figure "g"', r"\bfig:", r"\btab:", r"\btbl:",  # LaTeX labels
+    r"\bcredal_\d", r"\bfbeta_\d", r"\bgenreject_\d", r"\bHF_[pc]\b", r"\bFull_svbop\b",  # utility / algorithm keys
+    r"\bsvbop_(full|hsg|hf)", r"\btop_s\b", r"\b[a-z]+_\{",  # method keys, raw subscripts
 )
+
+
+def unreadable(seen: dict, keys=(), status_max_px: float = 900, min_px: float = 10) -> list[str]:
+    """What makes a page :func:`inspect_page` saw read badly, one sentence each (empty: none).
+
+    * a :data:`FORBIDDEN` pattern or one of ``keys`` (dataset keys, as words) in the prose;
+    * the ``#status`` section taller than ``status_max_px`` (one 1280 x 900 screen);
+    * rendered text smaller than ``min_px`` CSS pixels;
+    * a figure whose smallest font (the PNG's ``svbop:min-font-px``), at its displayed size, is
+      smaller than ``min_px``;
+    * an image that did not load.
+    """
+    problems = []
+    prose = seen.get("prose", "")
+    for pattern in (*FORBIDDEN, *(rf"\b{re.escape(k)}\b" for k in keys)):
+        for m in re.finditer(pattern, prose):
+            problems.append(f"{pattern!r} in the prose: ...{prose[max(0, m.start() - 50):m.end() + 30]}...")
+            break
+    for box in seen.get("section_boxes", []):
+        if box["id"] == "status" and box["height"] > status_max_px:
+            problems.append(f"the status section is {box['height']:.0f} px tall (> {status_max_px:g} px)")
+    for f in seen.get("smallest_fonts", []):
+        if f["px"] < min_px:
+            problems.append(f"text of {f['px']:g} px (< {min_px:g}) in {f['where']}: {f['text']!r}")
+    for im in seen.get("images", []):
+        shown = im.get("displayed_min_font_px")
+        if shown is not None and shown < min_px:
+            problems.append(f"figure {im['alt']!r}: smallest text {shown:.1f} px as displayed (< {min_px:g}; "
+                            f"{im['min_font_px']:g} px at {im['naturalWidth']} px wide, shown {im['width']:.0f} px)")
+    problems += [f"image not loaded: {name}" for name in seen.get("broken_images", [])]
+    return problems
+
 
 # Runs first: JavaScript errors of the page (window "error" events from scripts, i.e. what
 # window.onerror sees, kept even if the page installs its own onerror) and unhandled rejections.
@@ -71,13 +99,33 @@ _COLLECT = """<script>window.addEventListener("load", function () { setTimeout(f
     if (head) { for (i = 0; i < head.cells.length; i++) { columns += head.cells[i].colSpan || 1; } }
     return {"class": t.getAttribute("class") || "", "id": t.id || "", "rows": rows, "columns": columns};
   });
+  /* every rendered text node: its computed font size, and the prose outside NOT_PROSE */
+  var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  var prose = [], fonts = [], node;
+  while ((node = walker.nextNode())) {
+    var el = node.parentElement, text = node.nodeValue;
+    if (!el || !text || !text.trim() || el.closest("script, style, #%(marker)s")) { continue; }
+    if (!el.getClientRects().length) { continue; }  /* not rendered: display none, closed <details> */
+    fonts.push({"px": parseFloat(getComputedStyle(el).fontSize), "text": squash(text).slice(0, 60),
+                "where": el.tagName.toLowerCase() + (el.className ? "." + String(el.className).split(" ")[0] : "")});
+    if (!el.closest("%(not_prose)s")) { prose.push(text); }
+  }
+  fonts.sort(function (a, b) { return a.px - b.px; });
   var facts = {
     "title": document.title,
     "images": Array.prototype.map.call(document.images, function (im) {
+      var r = im.getBoundingClientRect();
       return {"alt": im.getAttribute("alt") || "", "complete": im.complete,
               "naturalWidth": im.naturalWidth, "naturalHeight": im.naturalHeight,
+              "width": r.width, "height": r.height,
               "src_prefix": (im.getAttribute("src") || "").slice(0, %(src_prefix)d)};
     }),
+    "section_boxes": Array.prototype.map.call(document.querySelectorAll("section[id]"), function (sec) {
+      var r = sec.getBoundingClientRect();
+      return {"id": sec.id, "top": r.top + window.scrollY, "height": r.height};
+    }),
+    "prose": squash(prose.join(" ")),
+    "smallest_fonts": fonts.slice(0, 20),
     "tables": tables,
     "sections": Array.prototype.map.call(document.querySelectorAll("section[id]"), function (s) { return s.id; }),
     "headings": Array.prototype.map.call(document.querySelectorAll("h2"), function (h) { return squash(h.textContent); }),
@@ -90,26 +138,28 @@ _COLLECT = """<script>window.addEventListener("load", function () { setTimeout(f
   pre.hidden = true;
   pre.textContent = JSON.stringify(facts);
   (document.body || document.documentElement).appendChild(pre);
-}, 0); });</script>""" % {"src_prefix": SRC_PREFIX, "marker": MARKER}
+}, 0); });</script>""" % {"src_prefix": SRC_PREFIX, "marker": MARKER, "not_prose": NOT_PROSE}
 
 _RESULT = re.compile(r'<pre[^>]*\bid="%s"[^>]*>(.*?)</pre>' % MARKER, re.S)
 
 
-def chromium_executable() -> str | None:
-    """Path of a Chromium/Chrome binary, or None.
+def png_text(data: bytes) -> dict[str, str]:
+    """The tEXt chunks of a PNG (keyword -> text), e.g. the smallest font svbop's figures record."""
+    out, pos = {}, 8
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"tEXt":
+            key, _, value = data[pos + 8:pos + 8 + length].partition(b"\0")
+            out[key.decode("latin-1")] = value.decode("latin-1")
+        if kind == b"IEND":
+            break
+        pos += 12 + length
+    return out
 
-    ``$SVBOP_CHROMIUM`` (a path or a command name) wins when set; if it names nothing executable
-    the answer is None ("not installed"), which lets one exercise the skip path.
-    """
-    wanted = os.environ.get("SVBOP_CHROMIUM", "").strip()
-    if wanted:
-        found = shutil.which(wanted)
-        return str(Path(found).resolve()) if found else None
-    for name in CANDIDATES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+
+def _image_sources(source: str) -> list[str]:
+    """The ``src`` of every ``<img>`` of a page, in document order."""
+    return [html.unescape(m.group(1)) for m in re.finditer(r"<img\b[^>]*?\bsrc=\"([^\"]*)\"", source, re.I)]
 
 
 def _instrument(source: str, base_dir: Path) -> str:
@@ -132,29 +182,17 @@ def _instrument(source: str, base_dir: Path) -> str:
     return source[:end] + _COLLECT + source[end:]
 
 
-def _run(exe: str, args: list[str], timeout: float) -> tuple[str, str]:
-    """Run Chromium in its own process group (killed whole on timeout); (stdout, stderr)."""
-    proc = subprocess.Popen(
-        [exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        text=True, errors="replace", start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        raise RuntimeError(f"Chromium timed out after {timeout:g} s: {' '.join(args[-2:])}\n{_tail(err)}") from None
-    if proc.returncode != 0:
-        raise RuntimeError(f"Chromium exited with code {proc.returncode}\n{_tail(err)}")
-    return out, err
-
-
 def _tail(text: str, lines: int = 20) -> str:
     kept = [ln for ln in (text or "").splitlines() if ln.strip()][-lines:]
     return "Chromium stderr (tail):\n" + "\n".join(kept) if kept else "(Chromium wrote nothing to stderr)"
+
+
+def _min_font(src: str) -> float | None:
+    """The smallest font (px at natural size) a data-URI PNG records (svbop's figures), or None."""
+    if not src.startswith("data:image/png;base64,"):
+        return None
+    value = png_text(base64.b64decode(src.split(",", 1)[1])).get("svbop:min-font-px")
+    return float(value) if value else None
 
 
 def inspect_page(
@@ -166,31 +204,38 @@ def inspect_page(
     """Open ``html_path`` in headless Chromium and report what the browser saw after ``load``.
 
     Returns a dict with ``title``, ``images`` (``alt``, ``complete``, ``naturalWidth``,
-    ``naturalHeight``, ``src_prefix``), ``broken_images`` (alt, or else src prefix, of images not
+    ``naturalHeight``, ``width`` and ``height`` as displayed, ``src_prefix``, ``min_font_px``:
+    the smallest font the PNG records at its natural size, or None, and ``displayed_min_font_px``
+    = that x displayed / natural width), ``broken_images`` (alt, or else src prefix, of images not
     complete or with naturalWidth 0), ``tables`` (``class``, ``id``, ``rows`` = tbody rows,
-    ``columns`` = header cells), ``sections`` (ids of <section>), ``headings`` (text of <h2>),
-    ``errors`` (JavaScript errors), ``body_text_length`` and ``scroll_height`` (px at ``width``).
-    With ``screenshot``, also writes a PNG of the whole page (height capped at 16000 px).
-    Raises RuntimeError when Chromium is missing, fails, times out or never reaches ``load``.
+    ``columns`` = header cells), ``sections`` (ids of <section>), ``section_boxes`` (``id``,
+    ``top``, ``height`` in px), ``headings`` (text of <h2>), ``prose`` (the rendered text outside
+    code, pre and the downloads section), ``smallest_fonts`` (the 20 smallest rendered texts:
+    ``px``, ``where``, ``text``), ``errors`` (JavaScript errors), ``body_text_length`` and
+    ``scroll_height`` (px at ``width``).  With ``screenshot``, also writes a PNG of the whole page
+    (height capped at 16000 px).  Raises RuntimeError (:class:`svbop.report.browser.ChromiumError`)
+    when Chromium is missing, fails, times out or never reaches ``load``.
     """
-    exe = chromium_executable()
-    if exe is None:
-        raise RuntimeError("Chromium not found (install the Debian package chromium or set SVBOP_CHROMIUM)")
     page = Path(html_path)
     source = page.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="svbop-browser-") as tmp:
         tmp = Path(tmp)
         copy = tmp / page.name
         copy.write_text(_instrument(source, page.parent), encoding="utf-8")
-        common = [*FLAGS, f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=10000"]
-        out, err = _run(exe, [*common, f"--window-size={width},900", "--dump-dom", copy.as_uri()], timeout)
+        common = [f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=10000"]
+        out, err = run_chromium([*common, f"--window-size={width},900", "--dump-dom", copy.as_uri()], timeout)
         m = _RESULT.search(out)
         if not m:
-            raise RuntimeError(
+            raise ChromiumError(
                 "the page never reported its load event (no #%s in the dumped DOM; %d characters dumped)\n%s"
                 % (MARKER, len(out), _tail(err))
             )
         facts = json.loads(html.unescape(m.group(1)))
+        sources = _image_sources(source)
+        for im, src in zip(facts["images"], sources if len(sources) == len(facts["images"]) else []):
+            im["min_font_px"] = _min_font(src)
+            im["displayed_min_font_px"] = (im["min_font_px"] * im["width"] / im["naturalWidth"]
+                                           if im["min_font_px"] and im["naturalWidth"] else None)
         facts["broken_images"] = [
             im["alt"] or im["src_prefix"]
             for im in facts["images"]
@@ -202,10 +247,10 @@ def inspect_page(
             if shot.exists():
                 shot.unlink()
             height = int(min(max(int(facts.get("scroll_height") or 0), 600), MAX_SCREENSHOT_HEIGHT))
-            _, err = _run(exe, [*common, f"--window-size={width},{height}", f"--screenshot={shot}", copy.as_uri()],
-                          timeout)
+            _, err = run_chromium([*common, f"--window-size={width},{height}", f"--screenshot={shot}", copy.as_uri()],
+                                  timeout)
             if not shot.is_file() or shot.stat().st_size == 0:
-                raise RuntimeError(f"Chromium wrote no screenshot to {shot}\n{_tail(err)}")
+                raise ChromiumError(f"Chromium wrote no screenshot to {shot}\n{_tail(err)}")
             facts["screenshot"] = str(shot)
             facts["screenshot_height"] = height
     return facts

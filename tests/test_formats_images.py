@@ -337,7 +337,7 @@ def test_image_list_file_errors(tmp_path):
 @pytest.mark.realdata
 def test_image_list_reads_the_authors_voc2006_split():
     if not VOC2006_SPLIT.is_dir():
-        pytest.skip(f"real data absent: {VOC2006_SPLIT} (see /work/shared/data/README.md)")
+        pytest.skip("real data absent: ../shared/data/voc2006-split (see ../shared/data/README.md)")
     parts = {"train": ["data_VOC2006_TRAINVAL.csv"], "test": ["data_VOC2006_TEST.csv"]}
     d = read_image_list(VOC2006_SPLIT, parts, image_dir="PNGImages", class_names=VOC2006_CLASSES)
     assert d.n_classes == 10 and d.class_names == list(VOC2006_CLASSES)

@@ -1,4 +1,6 @@
-"""The report in a real browser: headless Chromium loads it, every image decodes, the tables are there.
+"""The report in a real browser: headless Chromium loads it, every image decodes, the tables are
+there, and it reads like the paper (no LaTeX label or internal key in the prose, the status fits
+one screen, every text legible).
 
 Skipped, with the reason, where Chromium is not installed (Debian package ``chromium``; ``.ci/run``
 installs it).  The pipeline's own report is checked the same way in tests/test_workflow.py.
@@ -8,13 +10,23 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from browser import chromium_executable, inspect_page
-from test_report import _report, figure_png, inputs  # noqa: F401  (pytest fixtures, used by name)
+import svbop
+from browser import chromium_executable, inspect_page, unreadable
+from svbop.config import load_yaml, merge_configs, validate_config
+from svbop.report import build_report
+from svbop.report.browser import ChromiumError, screenshot
+from svbop.report.illustrations import describe_rows, pick_by_entropy, plot_entropy_panel
+from svbop.report.status import missing_inputs
+from test_report import SUMMARIES, _metrics, _report, figure_png, inputs  # noqa: F401  (pytest fixtures, used by name)
 
-pytestmark = pytest.mark.skipif(
+ROOT = Path(__file__).resolve().parents[1]
+needs_chromium = pytest.mark.skipif(
     chromium_executable() is None,
     reason="Chromium not installed (Debian package chromium): the report is not checked in a browser",
 )
@@ -25,6 +37,67 @@ _PNG = base64.b64decode(
 )
 
 
+def quickstart_config() -> dict:
+    """config.yaml with workflow/configs/quickstart.yaml over it, defaults filled in, as the pipeline sees it."""
+    config = merge_configs(load_yaml(ROOT / "config.yaml"), load_yaml(ROOT / "workflow/configs/quickstart.yaml"))
+    return validate_config(config, ROOT / "workflow/schemas/config.schema.yaml")
+
+
+def _approximate_rows(dataset: str, labels: list[str], seed: int) -> pd.DataFrame:
+    """SVBOP-Full as the paper runs it, HSG and both HFs, timed (Table 4)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for method, ms in (("svbop_full_naive", 2.0), ("svbop_hsg", 0.5), ("svbop_hf_predefined", 0.2), ("svbop_hf_kmeans", 0.3)):
+        for lab in labels:
+            rows.append({"dataset": dataset, "method": method, "param": lab, "n_test": 4000, "recall_pct": 80.0,
+                         "mean_size": 1.5, "top1_pct": 68.0, "t_test_ms": ms, "index_recall_pct": 98.0,
+                         **{f"{u}_pct": rng.uniform(50, 80) for u in labels}})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def quickstart_report(tmp_path):
+    """A report shaped as the quickstart's: its config (digits and synthetic1000 run, the paper's
+    datasets configured, three of them behind manual downloads), Tables 2-5, the entropy panel
+    drawn, panel (b) without an example and panel (c) without its dataset."""
+    config = quickstart_config()
+    labels = [svbop.utility(u).label for u in config["utilities"]]
+    summaries = [dict(SUMMARIES[0], dataset="digits", title=config["datasets"]["digits"]["title"]),
+                 dict(SUMMARIES[1], dataset="synthetic1000", title=config["datasets"]["synthetic1000"]["title"])]
+    metrics = pd.concat([_metrics("digits", 0).assign(dataset="digits"),
+                         _metrics("synthetic1000", 1).assign(dataset="synthetic1000"),
+                         _approximate_rows("synthetic1000", labels, 2)], ignore_index=True)
+    metrics.loc[metrics["method"] == "svbop_full", "t_test_ms"] = 0.1
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(300, 10)) * rng.uniform(0.1, 6, size=(300, 1))
+    P = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = rng.integers(0, 10, 300)
+    specs = config["report"]["illustrations"]["entropy"]["utilities"]
+    rows = pick_by_entropy(P, y, n=3, spec=specs[0])
+    records = describe_rows(P, y, rows, [str(i) for i in range(10)], specs)
+    images = [rng.integers(0, 255, (8, 8), dtype=np.uint8) for _ in rows]
+    illustrations = {
+        "entropy": {"records": {"status": "ok", "dataset": "digits", "n_test": 300, "records": records,
+                                "utilities": [svbop.utility(s).label for s in specs]},
+                    "figure": plot_entropy_panel(images, records, [svbop.utility(s).label for s in specs])},
+        "image_top": {"records": {"status": "no example", "dataset": "digits", "n_test": 300, "records": [],
+                                  "utilities": ["fbeta_1"], "reason": "none"}, "figure": None},
+    }
+    missing = {name: missing_inputs(name, cfg, root=tmp_path) for name, cfg in config["datasets"].items()}
+    train = {"synthetic1000": {m: 10.0 for m in ("svbop_full", "svbop_full_naive", "svbop_hsg", "svbop_hf_predefined",
+                                                  "svbop_hf_kmeans")}}
+    files = ["table1_datasets.tsv", "table1_vs_paper.csv", "table1_vs_paper.tex", "table3_utilities.csv",
+             "table3_vs_paper.csv", "dataset_status.csv", "claims.json"]
+    out = build_report(
+        tmp_path / "results" / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+        utilities=config["utilities"], title=config["report"]["title"], not_run={}, missing=missing,
+        train_seconds=train, illustrations=illustrations, downloads={f: f"tables/{f}" for f in files},
+        created="2024-01-02 03:04 UTC",
+    )
+    return out, config
+
+
+@needs_chromium
 def test_the_report_loads_with_every_image_and_table(inputs, tmp_path):  # noqa: F811
     html, _ = _report(inputs, tmp_path)
     seen = inspect_page(tmp_path / "results" / "report.html", screenshot=tmp_path / "shot.png")
@@ -32,12 +105,41 @@ def test_the_report_loads_with_every_image_and_table(inputs, tmp_path):  # noqa:
     assert seen["errors"] == [] and seen["broken_images"] == []
     assert len(seen["images"]) >= 3 and all(im["naturalWidth"] > 100 for im in seen["images"])
     tables = {t["class"]: t for t in seen["tables"]}
-    for cls in ("status", "table1", "table1-paper", "table3", "claims"):
+    for cls in ("status", "table1", "table3", "claims"):
         assert tables[cls]["rows"] > 0, cls
     assert set(re.findall(r'<section id="([^"]+)"', html)) == set(seen["sections"])
     assert (tmp_path / "shot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@needs_chromium
+def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path):
+    path, config = quickstart_report
+    seen = inspect_page(path, screenshot=tmp_path / "page.png")
+    assert seen["errors"] == [] and seen["broken_images"] == []
+    # every check of browser.unreadable: no label or key in the prose, status <= 900 px, text >= 10 px
+    keys = [k for k in config["datasets"] if re.search(r"[\d_]", k)]  # keys that are not plain words
+    assert unreadable(seen, keys=keys) == []
+    # the figures are svbop's and say how small their text is; all four are there and loaded
+    assert len(seen["images"]) == 4 and all(im["min_font_px"] for im in seen["images"])
+    html = Path(path).read_text(encoding="utf-8")
+    # the compact status: the two datasets run, the three behind manual downloads, the rest on one line
+    rows = re.findall(r'<tr data-dataset="([^"]*)" data-status="[^"]*">', html)
+    assert rows == ["digits", "synthetic1000", "dbpedia", "bacteria", "proteins"]
+    assert re.search(r"Not in this run \((\d+)\)", html).group(1) == str(len(config["datasets"]) - 5)
+    assert "data/dbpedia/downloads/" in html and "https://www.kaggle.com/datasets/danofer/dbpedia-classes" in html
+    # the paper's numbering, never a LaTeX label
+    for text in ("Table 1", "Table 2: the datasets", "Table 3: SVBOP-Full vs.", "Table 4: SVBOP-Full vs.",
+                 "Table 5: hyper-parameters", "Figure 1: the utilities g(s), K = 100", "Figure 2: set-valued",
+                 "Figure 3: the generalised reject option"):
+        assert text in html, text
+    # the empty panels say why and how to fill them
+    assert "No test image whose top-1 is wrong" in html and "300 test rows of Digits" in html
+    panel_c = html[html.index('id="illustration-text_top"'):][:1500]
+    assert "DBpedia was not run" in panel_c and "<code>dbpedia</code> under <code>run:</code>" in panel_c
+    assert "DBPEDIA_train.csv" in panel_c
+
+
+@needs_chromium
 def test_a_broken_image_is_caught(tmp_path):
     good = "data:image/png;base64," + base64.b64encode(_PNG).decode()
     bad = "data:image/png;base64," + base64.b64encode(_PNG[:30]).decode()
@@ -48,3 +150,40 @@ def test_a_broken_image_is_caught(tmp_path):
     seen = inspect_page(page)
     assert seen["broken_images"] == ["bad"]
     assert [t["rows"] for t in seen["tables"]] == [1]
+
+
+@needs_chromium
+def test_unreadable_names_small_text_keys_and_a_tall_status(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text('<!DOCTYPE html><html><head><title>t</title></head><body>'
+                    '<section id="status" style="height: 1200px"><p>The paper\'s Figure "g"</p></section>'
+                    '<p style="font-size: 7px">tiny</p><p>SVBOP-HF_p on voc2006</p>'
+                    '<code>credal_1.6_0.6 is fine here</code><section id="downloads"><a href="x">fbeta_1.csv</a></section>'
+                    '</body></html>')
+    problems = unreadable(inspect_page(page), keys=["voc2006"])
+    assert len(problems) == 5, problems
+    text = "\n".join(problems)
+    for what in ('Figure "g"', "HF_[pc]", "voc2006", "status", "7 px"):
+        assert what in text, what
+    assert "credal" not in text and "fbeta" not in text  # code and downloads are not prose
+
+
+@needs_chromium
+def test_screenshot_is_the_first_screen(inputs, tmp_path):  # noqa: F811
+    _report(inputs, tmp_path)
+    png = screenshot(tmp_path / "results" / "report.html", tmp_path / "sub" / "first.png")
+    from PIL import Image
+
+    assert png == tmp_path / "sub" / "first.png" and Image.open(png).size == (1280, 900)
+    assert [p.name for p in png.parent.iterdir()] == ["first.png"]  # no temporary file left
+
+
+def test_screenshot_without_chromium_says_how_to_install_it(tmp_path, monkeypatch):
+    page = tmp_path / "page.html"
+    page.write_text("<!DOCTYPE html><title>t</title>")
+    monkeypatch.setenv("SVBOP_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    with pytest.raises(ChromiumError, match="apt-get install chromium"):
+        screenshot(page, tmp_path / "shot.png")
+    assert not (tmp_path / "shot.png").exists()
+    with pytest.raises(ValueError, match="missing.html"):
+        screenshot(tmp_path / "missing.html", tmp_path / "shot.png")

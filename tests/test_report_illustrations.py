@@ -118,12 +118,63 @@ def test_utility_family_figures():
     assert np.allclose(lines[1].get_ydata(), svbop.utility("fbeta:beta=1", K=50).values())
     assert np.allclose(lines[-1].get_ydata(), 1 / np.arange(1, 51))
     fig = plot_genreject_family(Ks=(10, 100), betas=(0.5, 2))
-    assert len(fig.axes) == 2 and all(len(a.get_lines()) == 2 * 2 + 1 for a in fig.axes)
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    # alpha = 1 makes g(K) = 0 < 1/K: never lower-bounded by precision, and the legend says so
-    assert all("not ≥" in t for t in legend if "alpha = 1," in t)
-    assert figure_to_png(fig).startswith(PNG)
+    panels = [a for a in fig.axes if a.get_lines()]
+    assert len(panels) == 2 and all(len(a.get_lines()) == 2 * 2 + 1 for a in panels)
+    # one legend for both panels: the beta colours, the alpha styles, g_P; legible (>= 10 pt)
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 2 + 2 + 1 and all(t.get_fontsize() >= 10 for t in legend.get_texts())
+    # alpha = 1 makes g(K) = 0 < 1/K: never lower-bounded by precision, and the figure says so under each panel
+    for ax in panels:
+        assert ax.svbop_flags["not ≥ g_P"]["1"] == ["0.5", "2"]
+    notes = [t.get_text() for a in fig.axes if not a.get_lines() for t in a.texts]
+    assert len(notes) == 2 and all("not ≥ $g_P$: " in n and "α = 1 (every β)" in n for n in notes)
+    png = figure_to_png(fig)
+    assert png.startswith(PNG)
+    from PIL import Image
+    import io
+
+    assert float(Image.open(io.BytesIO(png)).text["svbop:min-font-px"]) >= 10 * 120 / 72 - 0.01
     with pytest.raises(ValueError, match="no beta"):
         plot_fbeta_family(())
     with pytest.raises(ValueError, match="K"):
         plot_genreject_family(Ks=(1,))
+
+
+def test_entropy_is_printed_sensibly():
+    from svbop.report.illustrations import entropy_text
+
+    assert [entropy_text(h) for h in (0.0, 1e-9, 0.004, 0.005, 0.4149, 2.5)] == [
+        "< 0.01", "< 0.01", "< 0.01", "0.01", "0.41", "2.50"]
+
+
+def test_illustrations_fall_back_to_a_dataset_of_the_run_of_the_right_kind():
+    from svbop.report.illustrations import illustration_dataset, input_kind
+
+    datasets = {"digits": {"source": {"builtin": "digits"}}, "synthetic1000": {"source": {"synthetic": {}}},
+                "dbpedia": {"format": {"kind": "csv_text"}}, "voc2006": {"format": {"kind": "image_list"}},
+                "bacteria": {"format": {"kind": "fasta"}}, "lshtc1": {"format": {"kind": "libsvm"}}}
+    assert [input_kind(d) for d in datasets.values()] == ["images", None, "texts", "images", "texts", None]
+    run = ["synthetic1000", "digits"]
+    assert illustration_dataset("entropy", "digits", run, datasets) == "digits"  # configured and run
+    assert illustration_dataset("image_top", "voc2006", run, datasets) == "digits"  # not run: an image dataset that is
+    assert illustration_dataset("text_top", "dbpedia", run, datasets) is None  # no text in the run
+    assert illustration_dataset("text_top", "dbpedia", [*run, "bacteria"], datasets) == "bacteria"
+    assert illustration_dataset("text_top", "synthetic1000", run, datasets) == "synthetic1000"  # as configured
+    with pytest.raises(ValueError, match="panel_d"):
+        illustration_dataset("panel_d", "digits", run, datasets)
+
+
+def test_figures_record_their_smallest_font(tmp_path):
+    import io
+
+    from PIL import Image
+
+    from svbop.report.figures import MIN_FONT_KEY, LEGEND_PT, min_font_px, plot_utilities, save_figure
+
+    fig = plot_utilities(["fbeta:beta=1"], K=10)
+    assert min_font_px(fig, dpi=72) == LEGEND_PT  # legend and ticks at 10 pt; titles larger
+    fig.axes[0].text(1, 0.5, "tiny", fontsize=6)
+    assert min_font_px(fig, dpi=120) == pytest.approx(6 * 120 / 72, abs=0.01)
+    save_figure(fig, tmp_path / "f.png")
+    assert float(Image.open(tmp_path / "f.png").text[MIN_FONT_KEY]) == pytest.approx(10.0, abs=0.01)
+    assert float(Image.open(io.BytesIO(figure_to_png(fig))).text[MIN_FONT_KEY]) == pytest.approx(10.0, abs=0.01)

@@ -24,7 +24,7 @@ from svbop.report.compare import (
     table5_vs_paper,
 )
 from svbop.report.paper import PAPER_DIR, canonical_paper_name, paper_datasets, paper_table, table4_long
-from svbop.report.status import dataset_status, missing_inputs, paper_link
+from svbop.report.status import dataset_status, missing_inputs, paper_link, status_view
 
 SHARED_PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper"
 UTILITIES = ["credal:delta=1.6,gamma=0.6", "fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"]
@@ -307,3 +307,56 @@ def test_speed_claims_say_against_which_full_and_at_what_scale():
     c = check_claims(m, summaries, links=links)
     assert c[1]["verdict"] == "supported against the paper's SVBOP-Full; contradicted against svbop's SVBOP-Full"
     assert "large (stand-in for LSHTC1; K = 1,000; 5,000 test rows)" in c[1]["context"]
+
+
+def test_the_status_view_lists_what_ran_failed_or_needs_files_and_collapses_the_rest(tmp_path):
+    datasets = {
+        "ran": {"title": "Ran", "paper": "MNIST"},
+        "broken": {"title": "Broken"},
+        "gated": {"title": "Gated", "files": {"x.csv": {"manual": {"url": "https://example.org/x"}}}},
+        "kaggle": {"title": "Kaggle", "paper": "DBpedia",
+                   "files": {f"{p}.csv": {"manual": {"url": "https://example.org/k", "note": "login"}} for p in ("a", "b")}},
+        "local": {"title": "Local", "files": {"c.fa": {"path": "nowhere/c.fa"}}},
+        "plain": {"title": "Plain", "paper": "VOC 2006"},
+    }
+    missing = {d: missing_inputs(d, cfg, root=tmp_path) for d, cfg in datasets.items()}
+    run = ["ran", "broken", "gated"]
+    status = dataset_status(datasets, run, {"gated": missing["gated"]}, {"broken": "fetch failed: HTTP 404"}, missing=missing)
+    view = status_view(status, missing)
+    assert [(r["dataset"], r["state"]) for r in view["rows"]] == [
+        ("ran", "ran"), ("broken", "failed"), ("gated", "data missing"), ("kaggle", "needs files")]
+    # the manual files of one dataset, grouped by folder and page
+    (group,) = view["rows"][3]["files"]
+    assert group["files"] == ["a.csv", "b.csv"] and group["folder"].endswith("data/kaggle/downloads/")
+    assert group["url"] == "https://example.org/k" and group["note"] == "login" and not group["local"]
+    # a local copy that is absent, and a dataset merely not in run: one line, not a row
+    assert [r["dataset"] for r in view["not_in_run"]] == ["local", "plain"]
+    assert len(view["not_configured"]) == 11 - 3  # the paper's datasets no entry covers (MNIST, DBpedia, VOC 2006 are)
+    assert view["counts"] == {"ran": 1, "failed": 1, "data missing": 1, "needs files": 1, "not in run": 2,
+                              "not configured": 8}
+    detail = status.set_index("dataset").loc["kaggle", "detail"]
+    assert detail.startswith("first put a.csv at ") and "add kaggle to run:" in detail
+
+
+def test_orange_marks_a_difference_only_on_the_papers_own_datasets(tmp_path):
+    """>= 5 points off the paper (Table 3) or another size (Table 2): orange on the paper's own
+    dataset; a stand-in is not expected to match, so it is not marked."""
+    metrics = pd.concat([_metrics_from_paper("lshtc_like", "LSHTC1", 6.0), _metrics_from_paper("voc", "VOC 2006", 6.0)])
+    summaries = [
+        {"dataset": d, "title": d, "synthetic": False, "description": "", "features": "tfidf", "K": K, "D": 5,
+         "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 4, "top1_pct": 50.0, "train_seconds": 1.0}
+        for d, K in (("lshtc_like", 12166), ("voc", 10))
+    ]
+    config = {"utilities": UTILITIES, "run": ["lshtc_like", "voc"],
+              "datasets": {"lshtc_like": {"stand_in_for": "LSHTC1"}, "voc": {"paper": "VOC 2006"}}}
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES).read_text()
+
+    def block(start: str) -> str:
+        b = html[html.index(start):]
+        return b[: b.index("</table>")]
+
+    assert "far" in block('class="table3" data-dataset="voc"')
+    assert "far" not in block('class="table3" data-dataset="lshtc_like"')
+    rows = dict(re.findall(r'<tr data-dataset="(voc|lshtc_like)" data-paper="[^"]*">(.*?)</tr>', block('class="table1-paper"'), re.S))
+    assert "differs" in rows["voc"] and "differs" not in rows["lshtc_like"]  # D = 5, the paper's is not

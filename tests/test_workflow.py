@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -348,7 +349,7 @@ def test_tiny_report_has_every_section_and_its_tables_come_from_the_metrics(fini
 
 
 def test_tiny_report_in_a_real_browser(finished_run, tmp_path):
-    from browser import chromium_executable, inspect_page
+    from browser import chromium_executable, inspect_page, unreadable
 
     if chromium_executable() is None:
         pytest.skip("Chromium not installed (Debian package chromium): the report is not checked in a browser")
@@ -359,3 +360,29 @@ def test_tiny_report_in_a_real_browser(finished_run, tmp_path):
     assert {"status", "table1", "table1-paper", "table3", "table4", "claims", "table5"} <= classes
     assert set(REPORT_SECTIONS) <= set(seen["sections"])
     assert (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
+    # it reads like the paper: no LaTeX label or key in the prose, the status on one screen, legible text
+    import yaml
+
+    keys = [k for k in yaml.safe_load((finished_run / "config.yaml").read_text())["datasets"] if re.search(r"[\d_]", k)]
+    assert unreadable(seen, keys=keys) == []
+    assert all(im["min_font_px"] for im in seen["images"])  # every figure is svbop's and says its smallest font
+
+
+def test_report_screenshot_is_a_named_target(finished_run):
+    """report/screenshot.png: the first screen at 1280 x 900, only when asked for; without Chromium
+    the run stops before any job and says how to install it."""
+    from browser import chromium_executable
+
+    assert "report_screenshot" not in _planned_rules(finished_run)  # not part of `all`
+    env = dict(os.environ, SVBOP_CHROMIUM=str(finished_run / "no-such-chromium"))
+    result = _snakemake("--cores", "1", "report/screenshot.png", "--configfile", "tiny.yaml", cwd=finished_run, env=env)
+    assert result.returncode != 0 and "apt-get install chromium" in result.stdout + result.stderr
+    assert (finished_run / "report/screenshot.png").exists()  # the repository's copy is left alone
+    if chromium_executable() is None:
+        pytest.skip("Chromium not installed (Debian package chromium): the screenshot is not taken")
+    (finished_run / "report/screenshot.png").unlink()
+    result = _snakemake("--cores", "1", "report/screenshot.png", "--configfile", "tiny.yaml", cwd=finished_run)
+    assert result.returncode == 0, result.stderr[-3000:]
+    from PIL import Image
+
+    assert Image.open(finished_run / "report/screenshot.png").size == (1280, 900)

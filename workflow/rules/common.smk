@@ -5,7 +5,10 @@ import os
 import svbop
 import svbop.config
 import svbop.datasets
+import svbop.report.browser
+import svbop.report.illustrations
 import svbop.report.status
+from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 LIBRARY = "workflow/svbop"
@@ -21,9 +24,11 @@ def library_sources(*modules):
 # (run names keys of datasets: checked by svbop.config.check_config in the Snakefile)
 # A dataset whose manual or local files are missing is not run (missing_data: skip): the report
 # lists it with the file, where to put it and where to get it. missing_data: stop fails instead.
+# MISSING: the files a person must fetch, of every configured dataset (run or not), for the report.
+MISSING = {_name: svbop.report.status.missing_inputs(_name, _cfg) for _name, _cfg in config["datasets"].items()}
 NOT_RUN = {}
 for _name in config["run"]:
-    _missing = svbop.report.status.missing_inputs(_name, config["datasets"][_name])
+    _missing = MISSING[_name]
     if _missing:
         NOT_RUN[_name] = _missing
         _where = svbop.report.status.describe_missing(_missing)
@@ -225,21 +230,24 @@ def train_time_files(dataset):
     return out
 
 
-ILLUSTRATION_KINDS = {"entropy": "images", "image_top": "images", "text_top": "texts"}
+ILLUSTRATION_KINDS = {name: kind for name, (_, kind, _) in svbop.report.illustrations.ILLUSTRATIONS.items()}
 
 
 def illustrations():
-    """The paper's illustrations whose dataset runs: {name: its report.illustrations config}."""
-    return {
-        name: cfg
-        for name, cfg in config["report"]["illustrations"].items()
-        if cfg.get("dataset") in DATASETS
-    }
+    """The paper's illustrations that can be drawn: {name: its report.illustrations config, with
+    the dataset it is drawn from}: the configured one when it runs, else the first dataset of the
+    run with inputs of the right kind (images, texts); illustrations with neither are left out."""
+    out = {}
+    for name, cfg in config["report"]["illustrations"].items():
+        dataset = svbop.report.illustrations.illustration_dataset(name, cfg.get("dataset"), DATASETS, config["datasets"])
+        if dataset is not None:
+            out[name] = {**cfg, "dataset": dataset}
+    return out
 
 
 def illustration_inputs(wildcards):
     """The dataset, split, test probabilities (and raw folder, for image files) of an illustration."""
-    d = config["report"]["illustrations"][wildcards.name]["dataset"]
+    d = illustrations()[wildcards.name]["dataset"]
     out = {"dataset": f"data/{d}/dataset.npz", "split": f"data/{d}/split.npz", "scores": f"results/{d}/scores/flat.npz"}
     if "format" in config["datasets"][d]:
         out["raw"] = f"data/{d}/raw"
@@ -253,6 +261,17 @@ def illustration_files():
         if ILLUSTRATION_KINDS[name] == "images":
             out[name].append(f"results/illustrations/{name}.png")
     return out
+
+
+def chromium_required(wildcards):
+    """No input; stops the run (before any job) with how to install Chromium when it is missing:
+    rule report_screenshot takes report/screenshot.png with it."""
+    if svbop.report.browser.chromium_executable() is None:
+        raise WorkflowError(
+            "report/screenshot.png is taken with headless Chromium, which is not installed: "
+            "apt-get install chromium (Debian), or set SVBOP_CHROMIUM to a Chromium or Chrome binary"
+        )
+    return []
 
 
 # --- after a failed run -------------------------------------------------------------------------
@@ -315,7 +334,7 @@ def partial_report():
     }
     shown = {}
     for name, files in illustration_files().items():
-        if config["report"]["illustrations"][name]["dataset"] in finished and all(os.path.exists(f) for f in files):
+        if illustrations()[name]["dataset"] in finished and all(os.path.exists(f) for f in files):
             shown[name] = {"records": files[0], "figure": files[1] if len(files) > 1 else None}
     svbop.report.build_report(
         "results/report.html",
@@ -327,6 +346,7 @@ def partial_report():
         title=config["report"]["title"],
         template="report/templates/report.html.j2",
         not_run=NOT_RUN,
+        missing=MISSING,
         failed=failed,
         train_seconds=read_train_seconds({d: train_time_files(d) for d in finished}),
         illustrations=shown,

@@ -24,10 +24,11 @@ from svbop.report.illustrations import (
     plot_entropy_panel,
     plot_image_top,
 )
+from svbop.report.names import utility_name
 from svbop.utilities import utility
 
 to_log_file(snakemake.log[0])
-kind, cfg = snakemake.params.kind, snakemake.params.illustration
+kind, cfg, title = snakemake.params.kind, snakemake.params.illustration, snakemake.params.title
 dataset = Dataset.load(snakemake.input.dataset)
 test = load_split(snakemake.input.split)["test"]
 with np.load(snakemake.input.scores) as scores:
@@ -49,7 +50,7 @@ def image(row):
 figure = None
 if has != wants:
     out["status"] = "not applicable"
-    out["reason"] = f"dataset {cfg['dataset']!r} holds {dataset.x_kind} inputs, not {wants}"
+    out["reason"] = f"{title} holds {dataset.x_kind} inputs, not {wants}"
 else:
     if kind == "entropy":
         rows = pick_by_entropy(P, y, n=cfg["n"], spec=specs[0])
@@ -61,18 +62,19 @@ else:
         record["index"] = int(test[r])
     if len(rows) == 0:
         out["status"] = "no example"
-        out["reason"] = (f"no test row of {cfg['dataset']!r} has a wrong top-1 with the true class in its "
-                         f"top-{cfg['k']} and in its SVBOP-Full set for {labels[0]}")
+        out["reason"] = (f"No test row of {title} ({len(y):,} rows) has a wrong top-1 with the true class in "
+                         f"its top-{cfg['k']} and in its SVBOP-Full set for {utility_name(labels[0])}")
     elif kind == "entropy":
         figure = plot_entropy_panel([image(r) for r in rows], out["records"], labels)
     elif kind == "image_top":
         figure = plot_image_top(image(rows[0]), out["records"][0], labels[0])
 if "figure" in snakemake.output.keys():
     if figure is None:
-        from svbop.report.figures import _new_figure
+        from svbop.report.figures import LEGEND_PT, _new_figure, _tex
 
-        figure = _new_figure(figsize=(4, 1))
-        figure.text(0.5, 0.5, out["reason"] or "nothing to show", ha="center", va="center", wrap=True)
+        figure = _new_figure(figsize=(6, 1.2))  # says why there is no picture (Snakemake's report shows it)
+        reason = (out["reason"] or "nothing to show").replace(utility_name(labels[0]), _tex(utility_name(labels[0])))
+        figure.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, fontsize=LEGEND_PT)
     save_figure(figure, snakemake.output.figure)
 with atomic_path(snakemake.output.records) as tmp:
     tmp.write_text(json.dumps(out, indent=2) + "\n")

@@ -9,7 +9,7 @@ from svbop.report.compare import read_train_seconds
 
 to_log_file(snakemake.log[0])
 out = snakemake.output[0]
-tables = [t for t in snakemake.input.tables if t.endswith((".csv", ".tex", ".json"))]
+tables = [t for t in snakemake.input.tables if t.endswith((".csv", ".tsv", ".tex", ".json"))]
 illustrations = {
     name: {"records": files[0], "figure": files[1] if len(files) > 1 else None}
     for name, files in snakemake.params.illustrations.items()
@@ -25,6 +25,7 @@ build_report(
     title=snakemake.params.title,
     template=snakemake.input.template,
     not_run=snakemake.params.not_run,
+    missing=snakemake.params.missing,
     train_seconds=read_train_seconds(snakemake.params.train_time_files),
     illustrations=illustrations,
     downloads={os.path.basename(t): os.path.relpath(t, os.path.dirname(out)) for t in tables},

@@ -42,7 +42,7 @@ tables["table5"] = table5_vs_paper(params.datasets, [d for d in params.run if d 
 for name in ("table1", "table3", "table4", "table5"):
     for _ in (".csv", ".tex"):
         write_table(tables[name], next(out), index=False)
-write_table(dataset_status(params.datasets, params.run, params.not_run), next(out), index=False)
+write_table(dataset_status(params.datasets, params.run, params.not_run, missing=params.missing), next(out), index=False)
 with atomic_path(next(out)) as tmp:
     tmp.write_text(json.dumps(claims, indent=2, ensure_ascii=False) + "\n")
 logging.info("tables of %d datasets; claims: %s", len(summaries), "; ".join(c["verdict"] for c in claims))

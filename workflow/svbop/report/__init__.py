@@ -1,5 +1,8 @@
 """The report: tables, figures and the self-contained HTML page (``results/report.html``).
 
+Display names and the paper's numbering of its tables and figures are in :mod:`svbop.report.names`
+(one place for every name the page shows); the status of every dataset in
+:mod:`svbop.report.status`; headless Chromium (the page's screenshot) in :mod:`svbop.report.browser`.
 Tables (:mod:`svbop.report.tables`) need pandas; figures (:mod:`svbop.report.figures`) need
 matplotlib, imported only when a figure is drawn; the page (:mod:`svbop.report.html`) needs jinja2.
 Every file is written atomically (:func:`svbop.io.atomic_path`).

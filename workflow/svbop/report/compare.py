@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .names import ALGORITHM_NAMES, DisplayNames
 from .paper import paper_datasets, paper_table, table4_long
 from .tables import _check_summary, dataset_label, utility_columns
 
@@ -38,9 +39,6 @@ __all__ = [
 #: candidate classes exponentiated and sorted) is the extra row ``Full_svbop``, which the paper lacks.
 ALGORITHMS = {"Full": "svbop_full_naive", "Full_svbop": "svbop_full", "HSG": "svbop_hsg",
               "HF_p": "svbop_hf_predefined", "HF_c": "svbop_hf_kmeans"}
-#: Display names of Table 4's algorithms.
-ALGORITHM_NAMES = {"Full": "SVBOP-Full (as in the paper)", "Full_svbop": "SVBOP-Full (svbop)", "HSG": "SVBOP-HSG",
-                   "HF_p": "SVBOP-HF_p", "HF_c": "SVBOP-HF_c"}
 #: The two utilities of Table 4 (labels).
 TABLE4_UTILITIES = ("fbeta_1", "credal_2.2_1.2")
 #: Table 5's columns -> (config section, key).
@@ -305,7 +303,8 @@ def _kind(dataset: str, summary: Mapping[str, object], links: Links) -> str:
     return "real data not in the paper"
 
 
-def _scale(datasets: Sequence[str], summaries: Mapping[str, Mapping[str, object]], links: Links) -> tuple[str, str]:
+def _scale(datasets: Sequence[str], summaries: Mapping[str, Mapping[str, object]], links: Links,
+           name=str) -> tuple[str, str]:
     """(context naming each dataset's kind, K and test rows; a qualifier for the verdict, or "")."""
     parts, synthetic, small = [], [], []
     for d in datasets:
@@ -313,7 +312,7 @@ def _scale(datasets: Sequence[str], summaries: Mapping[str, Mapping[str, object]
         kind = _kind(d, s, links)
         k, n = s.get("K"), s.get("N_test")
         facts = [kind] + ([f"K = {int(k):,}"] if k is not None else []) + ([f"{int(n):,} test rows"] if n is not None else [])
-        parts.append(f"{d} ({'; '.join(facts)})")
+        parts.append(f"{name(d)} ({'; '.join(facts)})")
         synthetic.append(kind == "synthetic")
         small.append(n is not None and int(n) < SMALL_TEST)
     qualifiers = []
@@ -352,6 +351,7 @@ def check_claims(
     summaries: Iterable[Mapping[str, object]],
     decimals: int = 2,
     links: Links | None = None,
+    names: DisplayNames | None = None,
 ) -> list[dict[str, object]]:
     """Test the paper's qualitative claims on the datasets that were run.
 
@@ -373,6 +373,10 @@ def check_claims(
     where the two verdicts differ the verdict says both.  Every verdict says when it rests on
     synthetic data only or only on datasets with fewer than :data:`SMALL_TEST` test rows.
 
+    With ``names`` (:class:`~svbop.report.names.DisplayNames`) the evidence and context name
+    datasets, utilities and methods as the report shows them (titles, ``u_{F1}``, ``HF_{p}``);
+    without, by their keys (``synthetic1000``, ``fbeta_1``, ``HF_p``), as in ``claims.json``.
+
     Returns
     -------
     list of dict
@@ -383,13 +387,23 @@ def check_claims(
     """
     summaries = {str(s["dataset"]): s for s in summaries}
     links = dict(links or {})
+    # the names in the sentences (short: used in every one): display names with ``names``, else keys
+    D = names.dataset if names is not None else str  # noqa: N806
+    U = names.utility if names is not None else str  # noqa: N806
+
+    def A(key: str) -> str:  # noqa: N802 -- Table 4's algorithm, short (HF_{p}; the paper's subscript)
+        return {"HF_p": "HF_{p}", "HF_c": "HF_{c}"}.get(key, key) if names is not None else key
+
+    def M(method: str, param: object) -> str:  # noqa: N802
+        return names.method(method, param) if names is not None else f"{method} {param}"
+
     labels = utility_columns(metrics)
     m = metrics.assign(dataset=metrics["dataset"].astype(str), param=metrics["param"].astype(str))
     datasets = list(dict.fromkeys(m["dataset"]))
     out = []
 
     def claim(text: str, source: str, verdict: str, evidence: list[str], used: Sequence[str], extra: str = "") -> None:
-        context, qualifier = _scale(list(dict.fromkeys(used)), summaries, links)
+        context, qualifier = _scale(list(dict.fromkeys(used)), summaries, links, D)
         out.append(_claim(text, source, _qualified(verdict, qualifier), evidence,
                           context + (f"; {extra}" if extra and used else "")))
 
@@ -412,7 +426,7 @@ def check_claims(
                 ok += 1
             else:
                 evidence.append(
-                    f"{d}, {u}: SVBOP-Full {mine:.{decimals}f} < {best['method']} {best['param']} {theirs:.{decimals}f}"
+                    f"{D(d)}, {U(u)}: SVBOP-Full {mine:.{decimals}f} < {M(best['method'], best['param'])} {theirs:.{decimals}f}"
                 )
     if n:
         evidence.insert(0, f"SVBOP-Full-u is at least as good as every baseline under u in {ok} of {n} (dataset, utility) cases.")
@@ -459,7 +473,7 @@ def check_claims(
                     both[which] += close and th < ref
                 agree = _number(h.get("agreement_with_full_pct"))
                 ev_hsg.append(
-                    f"{d}, {u}: HSG {uh:.2f} vs Full {uf:.2f} ({uh - uf:+.2f} pp; sets equal to Full's: {agree:.1f} %); "
+                    f"{D(d)}, {U(u)}: HSG {uh:.2f} vs Full {uf:.2f} ({uh - uf:+.2f} pp; sets equal to Full's: {agree:.1f} %); "
                     f"test {th:.3f} ms/sample vs {t_paper:.3f} (Full as in the paper, {t_paper / th:.2f}x) and "
                     f"{t_ours:.3f} (svbop's Full, {t_ours / th:.2f}x)"
                 )
@@ -474,7 +488,7 @@ def check_claims(
                     n_ref_hf[which] += 1
                     field = {**hf, **others, ("Full as in the paper" if which == "paper" else "svbop's Full"): ref}
                     ok_hf[which] += min(field, key=field.get).startswith("HF")
-                ev_hf.append(f"{d}, {u}: " + ", ".join(f"{a} {t:.3f}" for a, t in {**hf, **others}.items())
+                ev_hf.append(f"{D(d)}, {U(u)}: " + ", ".join(f"{A(a)} {t:.3f}" for a, t in {**hf, **others}.items())
                              + f" ms/sample; Full as in the paper {t_paper:.3f}, svbop's Full {t_ours:.3f}")
     if n_hsg:
         verdict = _against_both(both, n_ref)
@@ -502,9 +516,9 @@ def check_claims(
         full_hi = m[(m["dataset"] == d_hi) & (m["method"] == "svbop_full") & (m["param"] == set_friendly)]
         grows = size[d_hi] > size[d_lo]
         bigger = (not full_hi.empty) and size[d_hi] > float(full_hi["mean_size"].iloc[0])
-        ev = ["ICP ε = 0.01 mean set size: " + ", ".join(f"{d} (K = {k}) {size[d]:.2f}" for k, d in ks)]
+        ev = ["ICP ε = 0.01 mean set size: " + ", ".join(f"{D(d)} (K = {k}) {size[d]:.2f}" for k, d in ks)]
         if not full_hi.empty:
-            ev.append(f"{d_hi}: SVBOP-Full-{set_friendly} mean set size {float(full_hi['mean_size'].iloc[0]):.2f}")
+            ev.append(f"{D(d_hi)}: SVBOP-Full-{U(set_friendly)} mean set size {float(full_hi['mean_size'].iloc[0]):.2f}")
         verdict = "supported" if grows and bigger else ("contradicted" if not grows and not bigger else "partly")
         claim("ICP predicts very large sets when K is large", "Section 5.3", verdict, ev, [d for _, d in ks])
 
@@ -524,9 +538,10 @@ def check_claims(
             n += 1
             ok += wins
             used5.append(d)
-        ev5.append(f"{d}{' (biological)' if bio else ''}, {u}: " + ", ".join(f"{a} {v:.2f}" for a, v in value.items())
-                   + ("; HF_p best of Full, HF_p, HF_c" if wins else "; HF_p not best"))
-    claim("With a meaningful (biological) hierarchy, SVBOP-HF_p beats SVBOP-Full and SVBOP-HF_c",
+        hf_p, hf_c = A("HF_p"), A("HF_c")
+        ev5.append(f"{D(d)}{' (biological)' if bio else ''}, {U(u)}: " + ", ".join(f"{A(a)} {v:.2f}" for a, v in value.items())
+                   + (f"; {hf_p} best of Full, {hf_p}, {hf_c}" if wins else f"; {hf_p} not best"))
+    claim("With a meaningful (biological) hierarchy, SVBOP-HF_{p} beats SVBOP-Full and SVBOP-HF_{c}",
           "Section 5.4, Table 4", _verdict(ok, n),
-          ev5 if n else ev5 + ["no biological dataset (Bacteria, Proteins or a stand-in) ran SVBOP-HF_p"], used5)
+          ev5 if n else ev5 + ["no biological dataset (Bacteria, Proteins or a stand-in) ran SVBOP-HF_{p}"], used5)
     return out

@@ -24,12 +24,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = [
+    "MIN_FONT_KEY",
     "figure_to_png",
+    "min_font_px",
     "plot_fbeta_family",
     "plot_genreject_family",
     "plot_utilities",
     "save_figure",
 ]
+
+#: PNG text chunk holding the smallest font of a figure in pixels at its natural size
+#: (:func:`min_font_px`), so a reader of the page can check the text stays legible when scaled.
+MIN_FONT_KEY = "svbop:min-font-px"
+#: Font size (points) of legends and annotations: at 120 dpi 10 pt is 16.7 px, legible (>= 10 px)
+#: down to 60 % of the natural width (two figures side by side on a 1280 px screen).
+LEGEND_PT = 10
 
 _TEX_GREEK = {"δ": r"\delta", "γ": r"\gamma", "α": r"\alpha", "β": r"\beta", "ε": r"\varepsilon"}
 
@@ -42,7 +51,7 @@ def _tex(name: str) -> str:
     return f"${name}$"
 
 
-def _new_figure(figsize=(6.4, 4.2)) -> "Figure":
+def _new_figure(figsize=(6.0, 4.2)) -> "Figure":
     import matplotlib
 
     matplotlib.use("Agg")  # no display; a no-op if Agg is already in use
@@ -52,7 +61,7 @@ def _new_figure(figsize=(6.4, 4.2)) -> "Figure":
 
 
 def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: "Axes | None" = None) -> "Figure":
-    """Plot ``g(s)`` for ``s = 1..K``, one line per utility (the paper's Figure "g", left panel).
+    """Plot ``g(s)`` for ``s = 1..K``, one line per utility (the paper's Figure 1, left panel).
 
     Parameters
     ----------
@@ -102,7 +111,7 @@ def _finish_log_axes(ax: "Axes", K: int, ylabel: str, title: str) -> None:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small", frameon=False)
+    ax.legend(fontsize=LEGEND_PT, frameon=False)
 
 
 def _number_text(x: float) -> str:
@@ -117,7 +126,7 @@ def _number_text(x: float) -> str:
 def plot_fbeta_family(
     betas: Sequence[float] = (0.5, 1, 2, 5, 10), K: int = 100, ax: "Axes | None" = None
 ) -> "Figure":
-    """Plot ``g_Fβ(s) = (1+β²)/(s+β²)`` for several β (the paper's Figure "g", right panel).
+    """Plot ``g_Fβ(s) = (1+β²)/(s+β²)`` for several β (the paper's Figure 1, right panel).
 
     One line per β, from ``svbop.utility(f"fbeta:beta={β}", K=K).values()``, then precision
     ``g_P(s) = 1/s`` dashed for reference (it is ``g_Fβ`` with β = 0).  The set size runs over
@@ -164,13 +173,22 @@ def _bound_alpha(K: int) -> str:
     return format(q.normalize(), "f")
 
 
+def _members_text(fails: dict[str, list[str]], betas: list[str]) -> str:
+    """``{"1": [all betas], "0.9": ["0.2"]}`` -> ``"α = 1 (every β), α = 0.9 (β = 0.2)"``."""
+    parts = []
+    for a, bs in fails.items():
+        if bs:
+            parts.append(f"α = {a} (" + ("every β" if len(bs) == len(betas) else "β = " + ", ".join(bs)) + ")")
+    return ", ".join(parts) or "none"
+
+
 def plot_genreject_family(
     Ks: Sequence[int] = (10, 100),
     alphas: Sequence[float] | None = None,
     betas: Sequence[float] = (0.2, 0.5, 1, 2, 5),
     axes: "Sequence[Axes] | None" = None,
 ) -> "Figure":
-    """Plot the generalised reject option utility for several ``K`` (the paper's Figure fig:gab).
+    """Plot the generalised reject option utility for several ``K`` (the paper's Figure 3, appendix).
 
     One panel per ``K`` with ``g_{α,β}(s) = 1 - α((s-1)/(K-1))^β`` for every pair of the grid
     ``alphas × betas`` (colour by β, solid for the first α, then dotted, dash-dotted, ...), then
@@ -183,9 +201,11 @@ def plot_genreject_family(
     ``β >= 1 + log_{1/(K-1)}(K/2)`` for ``K = 10`` (≈ 0.27) but above it for ``K = 100``
     (≈ 0.15), and the convex members (β < 1) are not (1/x)-convex.
 
-    Legend entries of members that are *not lower-bounded by precision* end in
-    ``"not ≥ g_P"``, those that are *not (1/x)-convex* in ``"not (1/x)-convex"``; both are
-    decided exactly by :meth:`svbop.Utility.properties` for that panel's ``K``.
+    One legend for all panels (the β colours, the α line styles and ``g_P``: ``len(betas) +
+    len(alphas) + 1`` entries, in :data:`LEGEND_PT` points, below the panels).  Under each panel,
+    the members that are *not lower-bounded by precision* and those that are *not (1/x)-convex*,
+    decided exactly by :meth:`svbop.Utility.properties` for that panel's ``K``; the panel's axes
+    carry them as ``ax.svbop_flags = {"not ≥ g_P": {α: [β, ...]}, "not (1/x)-convex": {...}}``.
 
     Parameters
     ----------
@@ -197,7 +217,8 @@ def plot_genreject_family(
     betas : sequence of float, default=(0.2, 0.5, 1, 2, 5)
         Values of β > 0.
     axes : sequence of matplotlib Axes, optional
-        One axes per ``K``; a new figure with ``len(Ks)`` panels side by side when omitted.
+        One axes per ``K``; a new figure with ``len(Ks)`` panels side by side when omitted (the
+        properties are then written under each panel; with given axes, into their x labels).
 
     Returns
     -------
@@ -223,9 +244,12 @@ def plot_genreject_family(
         alphas = list(alphas)
         if not alphas:
             raise ValueError("plot_genreject_family: no alpha values given")
+    notes = None
     if axes is None:
-        fig = _new_figure(figsize=(6.0 * len(Ks), 5.6))
-        axes = [fig.add_subplot(1, len(Ks), i + 1) for i in range(len(Ks))]
+        fig = _new_figure(figsize=(5.0 * len(Ks), 5.2))
+        grid = fig.add_gridspec(2, len(Ks), height_ratios=[6, 1])
+        axes = [fig.add_subplot(grid[0, i]) for i in range(len(Ks))]
+        notes = [fig.add_subplot(grid[1, i]) for i in range(len(Ks))]
     else:
         axes = list(axes)
         if len(axes) != len(Ks):
@@ -235,40 +259,80 @@ def plot_genreject_family(
         fig = axes[0].figure
     styles = ["-", ":", "-.", (0, (5, 1, 1, 1, 1, 1))]
     colours = [f"C{i}" for i in range(10)]
-    for K, ax in zip(Ks, axes):
+    b_texts = [_number_text(b) for b in betas]
+    for k, (K, ax) in enumerate(zip(Ks, axes)):
         K = int(K)
         a_texts = [_bound_alpha(K), "1"] if alphas is None else [_number_text(a) for a in alphas]
         s = np.arange(1, K + 1)
+        flags: dict[str, dict[str, list[str]]] = {"not ≥ g_P": {}, "not (1/x)-convex": {}}
         for i, a in enumerate(a_texts):
-            for j, b in enumerate(betas):
-                u = utility(f"genreject:alpha={a},beta={_number_text(b)}", K=K)
+            for j, b in enumerate(b_texts):
+                u = utility(f"genreject:alpha={a},beta={b}", K=K)
                 p = u.properties()
-                alpha, beta = u.label.split("_")[1:]
-                flags = [m for m, ok in (("not ≥ $g_P$", p.lower_bounded_by_precision),
-                                         ("not (1/x)-convex", p.one_over_x_convex)) if not ok]
-                label = f"$\\alpha = {alpha}, \\beta = {beta}$" + (f"  ({', '.join(flags)})" if flags else "")
+                flags["not ≥ g_P"].setdefault(a, [])
+                flags["not (1/x)-convex"].setdefault(a, [])
+                if not p.lower_bounded_by_precision:
+                    flags["not ≥ g_P"][a].append(b)
+                if not p.one_over_x_convex:
+                    flags["not (1/x)-convex"][a].append(b)
                 ax.plot(s, u.values(), linestyle=styles[i % len(styles)], color=colours[j % len(colours)],
-                        label=label, linewidth=1.5)
-        ax.plot(s, utility("precision", K=K).values(), "k--", label="$g_P(s) = 1/s$", linewidth=1.2)
+                        linewidth=1.5)
+        ax.plot(s, utility("precision", K=K).values(), "k--", linewidth=1.2)
+        ax.svbop_flags = flags
         ax.set_xlim(1, K)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("set size $s = |\\hat{Y}|$")
         ax.set_ylabel("$g_{\\alpha,\\beta}(s) = 1 - \\alpha((s-1)/(K-1))^\\beta$")
         ax.set_title(f"Generalised reject option, K = {K}")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="x-small", frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+        text = "\n".join(f"{'not ≥ $g_P$' if name == 'not ≥ g_P' else name}: {_members_text(f, b_texts)}"
+                          for name, f in flags.items())
+        if notes is not None:
+            ax.set_xlabel("set size $s = |\\hat{Y}|$")
+            notes[k].set_axis_off()
+            notes[k].text(0.0, 1.0, text, ha="left", va="top", fontsize=LEGEND_PT, transform=notes[k].transAxes,
+                          wrap=True)
+        else:
+            ax.set_xlabel("set size $s = |\\hat{Y}|$\n" + text, fontsize=LEGEND_PT)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colours[j % len(colours)], linewidth=2, label=f"$\\beta = {b}$")
+               for j, b in enumerate(b_texts)]
+    a_names = ["(K−1)/K", "1"] if alphas is None else [_number_text(a) for a in alphas]
+    handles += [Line2D([], [], color="0.3", linestyle=styles[i % len(styles)], linewidth=1.5, label=f"α = {a}")
+                for i, a in enumerate(a_names)]
+    handles.append(Line2D([], [], color="k", linestyle="--", linewidth=1.2, label="$g_P(s) = 1/s$"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=LEGEND_PT,
+               frameon=False)
     return fig
 
 
+def min_font_px(fig: "Figure", dpi: int = 120) -> float:
+    """The smallest font size of a figure's visible, non-empty texts (titles, labels, tick labels,
+    legends, annotations), in pixels of its PNG at ``dpi``."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()  # tick labels exist once drawn
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
+             and (t.axes is None or t.axes.get_visible())]
+    return round(min(sizes) * dpi / 72, 2) if sizes else 0.0
+
+
+def _png_metadata(fig: "Figure", dpi: int) -> dict[str, str]:
+    return {"Software": "svbop (matplotlib)", MIN_FONT_KEY: f"{min_font_px(fig, dpi):g}"}
+
+
 def figure_to_png(fig: "Figure", dpi: int = 120) -> bytes:
-    """Render a figure to PNG bytes."""
+    """Render a figure to PNG bytes; the PNG's text chunk :data:`MIN_FONT_KEY` holds its smallest
+    font in pixels (:func:`min_font_px`)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=dpi, metadata=_png_metadata(fig, dpi))
     return buf.getvalue()
 
 
 def save_figure(fig: "Figure", path: str | os.PathLike, dpi: int = 120) -> None:
-    """Save a figure as PNG, atomically (temporary file beside ``path``, then rename).
+    """Save a figure as PNG, atomically (temporary file beside ``path``, then rename), with its
+    smallest font in the text chunk :data:`MIN_FONT_KEY`.
 
     Raises
     ------
@@ -279,4 +343,4 @@ def save_figure(fig: "Figure", path: str | os.PathLike, dpi: int = 120) -> None:
     if path.suffix.lower() != ".png":
         raise ValueError(f"{path}: figures are written as PNG; use a .png file name")
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi)
+        fig.savefig(tmp, format="png", dpi=dpi, metadata=_png_metadata(fig, dpi))

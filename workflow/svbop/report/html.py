@@ -18,12 +18,14 @@ from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from ..io import atomic_path
 from ..utilities import utility
-from .compare import ALGORITHM_NAMES, check_claims, table1_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
-from .status import dataset_status, paper_link
+from .compare import check_claims, table1_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
+from .illustrations import ILLUSTRATIONS, entropy_text
+from .names import PAPER_ITEMS, DisplayNames, algorithm_name, html_name, paper_caption, paper_ref
+from .status import dataset_status, paper_link, status_view
 from .tables import (
     METRICS_COLUMNS,
     _check_summary,
@@ -54,13 +56,20 @@ _PACKAGES = {
 }
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_SUB = re.compile(r"_\{([^}]*)\}")
 
-_UTILITIES_CAPTION = (
-    "The set-based utilities g(s) of the evaluation as a function of the set size s (the paper's "
-    "Figure \"g\", left panel, drawn for K = 100 classes). A predicted set Ŷ earns g(|Ŷ|) when it "
-    "contains the true class and 0 otherwise."
-)
+#: What each exported table holds, by file name without extension (the downloads list).  Files
+#: keep their names (other tools read them); the paper's number of each table is said here.
+DOWNLOADS = {
+    "table1_datasets": "Table 2 (the datasets), as computed from the files run",
+    "table1_vs_paper": "Table 2 (the datasets) beside the paper's",
+    "table3_utilities": "Table 3, every cell in the long format of the paper's CSV",
+    "table3_vs_paper": "Table 3 beside the paper's: each cell, the paper's value and the difference",
+    "table4_vs_paper": "Table 4 (SVBOP-Full vs. SVBOP-HSG vs. SVBOP-HF) beside the paper's",
+    "table5_vs_paper": "Table 5 (hyper-parameters) beside the paper's",
+    "dataset_status": "the status of every dataset (the first section)",
+    "claims": "the paper's claims checked (evidence names datasets, utilities and methods by their keys)",
+}
+_DOWNLOADS_NOTE = "File names keep their older numbering: the table1_* files hold the paper's Table 2 (the datasets)."
 
 
 def environment_versions() -> dict[str, str]:
@@ -84,9 +93,7 @@ def environment_versions() -> dict[str, str]:
     return out
 
 
-def _html_name(text: str) -> Markup:
-    """Escape a display name and turn its ``_{...}`` subscripts into ``<sub>``."""
-    return Markup(_SUB.sub(r"<sub>\1</sub>", str(escape(text))))
+_html_name = html_name
 
 
 def _png_bytes(name: str, source: object) -> bytes:
@@ -164,6 +171,8 @@ def _context_table3(
     best = best_mask(t)
     util_cols = t.attrs["utility_columns"]
     paper = {}
+    # orange (>= 5 points off) only where the dataset is the paper's own: a stand-in is not expected to match
+    same = paired is not None and bool((paired["relation"] == "same").any())
     if paired is not None and paired["paper"].notna().any():
         paper = {(m, str(p), u): (v, d) for m, p, u, v, d in paired[["method", "param", "eval_utility", "paper", "diff"]].itertuples(index=False)}
     paper_best = {}
@@ -190,13 +199,13 @@ def _context_table3(
                 cells.append({
                     "text": f"{v:.2f} ({d:+.2f})" if known else "–", "best": False, "paper": True,
                     "paper_best": known and paper_best[lab] is not None and round(v, 2) == paper_best[lab],
-                    "far": known and abs(d) >= 5,
+                    "far": same and known and abs(d) >= 5,
                 })
         rows.append({"name": _html_name(method), "key": "/".join(map(str, key)), "cells": cells})
     return {"header": header, "rows": rows}
 
 
-def _context_table4(t4: pd.DataFrame) -> list[dict[str, object]]:
+def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, object]]:
     """Table 4 rows grouped by dataset: per algorithm, the measures of each utility, paper beside."""
     out = []
     for dataset, df in t4.groupby("dataset", sort=False):
@@ -218,27 +227,102 @@ def _context_table4(t4: pd.DataFrame) -> list[dict[str, object]]:
                 cells += [(r["utility_pct"], r["utility_pct_paper"], 2), (r["recall_pct"], r["recall_pct_paper"], 2),
                           (r["set_size"], r["set_size_paper"], 2), (r["t_test_ms"], r["t_test_ms_paper"], 3),
                           (r["speedup_vs_full_naive"], r["speedup_vs_full_paper"], 2), (r["speedup_vs_full"], nan, 2)]
-            algos.append({"name": _html_name(ALGORITHM_NAMES.get(algorithm, algorithm).replace("_p", "_{p}")
-                                             .replace("_c", "_{c}")),
-                          "key": algorithm,
+            algos.append({"name": html_name(algorithm_name(algorithm)), "key": algorithm,
                           "cells": [{"ours": _fmt(o, d), "paper": _fmt(p, d) if p == p else ""} for o, p, d in cells]})
         first = df.iloc[0]
-        out.append({"id": dataset, "paper": first["paper_dataset"], "relation": first["relation"],
+        out.append({"id": dataset, "title": names.dataset(dataset), "paper": first["paper_dataset"],
+                    "relation": first["relation"],
                     "utilities": [_html_name(utility_name(u)) for u in utilities], "rows": algos})
     return out
 
 
+def _code(text: object) -> Markup:
+    return Markup("<code>{}</code>").format(text)
+
+
+def _files_html(groups: Sequence[Mapping[str, object]], capital: bool = False) -> Markup:
+    """Where to put the missing files and where to get them, one clause per group of files."""
+    parts = []
+    for i, g in enumerate(groups):
+        put = "Put" if capital and i == 0 else "put"
+        files = list(g["files"])
+        if g["local"]:
+            parts.append(Markup("{} not found at {} (put it there or fix its <code>path:</code> in config.yaml)").format(
+                _code(files[0]), _code(g["paths"][0])))
+            continue
+        if len(files) == 1:
+            what = Markup("{} {} at {}").format(put, _code(files[0]), _code(g["paths"][0]))
+        else:
+            what = Markup("{} {} in {}").format(put, Markup(", ").join(_code(f) for f in files), _code(g["folder"]))
+        source = "; ".join(t for t in (f"from {g['url']}" if g["url"] else "", str(g["note"])) if t)
+        parts.append(what + (Markup(" ({})").format(source) if source else ""))
+    return Markup("; ").join(parts)
+
+
+def _todo_html(row: Mapping[str, object]) -> Markup:
+    """The status table's "what to do" of one dataset, keys and paths as code."""
+    state, key = row["state"], row["dataset"]
+    if state == "ran":
+        return Markup("")
+    if state == "failed":
+        return Markup("{} Fix the cause and rerun <code>snakemake</code> (finished work is kept).").format(row["detail"])
+    files = _files_html(row["files"], capital=True)
+    if state == "data missing":
+        return Markup("{}; then rerun <code>snakemake</code>.").format(files)
+    return Markup("{}; then add {} under <code>run:</code>.").format(files, _code(key))
+
+
+def _illustration_reason(name: str, entry: Mapping[str, object], rows: Mapping[str, Mapping[str, object]],
+                         names: DisplayNames, configured: Mapping[str, object]) -> Markup:
+    """One line: why an illustration is empty and how to fill it."""
+    panel, kind, paper = ILLUSTRATIONS.get(name, ("?", "inputs", "the paper's dataset"))
+    item = "image" if kind == "images" else "text"
+    where = Markup("set <code>report: illustrations: {}: dataset:</code> to a dataset of <code>run:</code> "
+                   "with {}").format(name, kind)
+    d = entry.get("dataset")
+    if entry["status"] == "no example":
+        n = entry.get("n_test")
+        criterion = ("whose top-1 is wrong while the truth is in its top-5 and in its SVBOP-Full set"
+                     if name != "entropy" else "to show")
+        return Markup("No test {} {} among the {}test rows of {}; to fill this panel, {}.").format(
+            item, criterion, f"{n:,} " if isinstance(n, int) else "", names.dataset(d), where)
+    if entry["status"] == "not applicable":
+        return Markup("{} holds feature vectors, not {}: {}.").format(names.dataset(d), kind, where)
+    if entry["status"] not in ("not run", ""):
+        return Markup("{}: {}").format(entry["status"], entry.get("reason", ""))
+    wanted = (configured.get(name) or {}).get("dataset")
+    if not wanted:
+        return Markup("No dataset configured and none of this run has {}: {}.").format(kind, where)
+    row = rows.get(wanted)
+    title = names.dataset(wanted)
+    if row is None:
+        return Markup("{} is not among the configured datasets: {}.").format(_code(wanted), where)
+    if row["state"] == "failed":
+        return Markup("{} failed ({}), and no other dataset of this run has {}.").format(title, row["detail"], kind)
+    if row["state"] == "ran":
+        return Markup("{} ran but its illustration was not drawn (see <code>results/logs/illustrate/</code>).").format(title)
+    todo = Markup("add {} under <code>run:</code>").format(_code(wanted))
+    if row.get("files"):
+        todo = todo + Markup(" and ") + _files_html(row["files"])
+    return Markup("{} was not run and no dataset of this run has {}: to fill this panel, {}.").format(title, kind, todo)
+
+
 def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | None, config: Mapping[str, object],
-                           status: pd.DataFrame) -> dict[str, dict[str, object]]:
-    """Each configured illustration: its records and figure, or why it was not drawn."""
+                           view: Mapping[str, object], names: DisplayNames,
+                           links: Mapping[str, tuple[str | None, str]]) -> list[dict[str, object]]:
+    """The paper's three panels of Figure 2: records and figure of each, or one line saying why
+    it is empty and how to fill it."""
     configured = dict((config.get("report") or {}).get("illustrations") or {})
     illustrations = dict(illustrations or {})
-    by_dataset = {r["dataset"]: r for r in status.to_dict("records")}
-    out = {}
-    for name in dict.fromkeys([*configured, *illustrations]):
-        cfg = dict(configured.get(name) or {})
-        entry = {"name": name, "dataset": cfg.get("dataset"), "status": "not run", "reason": "", "records": [],
-                 "figure": None, "labels": []}
+    rows = {r["dataset"]: r for r in view["rows"]}
+    rows |= {r["dataset"]: {**r, "state": "not in run", "files": []} for r in view["not_in_run"]}
+    out = []
+    for name, (panel, kind, paper) in ILLUSTRATIONS.items():
+        if name not in configured and name not in illustrations:
+            continue
+        entry = {"name": name, "panel": panel, "kind": kind, "paper": paper,
+                 "dataset": (configured.get(name) or {}).get("dataset"), "status": "not run", "reason": "",
+                 "records": [], "figure": None, "labels": [], "n_test": None}
         given = illustrations.get(name)
         if given:
             data = given.get("records")
@@ -246,20 +330,18 @@ def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | N
                 data = json.loads(Path(data).read_text())
             data = dict(data or {})
             entry.update(status=data.get("status", "ok"), reason=data.get("reason", ""), dataset=data.get("dataset", entry["dataset"]),
-                         records=data.get("records", []), labels=data.get("utilities", []))
+                         records=data.get("records", []), labels=data.get("utilities", []), n_test=data.get("n_test"))
             if given.get("figure") is not None and entry["status"] == "ok":
                 entry["figure"] = _data_uri(_png_bytes(f"illustration {name}", given["figure"]))
-        else:
-            d = entry["dataset"]
-            row = by_dataset.get(d)
-            if not d:
-                entry["reason"] = "no dataset configured (report: illustrations: " + name + ": dataset)"
-            elif row is None:
-                entry["reason"] = f"dataset {d!r} is not in the config's datasets"
-            else:
-                entry["reason"] = f"dataset {d!r}: {row['status']}" + (f" ({row['detail']})" if row["detail"] else "")
-        entry["label_names"] = [_html_name(utility_name(lab)) for lab in entry["labels"]]
-        out[name] = entry
+        d = entry["dataset"]
+        shown_paper, relation = links.get(str(d), (None, "")) if d else (None, "")
+        entry["title"] = names.dataset(d) if d else ""
+        entry["shown_note"] = ("" if shown_paper == paper and relation == "same" else f"the paper: {paper}")
+        entry["message"] = Markup("") if entry["status"] == "ok" else _illustration_reason(name, entry, rows, names, configured)
+        entry["label_names"] = [html_name(utility_name(lab)) for lab in entry["labels"]]
+        for rec in entry["records"]:
+            rec["entropy_text"] = entropy_text(rec.get("entropy_bits", 0.0))
+        out.append(entry)
     return out
 
 
@@ -280,6 +362,7 @@ def build_report(
     train_seconds: Mapping[str, Mapping[str, float]] | None = None,
     illustrations: Mapping[str, Mapping[str, object]] | None = None,
     downloads: Mapping[str, str] | None = None,
+    missing: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -323,7 +406,11 @@ def build_report(
         "figure": PNG or None}`` as written by the pipeline's rule ``illustrate``; configured
         illustrations without an entry are shown as not run, with the reason.
     downloads : mapping, optional
-        Link text -> relative URL of the exported tables (CSV, LaTeX) next to the report.
+        Link text -> relative URL of the exported tables (CSV, LaTeX) next to the report; each is
+        described by its file name (:data:`DOWNLOADS`).
+    missing : mapping, optional
+        :func:`~svbop.report.status.missing_inputs` of every configured dataset: those not in
+        ``run`` whose files a person must fetch get a status row saying which, where and from where.
 
     Returns
     -------
@@ -365,10 +452,14 @@ def build_report(
 
     by_id = {str(s["dataset"]): s for s in summaries}
     dataset_ids = list(by_id) + [d for d in dict.fromkeys(metrics["dataset"].astype(str)) if d not in by_id]
+    configured = dict(config.get("datasets") or {})
+    names = DisplayNames({**{d: (c or {}).get("title") for d, c in configured.items()},
+                          **{d: s.get("title") for d, s in by_id.items()}})
 
     def info(d: str) -> dict[str, object]:
-        s = by_id.get(d, {"dataset": d, "title": d, "synthetic": False})
-        return {"id": d, "label": dataset_label(s), "synthetic": bool(s.get("synthetic")), "summary": s}
+        s = by_id.get(d, {"dataset": d, "title": names.dataset(d), "synthetic": False})
+        return {"id": d, "title": names.dataset(d), "label": dataset_label(s), "synthetic": bool(s.get("synthetic")),
+                "summary": s}
 
     datasets = [info(d) for d in dataset_ids]
     Ks = sorted({int(s["K"]) for s in summaries})
@@ -377,7 +468,7 @@ def build_report(
         u = utility(spec)
         convexity.append(
             {
-                "name": _html_name(utility_name(spec)),
+                "name": html_name(utility_name(spec)),
                 "spec": spec,
                 "label": u.label,
                 "title": u.title,
@@ -391,12 +482,11 @@ def build_report(
         u = utility(spec, K=100)
         p = u.properties()
         props100.append(
-            {"name": _html_name(utility_name(spec)), "spec": spec, "title": u.title, "formula": u.formula,
+            {"name": html_name(utility_name(spec)), "spec": spec, "title": u.title, "formula": u.formula,
              "g1": _fmt(float(u.values()[0]), 3), "gK": _fmt(float(u.values()[-1]), 3), **p.as_dict()}
         )
 
     t1 = table1(summaries)
-    configured = dict(config.get("datasets") or {})
     run = [str(d) for d in (config.get("run") or [])]
     links = {name: paper_link(cfg) for name, cfg in configured.items()}
     paired = table3_vs_paper(metrics, links)
@@ -410,18 +500,26 @@ def build_report(
         predictions.append({**d, "table": table, "paper": paper, "relation": relation})
 
     fbeta_figure, genreject_figure = images.pop("fbeta_family"), images.pop("genreject_family")
-    status = dataset_status(configured, run, not_run, failed) if configured else dataset_status(
+    status = dataset_status(configured, run, not_run, failed, missing=missing) if configured else dataset_status(
         {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
+    view = status_view(status, {**dict(missing or {}), **dict(not_run or {})})
     t1p = table1_vs_paper(summaries, links)
-    t1p_rows = []
+    t1p_rows, t1p_not_run, t1p_outside = [], [], []
     for r in t1p.to_dict("records"):
+        if not r["dataset"]:  # a paper dataset nothing ran for: one line below the table
+            t1p_not_run.append(r["paper_dataset"])
+            continue
+        if not r["paper_dataset"]:  # outside the paper: nothing to compare (its sizes are in Table 2)
+            t1p_outside.append(r["title"])
+            continue
         cells = []
         for c in ("K", "D", "N_train", "N_test"):
             ours, theirs = r[c], r[f"{c}_paper"]
             cells.append({"ours": "–" if pd.isna(ours) else str(int(ours)), "paper": "" if pd.isna(theirs) else str(int(theirs)),
-                          "differs": not pd.isna(ours) and not pd.isna(theirs) and int(ours) != int(theirs)})
+                          "differs": r["relation"] == "same" and not pd.isna(ours) and not pd.isna(theirs)
+                          and int(ours) != int(theirs)})
         t1p_rows.append({"dataset": r["dataset"], "title": r["title"], "paper": r["paper_dataset"], "relation": r["relation"],
-                         "run": bool(r["dataset"]), "cells": cells})
+                         "synthetic": bool(by_id.get(r["dataset"], {}).get("synthetic")), "cells": cells})
     t4 = table4_vs_paper(metrics, train_seconds or {}, links)
     t5 = table5_vs_paper(configured, [d for d in run if d in by_id], links) if configured else None
     t5_rows = []
@@ -429,14 +527,35 @@ def build_report(
         from .compare import TABLE5_KEYS
 
         for r in t5.to_dict("records"):
-            t5_rows.append({"dataset": r["dataset"], "paper": r["paper_dataset"], "relation": r["relation"],
+            t5_rows.append({"dataset": r["dataset"], "title": names.dataset(r["dataset"]), "paper": r["paper_dataset"],
+                            "relation": r["relation"],
                             "cells": [{"ours": "–" if r[k] is None or r[k] != r[k] else f"{r[k]:g}",
                                        "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}"}
                                       for k in TABLE5_KEYS]})
+    claims = []
+    for c in check_claims(metrics, summaries, links=links, names=names):
+        claims.append({**c, "claim": html_name(c["claim"]), "context": html_name(c["context"]),
+                       "evidence": [html_name(e) for e in c["evidence"]]})
+    for r in view["rows"]:
+        r["todo"] = _todo_html(r)
+        r["synthetic"] = bool(by_id.get(r["dataset"], {}).get("synthetic"))
+        s = by_id.get(r["dataset"])
+        if r["state"] == "ran" and s is not None:
+            r["todo"] = Markup('K = {:,}; {:,} test rows; top-1 {:.2f} %: <a href="#table3-{}">{}</a>').format(
+                int(s["K"]), int(s["N_test"]), float(s["top1_pct"]), r["dataset"], paper_ref("baselines"))
+    grouped: dict[str, dict[str, object]] = {}  # one line per table, its formats side by side
+    for text, href in dict(downloads or {}).items():
+        stem = Path(text).stem
+        grouped.setdefault(stem, {"stem": stem, "what": DOWNLOADS.get(stem, ""), "files": []})["files"].append(
+            {"text": text, "href": href})
+    order = {stem: i for i, stem in enumerate(DOWNLOADS)}
+    downloads = sorted(grouped.values(), key=lambda d: order.get(d["stem"], len(order)))
     context = {
         "title": title,
         "created": _format_created(created),
         "svbop_version": versions.get("svbop", "unknown"),
+        "ref": {item: paper_ref(item) for item in PAPER_ITEMS},
+        "caption": {item: html_name(paper_caption(item)) for item in PAPER_ITEMS},
         "datasets": datasets,
         "Ks": Ks,
         "k_datasets": k_datasets,
@@ -445,7 +564,7 @@ def build_report(
         "config_yaml": _config_text(config),
         "versions": versions,
         "table1": {
-            "columns": list(t1.columns),
+            "columns": [html_name(re.sub(r"^N_(\w+)$", r"N_{\1}", c)) for c in t1.columns],
             "rows": [
                 {"synthetic": bool(s.get("synthetic")), "cells": [_fmt(v) for v in row]}
                 for s, row in zip(summaries, t1.itertuples(index=False))
@@ -454,21 +573,23 @@ def build_report(
         "any_synthetic": any(bool(s.get("synthetic")) for s in summaries),
         "predictions": predictions,
         "utilities_figure": images.pop("utilities"),
-        "utilities_caption": _UTILITIES_CAPTION,
         "other_figures": [{"name": k, "src": v} for k, v in images.items()],
         "n_methods": int(metrics.groupby(["method", "param"]).ngroups),
-        "status": status.to_dict("records"),
-        "n_run": sum(1 for r in status.to_dict("records") if r["status"] == "run"),
-        "n_failed": sum(1 for r in status.to_dict("records") if r["status"] == "failed"),
+        "status": view,
+        "n_run": view["counts"]["ran"],
+        "n_failed": view["counts"]["failed"],
         "table1_paper": t1p_rows,
-        "table4": _context_table4(t4),
+        "table1_paper_not_run": t1p_not_run,
+        "table1_paper_outside": t1p_outside,
+        "table4": _context_table4(t4, names),
         "table5": t5_rows,
         "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
-        "claims": check_claims(metrics, summaries, links=links),
-        "illustrations": _context_illustrations(illustrations, config, status),
+        "claims": claims,
+        "illustrations": _context_illustrations(illustrations, config, view, names, links),
         "fbeta_figure": fbeta_figure,
         "genreject_figure": genreject_figure,
-        "downloads": dict(downloads or {}),
+        "downloads": downloads,
+        "downloads_note": _DOWNLOADS_NOTE if any(d["stem"].startswith("table1_") for d in downloads) else "",
     }
     template_path = _resolve_template(template)
     env = jinja2.Environment(

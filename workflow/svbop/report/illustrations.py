@@ -1,4 +1,4 @@
-"""The paper's illustrations (its Figure "ubopmnistvoc2006"), chosen from test data by its criteria.
+"""The paper's illustrations (its Figure 2), chosen from test data by its criteria.
 
 * Panel (a), MNIST: three test images of increasing uncertainty (Shannon entropy H of P(.|x)) with
   their SVBOP-Full sets for g_Fβ, β ∈ {5, 2, 1}; in the last one top-1 is wrong but the larger
@@ -28,14 +28,80 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = [
+    "ILLUSTRATIONS",
     "describe_rows",
     "entropy_bits",
+    "entropy_text",
+    "illustration_dataset",
+    "input_kind",
     "load_image",
     "pick_by_entropy",
     "pick_top1_wrong",
     "plot_entropy_panel",
     "plot_image_top",
 ]
+
+
+#: The paper's three panels of Figure 2: name -> (panel, the inputs it shows, the paper's dataset).
+ILLUSTRATIONS = {"entropy": ("a", "images", "MNIST"), "image_top": ("b", "images", "VOC 2006"),
+                 "text_top": ("c", "texts", "DBpedia")}
+_IMAGE_FORMATS = ("mnist_idx", "image_list", "voc", "image_folder")
+_TEXT_FORMATS = ("csv_text", "fasta")
+_IMAGE_BUILTINS = ("digits",)
+
+
+def input_kind(dataset_config: Mapping[str, object]) -> str | None:
+    """What a configured dataset's inputs are, read from its config: ``"images"``, ``"texts"``
+    (text or sequences) or None (feature vectors: libsvm, npz, synthetic).
+
+    Examples
+    --------
+    >>> input_kind({"source": {"builtin": "digits"}}), input_kind({"format": {"kind": "csv_text"}})
+    ('images', 'texts')
+    >>> input_kind({"format": {"kind": "libsvm"}}) is None
+    True
+    """
+    source = dict(dataset_config.get("source") or {})
+    if source.get("builtin") in _IMAGE_BUILTINS:
+        return "images"
+    kind = dict(dataset_config.get("format") or {}).get("kind")
+    if kind in _IMAGE_FORMATS:
+        return "images"
+    if kind in _TEXT_FORMATS:
+        return "texts"
+    return None
+
+
+def illustration_dataset(name: str, configured: str | None, run: Sequence[str],
+                         datasets: Mapping[str, Mapping[str, object]]) -> str | None:
+    """The dataset an illustration is drawn from.
+
+    The configured one when it runs; otherwise the first dataset of ``run`` whose inputs are of
+    the panel's kind (:data:`ILLUSTRATIONS`, :func:`input_kind`); None when no dataset fits.
+
+    Parameters
+    ----------
+    name : {"entropy", "image_top", "text_top"}
+        The illustration.
+    configured : str or None
+        ``report: illustrations: <name>: dataset``.
+    run : sequence of str
+        The datasets that run (without those whose files are missing).
+    datasets : mapping
+        ``config["datasets"]``.
+    """
+    if name not in ILLUSTRATIONS:
+        raise ValueError(f"illustration {name!r}: unknown (known: {', '.join(ILLUSTRATIONS)})")
+    if configured in run:
+        return configured
+    wanted = ILLUSTRATIONS[name][1]
+    return next((d for d in run if input_kind(datasets.get(d) or {}) == wanted), None)
+
+
+def entropy_text(h: float) -> str:
+    """Entropy in bits as the report prints it: ``"< 0.01"`` near zero, else two decimals."""
+    h = float(h)
+    return "< 0.01" if h < 0.005 else f"{h:.2f}"
 
 
 def _check_P(P, y) -> tuple[np.ndarray, np.ndarray]:
@@ -220,9 +286,7 @@ def _row_title(label: str) -> str:
 
 
 def _h_text(h: float) -> str:
-    if h < 0.005:
-        return "H = 0" if h <= 0 else f"H = $10^{{{int(np.floor(np.log10(h)))}}}$"
-    return f"H = {h:.2f}"
+    return f"H {entropy_text(h)}" if h < 0.005 else f"H = {entropy_text(h)}"
 
 
 def plot_entropy_panel(images: Sequence, records: Sequence[Mapping[str, object]], labels: Sequence[str]) -> "Figure":
@@ -280,5 +344,5 @@ def plot_image_top(image, record: Mapping[str, object], label: str) -> "Figure":
     ax.text(0.5, 0.65, f"top-{len(parts)}: " + "$\\{" + ",\\ ".join(parts) + "\\}$", ha="center", va="center",
             fontsize=10, transform=ax.transAxes)
     ax.text(0.5, 0.2, f"bold: SVBOP-Full set for {_row_title(label)}; underlined: truth", ha="center", va="center",
-            fontsize=8, color="#555", transform=ax.transAxes)
+            fontsize=10, color="#555", transform=ax.transAxes)
     return fig

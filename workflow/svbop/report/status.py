@@ -37,6 +37,7 @@ __all__ = [
     "log_failure",
     "missing_inputs",
     "paper_link",
+    "status_view",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,8 +67,9 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
     Returns
     -------
     list of dict
-        One ``{"file", "where", "url", "note"}`` per missing file: ``where`` is the path to put
-        it at, ``url`` where a person gets it (empty for a local ``path``).  Empty when the
+        One ``{"file", "where", "url", "note", "kind"}`` per missing file: ``where`` is the path to
+        put it at, ``url`` where a person gets it (empty for a local ``path``), ``kind``
+        ``"manual"`` (a download by hand) or ``"local"`` (a local ``path`` that does not exist).  Empty when the
         dataset can run (also for ``source`` datasets, which need no files).
     """
     root = Path(root)
@@ -83,11 +85,13 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
             path = Path(os.path.expanduser(str(spec["path"])))
             path = path if path.is_absolute() else root / path
             if not path.exists():
-                missing.append({"file": file, "where": str(path), "url": "", "note": "local file not found"})
+                missing.append({"file": file, "where": str(path), "url": "", "note": "local file not found",
+                                "kind": "local"})
         elif "manual" in spec:
             manual = dict(spec["manual"] or {})
             missing.append(
-                {"file": file, "where": str(placed), "url": str(manual.get("url", "")), "note": str(manual.get("note", ""))}
+                {"file": file, "where": str(placed), "url": str(manual.get("url", "")), "note": str(manual.get("note", "")),
+                 "kind": "manual"}
             )
     return missing
 
@@ -269,6 +273,7 @@ def dataset_status(
     run: Iterable[str],
     not_run: Mapping[str, list[Mapping[str, str]]] | None = None,
     failed: Mapping[str, str] | None = None,
+    missing: Mapping[str, list[Mapping[str, str]]] | None = None,
 ) -> pd.DataFrame:
     """Status of every configured dataset and of every paper dataset, for the report.
 
@@ -282,6 +287,9 @@ def dataset_status(
         Datasets of ``run`` left out because files are missing: name -> :func:`missing_inputs`.
     failed : mapping, optional
         Datasets of ``run`` that failed (or did not finish): name -> the reason, one line.
+    missing : mapping, optional
+        :func:`missing_inputs` of datasets *not* in ``run`` (any others are ignored): their
+        detail says which files to put where before adding them to ``run``.
 
     Returns
     -------
@@ -311,6 +319,8 @@ def dataset_status(
         else:
             status = "not run: not in run"
             detail = f"add {name} to run: in the config (or --config 'run=[\"{name}\"]')"
+            if (missing or {}).get(name):
+                detail = f"first put {describe_missing(missing[name])}; then {detail}"
         rows.append(
             {"dataset": name, "title": str(cfg.get("title", name)), "paper_dataset": paper or "",
              "relation": relation, "status": status, "detail": detail}
@@ -325,3 +335,61 @@ def dataset_status(
     out = pd.DataFrame(rows, columns=list(STATUS_COLUMNS))
     out.attrs["covered"] = sorted(covered)
     return out
+
+
+def _file_groups(missing: Iterable[Mapping[str, str]]) -> list[dict[str, object]]:
+    """Missing files grouped by folder, page and note (DBpedia's three CSV files: one group)."""
+    groups: dict[tuple[str, str, str, bool], list[str]] = {}
+    for m in missing:
+        local = m.get("kind", "manual") == "local"
+        where = str(m["where"])
+        folder = where[: -len(m["file"])] if where.endswith("/" + str(m["file"])) else where
+        groups.setdefault((folder, str(m.get("url", "")), str(m.get("note", "")), local), []).append(where)
+    out = []
+    for (folder, url, note, local), wheres in groups.items():
+        files = [w[len(folder):] if w.startswith(folder) else w for w in wheres]
+        out.append({"files": files, "paths": wheres, "folder": folder, "url": url,
+                    "note": "" if local else note, "local": local})
+    return out
+
+
+def status_view(status: pd.DataFrame, missing: Mapping[str, list[Mapping[str, str]]] | None = None) -> dict[str, object]:
+    """The report's compact status: one row per dataset that ran, failed or waits for files that
+    a person must fetch (a ``manual`` download); the datasets merely not in ``run`` (also those
+    whose local ``path`` files are absent) as one list.
+
+    Parameters
+    ----------
+    status : DataFrame
+        :func:`dataset_status`.
+    missing : mapping, optional
+        :func:`missing_inputs` of every configured dataset (those of ``run`` and the others).
+
+    Returns
+    -------
+    dict
+        ``rows``: dicts with the status frame's columns, ``state`` (``"ran"``, ``"failed"``,
+        ``"data missing"``: in ``run`` but its files are not there, ``"needs files"``: not in
+        ``run`` and its files are not there either), ``in_run`` and ``files`` (the missing files
+        grouped by folder: ``files``, ``paths``, ``folder``, ``url``, ``note``, ``local``);
+        ``not_in_run``: ``{"dataset", "title", "paper_dataset", "relation"}`` of the other
+        configured datasets; ``not_configured``: the paper's datasets no entry covers;
+        ``counts``: the number of each state and of the two lists.
+    """
+    missing = dict(missing or {})
+    rows, not_in_run, not_configured = [], [], []
+    for r in status.to_dict("records"):
+        name = str(r["dataset"])
+        if r["status"] == "not configured":
+            not_configured.append(str(r["title"]))
+            continue
+        manual = [m for m in missing.get(name, []) if m.get("kind", "manual") == "manual"]
+        if r["status"] == "not run: not in run" and not manual:
+            not_in_run.append({k: r[k] for k in ("dataset", "title", "paper_dataset", "relation")})
+            continue
+        state = {"run": "ran", "failed": "failed", "not run: data missing": "data missing"}.get(r["status"], "needs files")
+        rows.append({**r, "state": state, "in_run": r["status"] != "not run: not in run",
+                     "files": _file_groups(missing.get(name, [])) if state in ("data missing", "needs files") else []})
+    counts = {state: sum(1 for r in rows if r["state"] == state) for state in ("ran", "failed", "data missing", "needs files")}
+    counts |= {"not in run": len(not_in_run), "not configured": len(not_configured)}
+    return {"rows": rows, "not_in_run": not_in_run, "not_configured": not_configured, "counts": counts}

@@ -7,15 +7,14 @@ Inputs are the pipeline's per-dataset files:
   column ``<label>_pct`` per evaluation utility, ``<label>`` being ``svbop.utility(spec).label``
   (``fbeta_1``, ``credal_2.2_1.2``, ...), the names of the paper's ``table3_utilities.csv``.
 
-Display names follow the paper: a subscript is written ``_{...}`` (``SVBOP-Full-u_{F1}``,
-``ICP_{ε=0.01}``); :mod:`svbop.report.html` turns it into ``<sub>``.  Every file is written
+Display names follow the paper (:mod:`svbop.report.names`): a subscript is written ``_{...}``
+(``SVBOP-Full-u_{F1}``, ``ICP_{ε=0.01}``); :mod:`svbop.report.html` turns it into ``<sub>``.  Every file is written
 atomically (:func:`svbop.io.atomic_path`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,8 @@ import pandas as pd
 from ..evaluation import METHODS as METHOD_ORDER
 from ..evaluation import SUMMARY_KEYS, SVBOP_METHODS
 from ..io import atomic_path, write_tsv
-from ..utilities import STANDARD_UTILITIES, UTILITY_FAMILIES, utility, utility_table
+from ..utilities import STANDARD_UTILITIES, utility_table
+from .names import method_name, utility_label, utility_name
 
 __all__ = [
     "METHOD_ORDER",
@@ -59,7 +59,6 @@ _NUMERIC_METRICS = ("n_test", "recall_pct", "mean_size", "top1_pct")
 _OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_vs_full", "speedup_vs_full_naive",
                      "index_recall_pct")
 _NOT_UTILITIES = ("recall_pct", "top1_pct", "agreement_with_full_pct")
-_GREEK = {"delta": "δ", "gamma": "γ", "alpha": "α", "beta": "β"}
 
 PathLike = str | os.PathLike
 
@@ -83,74 +82,6 @@ def write_utility_table(path: PathLike, specs=STANDARD_UTILITIES, K: int = 100) 
 
 
 # --- names -----------------------------------------------------------------------------------
-
-
-def utility_label(spec_or_label: str) -> str:
-    """The paper's label of a utility: ``"fbeta:beta=1"`` -> ``"fbeta_1"``; labels pass through."""
-    try:
-        return utility(spec_or_label).label
-    except ValueError:
-        return str(spec_or_label)
-
-
-def _label_params(label: str) -> tuple[str, dict[str, str]] | None:
-    """``"credal_1.6_0.6"`` -> ``("credal", {"delta": "1.6", "gamma": "0.6"})``; None if unknown."""
-    family, *values = str(label).split("_")
-    cls = UTILITY_FAMILIES.get(family)
-    if cls is None or len(values) != len(cls.param_specs):
-        return None
-    return family, {p.name: v for p, v in zip(cls.param_specs, values)}
-
-
-def utility_name(spec_or_label: str) -> str:
-    """Readable name in the paper's notation, subscript as ``_{...}``.
-
-    Examples
-    --------
-    >>> utility_name("fbeta:beta=1"), utility_name("credal_2.2_1.2")
-    ('u_{F1}', 'u_{δ=2.2,γ=1.2}')
-    """
-    parsed = _label_params(utility_label(spec_or_label))
-    if parsed is None:
-        return f"u_{{{spec_or_label}}}"
-    family, p = parsed
-
-    def kv(*names: str) -> str:
-        return ",".join(f"{_GREEK[n]}={p[n]}" for n in names)
-
-    sub = {
-        "precision": lambda: "P",
-        "recall": lambda: "R",
-        "fbeta": lambda: f"F{p.get('beta')}",
-        "credal": lambda: kv("delta", "gamma"),
-        "exp": lambda: f"exp,{kv('delta')}",
-        "log": lambda: "log",
-        "reject": lambda: f"rej,{kv('alpha')}",
-        "genreject": lambda: kv("alpha", "beta"),
-    }[family]()
-    return f"u_{{{sub}}}"
-
-
-def method_name(method: str, param: object) -> str:
-    """Display name of a Table 3 row, e.g. ``SVBOP-Full-u_{F1}``, ``Top-3``, ``ICP_{ε=0.10}``."""
-    param = "" if param is None or (isinstance(param, float) and math.isnan(param)) else str(param)
-    if method == "svbop_full":
-        return f"SVBOP-Full-{utility_name(param)}"
-    if method == "svbop_full_naive":
-        return f"SVBOP-Full (as in the paper)-{utility_name(param)}"
-    if method == "svbop_hsg":
-        return f"SVBOP-HSG-{utility_name(param)}"
-    if method == "svbop_hf_predefined":
-        return f"SVBOP-HF_{{p}}-{utility_name(param)}"
-    if method == "svbop_hf_kmeans":
-        return f"SVBOP-HF_{{c}}-{utility_name(param)}"
-    if method == "threshold":
-        return f"Threshold-{utility_name(param)}"
-    if method == "top_s":
-        return f"Top-{param}"
-    if method == "icp":
-        return f"ICP_{{ε={param}}}"
-    return f"{method} {param}".strip()
 
 
 def dataset_label(summary: Mapping[str, object]) -> str:
