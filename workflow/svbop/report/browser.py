@@ -148,7 +148,9 @@ def screenshot(
     png = Path(png_path)
     with tempfile.TemporaryDirectory(prefix="svbop-screenshot-") as profile, atomic_path(png) as shot:
         _, err = run_chromium(
-            [f"--user-data-dir={profile}", "--virtual-time-budget=10000",
+            # all compositor stages before the picture: without it a loaded machine's screenshot
+            # can miss the last tiles (seen: the bottom 140 px left white)
+            [f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--run-all-compositor-stages-before-draw",
              f"--window-size={width},{height}", f"--screenshot={shot.resolve()}", page.resolve().as_uri()],
             timeout=timeout,
         )
