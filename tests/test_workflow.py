@@ -257,6 +257,8 @@ def test_rerun_is_a_no_op_and_deleting_a_model_reruns_only_its_dependants(finish
     assert _planned_rules(workdir) == set()
 
 
+@pytest.mark.slow  # a second whole tiny run (about 90 s); the default run keeps the cheaper kill test of
+# tests/test_workflow_datasets.py (killed mid-prediction, unlock, plain rerun)
 def test_killed_run_leaves_no_finished_looking_output_and_rerun_completes(workdir):
     proc = subprocess.Popen(
         [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml"],
