@@ -1,4 +1,4 @@
-"""Glue: the dataset's row of Table 1 (K, D, sizes) with the flat model's accuracy (rule summarise_dataset)."""
+"""Glue: the dataset's row of the paper's Table 2 (K, D, sizes) with the flat model's accuracy (rule summarise_dataset)."""
 
 import json
 import logging

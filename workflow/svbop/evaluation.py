@@ -156,7 +156,7 @@ def dataset_summary(
     features: str = "",
     train_seconds: float | None = None,
 ) -> dict:
-    """One row of the paper's Table 1 (K, D, N_train, N_test), with the held-out parts and accuracy."""
+    """One row of the paper's Table 2 (K, D, N_train, N_test), with the held-out parts and accuracy."""
     y_test = check_labels(y_test, np.shape(P_test), "y_test")
     return {
         "dataset": dataset,

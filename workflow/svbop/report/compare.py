@@ -61,7 +61,7 @@ def _paper_of(links: Links, dataset: str) -> tuple[str | None, str]:
 
 
 def table1_vs_paper(summaries: Iterable[Mapping[str, object]], links: Links) -> pd.DataFrame:
-    """Table 1 (K, D, N_train, N_test) of the datasets run, beside the paper's.
+    """The paper's Table 2 (K, D, N_train, N_test) of the datasets run, beside the paper's (files table1_vs_paper.*).
 
     Rows follow the paper's order: each paper dataset with the datasets run for it (its own data
     or a stand-in), or one row with empty reproduced values when none was run; datasets outside
