@@ -21,7 +21,7 @@ import struct
 import tempfile
 from pathlib import Path
 
-from svbop.report.browser import ChromiumError, chromium_executable, run_chromium
+from svbop.report.browser import ChromiumError, chromium_executable, run_chromium, stderr_tail
 
 __all__ = ["FORBIDDEN", "chromium_executable", "inspect_page", "png_text", "unreadable"]
 
@@ -182,11 +182,6 @@ def _instrument(source: str, base_dir: Path) -> str:
     return source[:end] + _COLLECT + source[end:]
 
 
-def _tail(text: str, lines: int = 20) -> str:
-    kept = [ln for ln in (text or "").splitlines() if ln.strip()][-lines:]
-    return "Chromium stderr (tail):\n" + "\n".join(kept) if kept else "(Chromium wrote nothing to stderr)"
-
-
 def _min_font(src: str) -> float | None:
     """The smallest font (px at natural size) a data-URI PNG records (svbop's figures), or None."""
     if not src.startswith("data:image/png;base64,"):
@@ -228,7 +223,7 @@ def inspect_page(
         if not m:
             raise ChromiumError(
                 "the page never reported its load event (no #%s in the dumped DOM; %d characters dumped)\n%s"
-                % (MARKER, len(out), _tail(err))
+                % (MARKER, len(out), stderr_tail(err))
             )
         facts = json.loads(html.unescape(m.group(1)))
         sources = _image_sources(source)
@@ -250,7 +245,7 @@ def inspect_page(
             _, err = run_chromium([*common, f"--window-size={width},{height}", f"--screenshot={shot}", copy.as_uri()],
                                   timeout)
             if not shot.is_file() or shot.stat().st_size == 0:
-                raise ChromiumError(f"Chromium wrote no screenshot to {shot}\n{_tail(err)}")
+                raise ChromiumError(f"Chromium wrote no screenshot to {shot}\n{stderr_tail(err)}")
             facts["screenshot"] = str(shot)
             facts["screenshot_height"] = height
     return facts

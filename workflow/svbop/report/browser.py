@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..io import atomic_path
 
-__all__ = ["CANDIDATES", "FLAGS", "ChromiumError", "chromium_executable", "run_chromium", "screenshot"]
+__all__ = ["CANDIDATES", "FLAGS", "ChromiumError", "chromium_executable", "run_chromium", "screenshot", "stderr_tail"]
 
 #: Names of a Chromium or Chrome binary, tried in this order on the PATH.
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
@@ -65,7 +65,8 @@ def chromium_executable() -> str | None:
     return None
 
 
-def _tail(text: str, lines: int = 20) -> str:
+def stderr_tail(text: str, lines: int = 20) -> str:
+    """The last ``lines`` non-empty lines of Chromium's stderr, for error messages."""
     kept = [ln for ln in (text or "").splitlines() if ln.strip()][-lines:]
     return "Chromium stderr (tail):\n" + "\n".join(kept) if kept else "(Chromium wrote nothing to stderr)"
 
@@ -102,9 +103,9 @@ def run_chromium(args: Sequence[str], timeout: float = 120, exe: str | None = No
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
-        raise ChromiumError(f"Chromium timed out after {timeout:g} s: {' '.join(list(args)[-2:])}\n{_tail(err)}") from None
+        raise ChromiumError(f"Chromium timed out after {timeout:g} s: {' '.join(list(args)[-2:])}\n{stderr_tail(err)}") from None
     if proc.returncode != 0:
-        raise ChromiumError(f"Chromium exited with code {proc.returncode}\n{_tail(err)}")
+        raise ChromiumError(f"Chromium exited with code {proc.returncode}\n{stderr_tail(err)}")
     return out, err
 
 
@@ -155,5 +156,5 @@ def screenshot(
             timeout=timeout,
         )
         if not shot.is_file() or shot.stat().st_size == 0:
-            raise ChromiumError(f"Chromium wrote no screenshot for {page}\n{_tail(err)}")
+            raise ChromiumError(f"Chromium wrote no screenshot for {page}\n{stderr_tail(err)}")
     return png

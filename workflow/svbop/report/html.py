@@ -93,9 +93,6 @@ def environment_versions() -> dict[str, str]:
     return out
 
 
-_html_name = html_name
-
-
 def _png_bytes(name: str, source: object) -> bytes:
     if isinstance(source, (bytes, bytearray)):
         data, where = bytes(source), f"figure {name!r}"
@@ -181,7 +178,7 @@ def _context_table3(
         paper_best[lab] = round(max(values), 2) if values else None
     header = []
     for c, lab in zip(util_cols, labels):
-        header.append({"name": _html_name(c), "label": lab, "utility": True, "paper": False})
+        header.append({"name": html_name(c), "label": lab, "utility": True, "paper": False})
         if paper:
             header.append({"name": "paper (Δ)", "label": lab, "utility": False, "paper": True})
     header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size")]
@@ -201,7 +198,7 @@ def _context_table3(
                     "paper_best": known and paper_best[lab] is not None and round(v, 2) == paper_best[lab],
                     "far": same and known and abs(d) >= 5,
                 })
-        rows.append({"name": _html_name(method), "key": "/".join(map(str, key)), "cells": cells})
+        rows.append({"name": html_name(method), "key": "/".join(map(str, key)), "cells": cells})
     return {"header": header, "rows": rows}
 
 
@@ -232,7 +229,7 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
         first = df.iloc[0]
         out.append({"id": dataset, "title": names.dataset(dataset), "paper": first["paper_dataset"],
                     "relation": first["relation"],
-                    "utilities": [_html_name(utility_name(u)) for u in utilities], "rows": algos})
+                    "utilities": [html_name(utility_name(u)) for u in utilities], "rows": algos})
     return out
 
 

@@ -286,7 +286,8 @@ def _row_title(label: str) -> str:
 
 
 def _h_text(h: float) -> str:
-    return f"H {entropy_text(h)}" if h < 0.005 else f"H = {entropy_text(h)}"
+    text = entropy_text(h)
+    return f"H {text}" if text.startswith("<") else f"H = {text}"
 
 
 def plot_entropy_panel(images: Sequence, records: Sequence[Mapping[str, object]], labels: Sequence[str]) -> "Figure":
