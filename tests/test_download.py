@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from svbop.download import ChecksumError, DownloadError, fetch, file_digest, verify
+from svbop.download import ChecksumError, ContentError, DownloadError, fetch, file_digest, sniff, verify
 
 DATA = bytes(range(256)) * 40 + b"the end\n"  # 10 248 bytes
 SHA256 = hashlib.sha256(DATA).hexdigest()
@@ -37,6 +37,10 @@ class Route:
     errors: list[int] = field(default_factory=list)  # statuses to answer first, one per request
     status: int | None = None  # always answer this error status
     stall: float = 0.0  # on the first response: send half the body, then go silent this many seconds
+    content_type: str = "application/octet-stream"
+    trickle: float = 0.0  # send one byte every this many seconds (a slow-loris server)
+    redirect: str | None = None  # answer 302 to this path
+    length: bool = True  # send Content-Length (False: the body's end is the connection's end)
 
 
 class ServerState:
@@ -71,6 +75,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if route.errors:
             self.send_error(route.errors.pop(0))
             return
+        if route.redirect is not None:
+            self.send_response(302)
+            self.send_header("Location", route.redirect)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body, start = route.body, 0
         requested = self.headers.get("Range")
         if requested and route.ranges:
@@ -86,8 +96,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self.send_response(200)
         payload = body[start:]
-        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Content-Type", route.content_type)
+        if route.length:
+            self.send_header("Content-Length", str(len(payload)))
+        else:
+            self.close_connection = True
         self.end_headers()
+        if route.trickle:
+            try:
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(route.trickle)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if route.stall:
             stall, route.stall = route.stall, 0.0  # only the first response stalls
             self.wfile.write(payload[: len(payload) // 2])
@@ -442,3 +465,153 @@ def test_source_settings_are_checked(tmp_path):
         get(dest, url="ftp://example.org/x")
     with pytest.raises(ValueError, match="manual"):
         get(dest, manual={"note": "no url"})
+
+
+# ------------------------------------------------------------------------------------------
+# answers that are not the file: each mirror judged on its own, nothing recorded for them
+# ------------------------------------------------------------------------------------------
+
+HTML_PAGE = b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>Log in to continue</body></html>\n"
+
+
+def test_checksum_mismatch_on_one_mirror_moves_on_to_the_next(server, tmp_path):
+    """Mirror 1 answers 200 with an error page: mirror 2 must still be tried (it was not)."""
+    server.routes["/a.bin"] = Route(BAD)
+    server.routes["/b.bin"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    get(dest, urls=[server.url("/a.bin"), server.url("/b.bin")], sha256=SHA256)
+    assert dest.read_bytes() == DATA
+    assert [r["path"] for r in server.requests] == ["/a.bin", "/b.bin"]
+    assert (tmp_path / "data.bin.corrupt").read_bytes() == BAD  # the bad copy is kept aside
+
+
+def test_every_mirror_with_a_bad_checksum_names_each(server, tmp_path):
+    server.routes["/a.bin"] = Route(BAD)
+    server.routes["/b.bin"] = Route(BAD)
+    dest = tmp_path / "data.bin"
+    with pytest.raises(ChecksumError) as info:
+        get(dest, urls=[server.url("/a.bin"), server.url("/b.bin")], sha256=SHA256)
+    message = str(info.value)
+    assert server.url("/a.bin") in message and server.url("/b.bin") in message and WHERE in message
+    assert not dest.exists()
+
+
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "application/octet-stream"])
+def test_html_page_without_checksum_is_refused_and_never_recorded(server, tmp_path, content_type):
+    """With no digest configured, an HTML landing page used to become "the file" (its digest
+    recorded, every rerun verifying the bad file): now it is refused by Content-Type or by its
+    first bytes, set aside, and the next mirror is tried."""
+    server.routes["/landing"] = Route(HTML_PAGE, content_type=content_type)
+    server.routes["/data.tar.bz2"] = Route(b"BZh91AY&SY" + DATA)
+    dest = tmp_path / "data.tar.bz2"
+    get(dest, urls=[server.url("/landing"), server.url("/data.tar.bz2")])
+    assert dest.read_bytes() == b"BZh91AY&SY" + DATA
+    assert server.url("/data.tar.bz2") in (tmp_path / "data.tar.bz2.sha256").read_text()
+
+    alone = tmp_path / "alone.csv"
+    with pytest.raises(ContentError) as info:
+        get(alone, url=server.url("/landing"))
+    message = str(info.value)
+    assert "HTML" in message and server.url("/landing") in message and str(alone) in message and WHERE in message
+    assert not alone.exists() and not (tmp_path / "alone.csv.sha256").exists()
+
+
+def test_body_that_does_not_match_its_name_is_refused(server, tmp_path):
+    server.routes["/x"] = Route(b"PK\x03\x04 a zip where a bzip2 tar was promised")
+    dest = tmp_path / "LSHTC1.tar.bz2"
+    with pytest.raises(ContentError, match="does not start like a bzip2 file"):
+        get(dest, url=server.url("/x"))
+    assert not dest.exists() and not (tmp_path / "LSHTC1.tar.bz2.sha256").exists()
+    assert (tmp_path / "LSHTC1.tar.bz2.corrupt").exists()
+
+
+def test_recorded_html_page_is_set_aside_so_a_rerun_downloads_again(server, tmp_path):
+    """The state an older version left: an HTML page as the file, its digest recorded."""
+    dest = tmp_path / "Dmoz.tar.bz2"
+    dest.write_bytes(HTML_PAGE)
+    (tmp_path / "Dmoz.tar.bz2.sha256").write_text(
+        f"{hashlib.sha256(HTML_PAGE).hexdigest()}  Dmoz.tar.bz2\n# source: url {server.url('/dmoz')}\n")
+    with pytest.raises(ContentError, match="Rerun to download it again"):
+        verify(dest, where=WHERE)  # what the unpack job does before it unpacks
+    assert not dest.exists() and not (tmp_path / "Dmoz.tar.bz2.sha256").exists()
+
+    dest.write_bytes(HTML_PAGE)  # and fetch() itself downloads again instead of verifying it
+    server.routes["/dmoz"] = Route(b"BZh9" + DATA)
+    get(dest, url=server.url("/dmoz"))
+    assert dest.read_bytes() == b"BZh9" + DATA
+
+
+def test_sniff():
+    assert sniff(b"\x1f\x8b\x08", "a.tar.gz") is None and sniff(b"BZh9", "a.bz2") is None
+    assert sniff(b"\xfd7zXZ\x00", "a.txz") is None and sniff(b"PK\x03\x04", "a.ZIP") is None
+    assert "gzip" in sniff(b"BZh9", "a.gz")
+    assert sniff(HTML_PAGE, "page.html") is None  # an HTML file may be HTML
+    assert "HTML" in sniff(b"\xef\xbb\xbf  <html lang=en>", "train.csv")
+    assert "HTML" in sniff(b"a,b\n", "train.csv", "text/html")
+    assert sniff(b"a,b\n1,2\n", "train.csv", "text/plain") is None
+    assert sniff(b"", "x.txt") == "it is empty"
+
+
+# ------------------------------------------------------------------------------------------
+# bounds: bytes and time
+# ------------------------------------------------------------------------------------------
+
+
+def test_announced_size_above_the_bound_is_refused_before_writing(server, tmp_path):
+    server.routes["/big"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    with pytest.raises(ContentError, match="more than the 0 MB this file may have"):
+        get(dest, url=server.url("/big"), max_mb=0.005)  # 5,243 bytes < 10,248
+    assert leftovers(dest) == []  # nothing written, nothing kept
+
+
+def test_unannounced_body_is_cut_at_the_bound(server, tmp_path):
+    server.routes["/stream"] = Route(DATA * 20, length=False)  # 205 KB, no Content-Length
+    dest = tmp_path / "data.bin"
+    with pytest.raises(ContentError, match="max_mb"):
+        get(dest, url=server.url("/stream"), size_mb=0.0001, max_mb=0.05)
+    assert leftovers(dest) == []
+
+
+def test_size_mb_bounds_the_bytes_when_max_mb_is_not_given(tmp_path):
+    """`url: file:///dev/zero` used to fill the disk: size_mb now bounds what is written."""
+    dest = tmp_path / "zeros.bin"
+    started = time.monotonic()
+    with pytest.raises(ContentError) as info:
+        get(dest, url="file:///dev/zero", size_mb=0.5)  # bound 1.5 * 0.5 + 64 MB
+    assert "more than the 65 MB" in str(info.value) and "file:///dev/zero" in str(info.value)
+    assert leftovers(dest) == [] and time.monotonic() - started < 60
+
+
+def test_trickling_server_is_abandoned_at_the_deadline_and_the_next_mirror_used(server, tmp_path):
+    """One byte every 0.1 s keeps every read under the 5 s timeout: only an overall deadline ends it."""
+    server.routes["/slow"] = Route(DATA, trickle=0.1)
+    server.routes["/fast"] = Route(DATA)
+    dest = tmp_path / "data.bin"
+    started = time.monotonic()
+    get(dest, urls=[server.url("/slow"), server.url("/fast")], sha256=SHA256, deadline=1.0)
+    assert time.monotonic() - started < 10
+    assert dest.read_bytes() == DATA
+
+    other = tmp_path / "other.bin"
+    with pytest.raises(DownloadError, match="deadline") as info:
+        get(other, url=server.url("/slow"), sha256=SHA256, deadline=0.5)
+    assert "kept and resumed" in str(info.value)
+    part = tmp_path / "other.bin.part"
+    assert 0 < part.stat().st_size < len(DATA) and DATA.startswith(part.read_bytes())
+
+
+def test_redirect_loop_is_not_retried(server, tmp_path):
+    server.routes["/loop"] = Route(b"", redirect="/loop")
+    with pytest.raises(DownloadError, match="redirect"):
+        get(tmp_path / "data.bin", url=server.url("/loop"), retries=3)
+    assert len(server.hits("/loop")) <= 11  # one redirect chain, not four
+
+
+def test_bounds_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="max_mb"):
+        get(tmp_path / "x", url="http://127.0.0.1/x", max_mb=0)
+    with pytest.raises(ValueError, match="size_mb"):
+        get(tmp_path / "x", url="http://127.0.0.1/x", size_mb="big")
+    with pytest.raises(ValueError, match="deadline"):
+        get(tmp_path / "x", url="http://127.0.0.1/x", deadline=0)

@@ -5,6 +5,7 @@ import os
 import svbop
 import svbop.config
 import svbop.datasets
+import svbop.download
 import svbop.report.browser
 import svbop.report.illustrations
 import svbop.report.status
@@ -85,6 +86,14 @@ def file_spec(dataset, name):
     if "path" in spec:
         spec["path"] = os.path.abspath(os.path.expanduser(spec["path"]))
     return spec
+
+
+def fetch_runtime(spec):
+    """Minutes a fetch job may run (SLURM): every URL's deadline, plus room for verifying."""
+    urls = spec.get("url") or []
+    urls = [urls] if isinstance(urls, str) else urls
+    deadline = spec.get("deadline_min", svbop.download.DEFAULT_DEADLINE / 60)
+    return int(max(1, len(urls)) * deadline + 30)
 
 
 def weights_spec(name):

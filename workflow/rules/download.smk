@@ -12,7 +12,7 @@ rule fetch:
         where=lambda wc: f"datasets.{wc.dataset}.files.{wc.file}",
     resources:
         downloads=1,
-        runtime=240,
+        runtime=lambda wc: fetch_runtime(file_spec(wc.dataset, wc.file)),
     log:
         "results/logs/fetch/{dataset}/{file}.log",
     conda:
@@ -29,7 +29,7 @@ rule fetch_weights:
         where=lambda wc: f"weights.{wc.weights}",
     resources:
         downloads=1,
-        runtime=240,
+        runtime=lambda wc: fetch_runtime(weights_spec(wc.weights)),
     log:
         "results/logs/fetch_weights/{weights}.log",
     conda:

@@ -12,8 +12,9 @@ if "dataset" in wildcards.keys():
 else:
     record, stage = failure_path(WEIGHTS_OWNER, wildcards.weights), f"fetch_weights {wildcards.weights}"
 spec = dict(snakemake.params.spec)
-spec.pop("size_mb", None)
 if isinstance(spec.get("url"), list):  # mirrors, tried in order
     spec["urls"] = spec.pop("url")
+if "deadline_min" in spec:
+    spec["deadline"] = 60.0 * spec.pop("deadline_min")
 with failure_recorded(record, stage=stage, log=snakemake.log[0]):
     fetch(snakemake.output[0], where=snakemake.params.where, **spec)

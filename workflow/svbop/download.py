@@ -12,6 +12,13 @@ the digest recorded in ``<dest>.sha256`` on the first download, for the same URL
 ``dest``, so ``dest`` never holds a partial or corrupt file: a file that fails the check is moved
 to ``<dest>.corrupt``.
 
+Every mirror's answer is judged on its own: an HTML page where the file is not HTML (a login or
+error page served with status 200), a body that does not start as its name says (``.gz``,
+``.bz2``, ``.xz``, ``.zip``) or a checksum mismatch moves that copy aside and the next mirror is
+tried; nothing is recorded for such a body.  Each file's bytes are bounded (``max_mb``, else
+``size_mb`` with a margin, else :data:`DEFAULT_MAX_MB`) and each URL has an overall deadline
+(``deadline``, all retries included) besides the per-read ``timeout``.
+
 Examples
 --------
 >>> fetch("data/raw/mnist/train-images-idx3-ubyte.gz",          # doctest: +SKIP
@@ -40,7 +47,8 @@ try:
 except ImportError:  # pragma: no cover - tqdm is optional
     _tqdm = None
 
-__all__ = ["DownloadError", "ChecksumError", "file_digest", "verify", "fetch"]
+__all__ = ["DownloadError", "ChecksumError", "ContentError", "DEFAULT_MAX_MB", "DEFAULT_DEADLINE",
+           "SIDECAR_SUFFIXES", "file_digest", "sniff", "verify", "fetch"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +60,30 @@ _GONE_STATUS = {404, 410}
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)\s*$", re.IGNORECASE)
 
+#: Bound on one file's bytes when neither ``max_mb`` nor ``size_mb`` is given (the largest file
+#: of the paper's datasets is Caltech-256's tar, about 1.2 GB).
+DEFAULT_MAX_MB = 8192
+#: With only ``size_mb`` (an approximate size, for documentation), the bound is
+#: ``size_mb * _SIZE_MARGIN + _SIZE_SLACK_MB``.
+_SIZE_MARGIN, _SIZE_SLACK_MB = 1.5, 64
+#: Seconds one URL may take, every retry included, when no ``deadline`` is given.
+DEFAULT_DEADLINE = 3 * 3600.0
+#: Files :func:`fetch` writes beside ``dest`` (``<dest><suffix>``): a configured file name must
+#: not end so when its stem is another file of the same folder.
+SIDECAR_SUFFIXES = (".sha256", ".part", ".corrupt")
+
+# What a file's first bytes must be, by the end of its name (compressed files and zip archives;
+# plain tar has no reliable magic: v7 archives lack "ustar").
+_MAGIC = (
+    ((".tar.gz", ".tgz", ".gz"), (b"\x1f\x8b",), "gzip"),
+    ((".tar.bz2", ".tbz2", ".bz2"), (b"BZh",), "bzip2"),
+    ((".tar.xz", ".txz", ".xz"), (b"\xfd7zXZ\x00",), "xz"),
+    ((".zip",), (b"PK\x03\x04", b"PK\x05\x06"), "zip"),
+)
+_HTML_NAMES = (".html", ".htm", ".xhtml")
+_HTML_START = re.compile(rb"(\xef\xbb\xbf)?\s*(<!doctype\s+html|<html|<head|<body|<\?xml[^>]*>\s*<(!doctype\s+)?html)",
+                         re.IGNORECASE)
+
 
 class DownloadError(RuntimeError):
     """A file could not be obtained: network or HTTP failure after retries, a source that is no
@@ -61,6 +93,12 @@ class DownloadError(RuntimeError):
 class ChecksumError(ValueError):
     """A file's digest differs from the expected one; the message gives both digests and where
     the bad file was moved."""
+
+
+class ContentError(DownloadError):
+    """A body that is not the file: an HTML page, content that does not match the file's name,
+    or more bytes than the file's bound.  Never recorded, never used; the message names the file,
+    the URL and the reason."""
 
 
 class _Transient(Exception):
@@ -119,6 +157,65 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256", chunk_size: 
         Lower-case hexadecimal digest.
     """
     return _digests(Path(path), [algorithm], chunk_size)[algorithm]
+
+
+def sniff(head: bytes | None, name: str, content_type: str = "") -> str | None:
+    """Why ``head`` (a file's first bytes) cannot be the start of a file named ``name``, or None.
+
+    Refused: an HTML page (by ``content_type`` or by its first bytes) for a name that is not
+    ``.html``/``.htm``; a compressed file or zip whose magic bytes are wrong (``.gz``, ``.tgz``,
+    ``.bz2``, ``.xz``, ``.zip`` and their ``.tar.*`` forms); an empty file.
+
+    Parameters
+    ----------
+    head : bytes or None
+        The first bytes of the body (512 are plenty); None to judge ``content_type`` alone.
+    name : str
+        The file's name (its ending says what it must be).
+    content_type : str
+        The HTTP ``Content-Type`` of the answer, if any.
+
+    Returns
+    -------
+    str or None
+        The reason, for a message, or None when nothing is wrong.
+    """
+    lower = name.lower()
+    if lower.endswith(_HTML_NAMES):
+        return None
+    if content_type.split(";")[0].strip().lower() in ("text/html", "application/xhtml+xml"):
+        return f"the server answered with an HTML page (Content-Type {content_type.strip()}), not the file"
+    if head is None:  # the answer's headers alone
+        return None
+    if not head:
+        return "it is empty"
+    if _HTML_START.match(head[:512]):
+        return "the body is an HTML page (a login, error or landing page?), not the file"
+    for suffixes, magics, kind in _MAGIC:
+        if lower.endswith(suffixes):
+            if not head.startswith(magics):
+                return f"it does not start like a {kind} file (first bytes {head[:8]!r}), as its name says it must"
+            break
+    return None
+
+
+def _sniff_file(path: Path, name: str, content_type: str = "") -> str | None:
+    with open(path, "rb") as fh:
+        return sniff(fh.read(512), name, content_type)
+
+
+def _max_bytes(max_mb: float | None, size_mb: float | None, where: str) -> int:
+    """The bound on one file's bytes from ``max_mb`` / ``size_mb`` (see :func:`fetch`)."""
+    for key, value in (("max_mb", max_mb), ("size_mb", size_mb)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ValueError(f"`{key}:` {_under(where)} must be a positive number of megabytes, got {value!r}")
+    if max_mb is not None:
+        mb = max_mb
+    elif size_mb is not None:
+        mb = size_mb * _SIZE_MARGIN + _SIZE_SLACK_MB
+    else:
+        mb = DEFAULT_MAX_MB
+    return int(mb * (1 << 20))
 
 
 def _key(where: str) -> str:
@@ -289,10 +386,17 @@ def verify(
         On a mismatch.  The file is first moved to ``<path>.corrupt`` (replacing an older one), so
         it is never left at ``path``; the message names both digests, the algorithm and the
         ``.corrupt`` path.
+    ContentError
+        With no digest configured, when the file is not what its name says (:func:`sniff`: an
+        HTML page, wrong magic bytes): it is moved to ``<path>.corrupt`` and a recorded digest
+        is removed, so a rerun downloads it again.
     ValueError
         When ``path`` does not exist, or a digest or the sidecar is malformed.
     """
     path = Path(path)
+    if path.is_file():
+        _refuse_existing(path, configured=sha256 is not None or md5 is not None, where=where, can_download=False,
+                         advice="Rerun to download it again (or put the right file at exactly {target}).")
     return _check(path, path, sha256=sha256, md5=md5, record=record, where=where, move_aside=True)
 
 
@@ -310,29 +414,60 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+class _Refused(_Permanent):
+    """The answer is not the file (HTML, wrong magic bytes, too large): set aside, next mirror."""
+
+    def __init__(self, message: str, keep: bool = True):
+        super().__init__(message)
+        self.keep = keep  # move the .part aside as .corrupt (False: delete it, e.g. too large)
+
+
+class _Deadline(_Permanent):
+    """The URL's overall deadline passed (the .part is kept: a rerun resumes it)."""
+
+
+def _too_large(size: int, limit: int) -> _Refused:
+    return _Refused(
+        f"more than the {limit / (1 << 20):,.0f} MB this file may have ({size / (1 << 20):,.1f} MB announced or "
+        "received; raise `max_mb:` for this file in the config if it is really that large)",
+        keep=False,
+    )
+
+
 def _copy(source: IO[bytes], part: Path, mode: str, initial: int, total: int | None, *,
-          chunk_size: int, progress: bool, desc: str) -> int:
-    """Append (``"ab"``) or write (``"wb"``) ``source`` to ``part``; return the bytes copied."""
+          chunk_size: int, progress: bool, desc: str, limit: int, deadline_at: float) -> int:
+    """Append (``"ab"``) or write (``"wb"``) ``source`` to ``part``; return the bytes copied.
+
+    Reads with ``read1`` (one read of the socket at a time), so a server that trickles bytes
+    cannot hold one call past the deadline by more than the socket timeout; stops with
+    :class:`_Refused` before ``part`` would exceed ``limit`` bytes.
+    """
     bar = None
     if progress and _tqdm is not None:
         # disable=None: drawn only when stderr is a terminal
         bar = _tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True,
                     unit_divisor=1024, leave=False, disable=None)
+    read = getattr(source, "read1", source.read)
     received = 0
     try:
         with open(part, mode) as out:
-            while chunk := source.read(chunk_size):
+            while chunk := read(chunk_size):
+                if initial + received + len(chunk) > limit:
+                    raise _too_large(initial + received + len(chunk), limit)
                 out.write(chunk)
                 received += len(chunk)
                 if bar is not None:
                     bar.update(len(chunk))
+                if time.monotonic() > deadline_at:
+                    raise _Deadline(f"not complete by the deadline ({initial + received} bytes so far)")
     finally:
         if bar is not None:
             bar.close()
     return received
 
 
-def _copy_file_url(url: str, part: Path, *, chunk_size: int, progress: bool, desc: str) -> None:
+def _copy_file_url(url: str, part: Path, *, chunk_size: int, progress: bool, desc: str, limit: int,
+                   deadline_at: float) -> None:
     """Copy a ``file://`` URL into ``part`` from the start (no ranges for local files)."""
     parsed = urllib.parse.urlparse(url)
     if parsed.netloc not in ("", "localhost"):
@@ -345,15 +480,22 @@ def _copy_file_url(url: str, part: Path, *, chunk_size: int, progress: bool, des
     except OSError as err:
         raise _Permanent(f"{source}: {err.strerror or err}") from err
     with fh:
-        total = os.fstat(fh.fileno()).st_size
-        received = _copy(fh, part, "wb", 0, total, chunk_size=chunk_size, progress=progress, desc=desc)
-    if received != total:
+        if not os.path.isfile(source):  # /dev/zero, a FIFO: no size to trust
+            total = None
+        else:
+            total = os.fstat(fh.fileno()).st_size
+            if total > limit:
+                raise _too_large(total, limit)
+        received = _copy(fh, part, "wb", 0, total, chunk_size=chunk_size, progress=progress, desc=desc,
+                         limit=limit, deadline_at=deadline_at)
+    if total is not None and received != total:
         raise _Transient(f"copy ended early: {received} of {total} bytes")
 
 
 def _download_http(url: str, part: Path, *, timeout: float, chunk_size: int, progress: bool,
-                   desc: str) -> None:
-    """One attempt to complete ``part`` from an http(s) URL, resuming it when it exists."""
+                   desc: str, limit: int, deadline_at: float) -> str:
+    """One attempt to complete ``part`` from an http(s) URL, resuming it when it exists; return
+    the answer's Content-Type."""
     offset = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": USER_AGENT}
     if offset:
@@ -370,20 +512,26 @@ def _download_http(url: str, part: Path, *, timeout: float, chunk_size: int, pro
             match = _UNSATISFIED_RANGE.match(content_range.strip())
             if match and int(match.group(1)) == offset:
                 logger.info("%s is already complete (%d bytes; the server has nothing past it)", part, offset)
-                return
+                return ""
             size = match.group(1) if match else "not given"
             logger.warning("%s: HTTP 416 to a resume at byte %d (server size %s); discarding %s and starting over",
                            url, offset, size, part)
             part.unlink()
-            return _download_http(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=desc)
+            return _download_http(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=desc,
+                                  limit=limit, deadline_at=deadline_at)
+        if 300 <= code < 400:  # urllib follows redirects; one it gives up on is a loop or has no target
+            raise _Permanent(f"HTTP {code} {reason} (a redirect that cannot be followed)") from err
         if 400 <= code < 500 and code not in _RETRIED_CLIENT_STATUS:
             raise _Permanent(f"HTTP {code} {reason}", gone=code in _GONE_STATUS) from err
         raise _Transient(f"HTTP {code} {reason}") from err
 
     with response:
         status = response.status
+        content_type = response.headers.get("Content-Type", "") or ""
         length_header = response.headers.get("Content-Length", "").strip()
         length = int(length_header) if length_header.isdigit() else None
+        if content_type and (why := sniff(None, desc, content_type)):  # refused on the header alone
+            raise _Refused(why)
         if status == 206:
             content_range = response.headers.get("Content-Range", "")
             match = _CONTENT_RANGE.match(content_range.strip())
@@ -404,7 +552,10 @@ def _download_http(url: str, part: Path, *, timeout: float, chunk_size: int, pro
                 logger.info("%s: no range support (HTTP %d to a Range request); starting %s over",
                             url, status, part)
             offset, total, mode = 0, length, "wb"
-        received = _copy(response, part, mode, offset, total, chunk_size=chunk_size, progress=progress, desc=desc)
+        if total is not None and total > limit:
+            raise _too_large(total, limit)
+        received = _copy(response, part, mode, offset, total, chunk_size=chunk_size, progress=progress, desc=desc,
+                         limit=limit, deadline_at=deadline_at)
 
     size = offset + received
     if total is not None and size != total:
@@ -412,13 +563,17 @@ def _download_http(url: str, part: Path, *, timeout: float, chunk_size: int, pro
             part.unlink()
             raise _Transient(f"received {size} bytes, more than the {total} announced; discarded {part}")
         raise _Transient(f"transfer ended early: {size} of {total} bytes")
+    return content_type
 
 
-def _transfer(url: str, part: Path, *, timeout: float, chunk_size: int, progress: bool, desc: str) -> None:
+def _transfer(url: str, part: Path, *, timeout: float, chunk_size: int, progress: bool, desc: str, limit: int,
+              deadline_at: float) -> str:
     if urllib.parse.urlparse(url).scheme.lower() == "file":
-        _copy_file_url(url, part, chunk_size=chunk_size, progress=progress, desc=desc)
-    else:
-        _download_http(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=desc)
+        _copy_file_url(url, part, chunk_size=chunk_size, progress=progress, desc=desc, limit=limit,
+                       deadline_at=deadline_at)
+        return ""
+    return _download_http(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=desc,
+                          limit=limit, deadline_at=deadline_at)
 
 
 def _mirrors(url: str | None, urls: Sequence[str] | None, where: str) -> list[str]:
@@ -431,18 +586,50 @@ def _mirrors(url: str | None, urls: Sequence[str] | None, where: str) -> list[st
     return list(urls)
 
 
+def _set_aside(part: Path, target: Path, keep: bool) -> str:
+    """Move a refused ``.part`` to ``<target>.corrupt`` (or delete it); say what happened."""
+    if not part.exists():
+        return ""
+    if keep:
+        corrupt = target.with_name(target.name + ".corrupt")
+        os.replace(part, corrupt)
+        return f"; moved aside to {corrupt}"
+    part.unlink()
+    return "; deleted"
+
+
 def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, backoff: float,
-              timeout: float, chunk_size: int, where: str, progress: bool) -> None:
+              timeout: float, chunk_size: int, where: str, progress: bool, limit: int, deadline: float) -> None:
     part = target.with_name(target.name + ".part")
     errors: list[tuple[str, str]] = []
+    mismatches: list[ChecksumError] = []  # URLs whose whole file failed its checksum
+    refused = 0  # URLs whose answer was not the file (HTML, wrong magic bytes, too large)
     gone = False
     last: BaseException | None = None
     started = time.monotonic()
     for url in mirrors:
         logger.info("downloading %s -> %s", url, target)
+        deadline_at = time.monotonic() + deadline
         for attempt in range(retries + 1):
             try:
-                _transfer(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress, desc=target.name)
+                content_type = _transfer(url, part, timeout=timeout, chunk_size=chunk_size, progress=progress,
+                                         desc=target.name, limit=limit, deadline_at=deadline_at)
+                if why := _sniff_file(part, target.name, content_type):
+                    raise _Refused(why)
+            except _Refused as err:
+                fate = _set_aside(part, target, err.keep)
+                logger.warning("%s: %s%s; trying the next URL", url, err, fate)
+                errors.append((url, f"{err}{fate}"))
+                refused += 1
+                last = err
+                break
+            except _Deadline as err:
+                kept = f" (the partial download {part} is kept and resumed)" if part.exists() else ""
+                message = f"{err}: gave up on this URL after {deadline:g} s{kept}"
+                logger.warning("%s: %s", url, message)
+                errors.append((url, message))
+                last = err
+                break
             except _Permanent as err:
                 logger.warning("%s: %s; not retrying this URL", url, err)
                 errors.append((url, str(err)))
@@ -454,7 +641,7 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, ba
                 if attempt == retries:
                     errors.append((url, f"{_describe(err)} (gave up after {retries + 1} attempts)"))
                     break
-                delay = backoff * 2**attempt
+                delay = min(backoff * 2**attempt, max(0.0, deadline_at - time.monotonic()))
                 kept = part.stat().st_size if part.exists() else 0
                 resume = f" (resuming from byte {kept})" if kept else ""
                 logger.warning("%s: %s; retry %d of %d in %.3g s%s",
@@ -462,14 +649,27 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, ba
                 time.sleep(delay)
             else:
                 size = part.stat().st_size
-                digest = _check(part, target, sha256=sha256, md5=md5, record=True, where=where,
-                                move_aside=True, origin=f" (downloaded from {url})", source=f"url {url}",
-                                sources=frozenset(f"url {m}" for m in mirrors))
+                try:
+                    digest = _check(part, target, sha256=sha256, md5=md5, record=True, where=where,
+                                    move_aside=True, origin=f" (downloaded from {url})", source=f"url {url}",
+                                    sources=frozenset(f"url {m}" for m in mirrors))
+                except ChecksumError as err:  # this mirror's copy is bad: the next may be good
+                    logger.warning("%s", err)
+                    errors.append((url, "checksum mismatch; moved aside to "
+                                        f"{target.with_name(target.name + '.corrupt')}"))
+                    mismatches.append(err)
+                    last = err
+                    break
                 os.replace(part, target)
                 logger.info("downloaded %s: %d bytes, sha256 %s, in %.2f s",
                             target, size, digest, time.monotonic() - started)
                 return
 
+    if mismatches and len(mismatches) == len(errors):  # every URL served a file, none the right one
+        if len(mismatches) == 1:
+            raise mismatches[0]
+        raise ChecksumError("\n".join([f"no URL of {target}{_key(where)} served the file with its checksum:",
+                                        *(f"  {m}" for m in mismatches)])) from last
     lines = [f"could not download {target}{_key(where)} from {len(mirrors)} URL(s):"]
     lines += [f"  {url}: {error}" for url, error in errors]
     if gone:
@@ -483,7 +683,8 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, ba
             f"Check the network connection and rerun{kept}; or put the file at exactly {target}, "
             f"or set `path:` {_under(where)} to a local copy."
         )
-    raise DownloadError("\n".join(lines)) from last
+    bad_content = refused + len(mismatches) == len(errors)  # every URL answered, none with the file
+    raise (ContentError if bad_content else DownloadError)("\n".join(lines)) from last
 
 
 def _link(path: str | os.PathLike, target: Path, *, sha256, md5, where: str) -> None:
@@ -507,6 +708,26 @@ def _link(path: str | os.PathLike, target: Path, *, sha256, md5, where: str) -> 
     logger.info("linked %s -> %s", target, source)
 
 
+def _refuse_existing(target: Path, *, configured: bool, where: str, can_download: bool,
+                     advice: str = "Put the right file at exactly {target} and rerun.") -> bool:
+    """Set an existing ``target`` aside when, with no configured digest, it is not the file
+    (:func:`sniff`): an HTML page recorded by an older version must not be verified against its
+    own recorded digest forever.  Return whether it was set aside (to be downloaded again)."""
+    if configured or not (why := _sniff_file(target, target.name)):
+        return False
+    corrupt = target.with_name(target.name + ".corrupt")
+    os.replace(target, corrupt)
+    sidecar = _sidecar(target)
+    recorded = f"; its recorded digest {sidecar} is removed" if sidecar.is_file() else ""
+    if recorded:
+        sidecar.unlink()
+    message = f"{target}{_key(where)}: {why}; moved aside to {corrupt}{recorded}"
+    if not can_download:
+        raise ContentError(f"{message}. {advice.format(target=target)}")
+    logger.warning("%s; downloading it again", message)
+    return True
+
+
 def fetch(
     dest: str | os.PathLike,
     *,
@@ -516,9 +737,12 @@ def fetch(
     manual: Mapping[str, str] | None = None,
     sha256: str | None = None,
     md5: str | None = None,
+    size_mb: float | None = None,
+    max_mb: float | None = None,
     retries: int = 3,
     backoff: float = 1.0,
     timeout: float = 60.0,
+    deadline: float = DEFAULT_DEADLINE,
     chunk_size: int = 1 << 20,
     where: str = "",
     progress: bool = True,
@@ -551,6 +775,16 @@ def fetch(
     ``<dest>.sha256``) and only then renamed onto ``dest``, so ``dest`` never holds a partial or
     corrupt file.
 
+    Each URL's answer is judged on its own, and a bad one sends the download to the next URL:
+    an HTML page for a file whose name is not ``.html`` (by its Content-Type or its first
+    bytes), a body whose first bytes do not match its name's compression or archive kind
+    (:func:`sniff`), more bytes than the bound, or a checksum mismatch.  The refused copy is
+    moved to ``<dest>.corrupt`` (one too large is deleted) and no digest is recorded for it.
+    A URL that is not done by ``deadline`` seconds after its first request (retries included)
+    is left for the next one, its ``.part`` kept for a rerun to resume.  An existing ``dest``
+    that fails :func:`sniff` with no configured digest (an HTML page recorded by an older
+    version) is set aside and downloaded again.
+
     Parameters
     ----------
     dest : str or path-like
@@ -565,12 +799,22 @@ def fetch(
         ``{"url": ..., "note": ...}`` for a file the user must fetch by hand.
     sha256, md5 : str, optional
         Expected hexadecimal digests.
+    size_mb : float, optional
+        The file's approximate size in MB (the config's documentation key): without ``max_mb``,
+        the bound on its bytes is ``1.5 * size_mb + 64`` MB.
+    max_mb : float, optional
+        The most MB the file may have; more is refused before it is written.  Without it or
+        ``size_mb``, :data:`DEFAULT_MAX_MB`.
     retries : int
         Extra attempts per URL after a transient failure.
     backoff : float
         Seconds before the first retry; doubled at each further retry.
     timeout : float
         Seconds the socket may block (connect or read) before the attempt fails.
+    deadline : float
+        Seconds one URL may take in all (every retry and backoff included), default
+        :data:`DEFAULT_DEADLINE`; the slowest server cannot hold the job longer than this plus
+        ``timeout`` per URL.
     chunk_size : int
         Bytes read and written at a time.
     where : str
@@ -588,7 +832,8 @@ def fetch(
     ------
     DownloadError
         When every URL failed (the message lists each URL with its last error; a 404/410 says
-        how to supply the file instead), or a ``manual`` file is missing.
+        how to supply the file instead), or a ``manual`` file is missing.  Its subclass
+        :class:`ContentError` when every URL answered with something that is not the file.
     ChecksumError
         When the file does not match its digest; it is moved to ``<dest>.corrupt`` (a ``path``
         source is left in place and not linked).
@@ -617,12 +862,16 @@ def fetch(
         raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
     if backoff < 0:
         raise ValueError(f"backoff must be non-negative, got {backoff!r}")
+    if not deadline > 0:
+        raise ValueError(f"the deadline must be a positive number of seconds {_under(where)}, got {deadline!r}")
+    limit = _max_bytes(max_mb, size_mb, where)
 
     target.parent.mkdir(parents=True, exist_ok=True)
     if path is not None:
         _link(path, target, sha256=sha256, md5=md5, where=where)
         return dest
-    if target.exists():
+    if target.exists() and not _refuse_existing(target, configured=sha256 is not None or md5 is not None,
+                                                  where=where, can_download=bool(mirrors)):
         logger.info("%s exists; verifying it instead of downloading", target)
         placed = "placed by hand"
         _check(target, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=True, source=placed,
@@ -636,5 +885,5 @@ def fetch(
             f"the file, then rerun.{note}"
         )
     _download(mirrors, target, sha256=sha256, md5=md5, retries=retries, backoff=backoff, timeout=timeout,
-              chunk_size=chunk_size, where=where, progress=progress)
+              chunk_size=chunk_size, where=where, progress=progress, limit=limit, deadline=deadline)
     return dest
