@@ -23,7 +23,6 @@ PAPER_DATASETS = (
 
 
 MANUAL = {
-    "dbpedia": ("DBPEDIA_train.csv", "DBPEDIA_val.csv", "DBPEDIA_test.csv"),
     "bacteria": ("bacteria_16S.fasta",),
     "proteins": ("proteins.fasta", "proteins_pfam.domtblout"),
 }
@@ -31,7 +30,7 @@ MANUAL = {
 
 def test_default_config_plans_all_eleven_datasets(tmp_path):
     workdir = _workdir(tmp_path / "w")
-    # without the manual downloads, those three are skipped, each named with its file and page
+    # without the manual downloads, those datasets are skipped, each named with its file, page and reason
     result = _snakemake("-n", "--cores", "4", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     text = result.stdout + result.stderr
@@ -40,9 +39,11 @@ def test_default_config_plans_all_eleven_datasets(tmp_path):
         assert f"results/{name}/metrics.tsv" not in text
         for file in files:
             assert f"data/{name}/downloads/{file}" in text
-    assert "https://www.kaggle.com/datasets/danofer/dbpedia-classes" in text and "results/report.html" in text
+    assert "no public copy" in text and "results/report.html" in text
+    # DBpedia needs no login: its three files are downloaded like the others
+    assert "Not running dataset 'dbpedia'" not in text and "data/dbpedia/downloads/DBPEDIA_train.csv" in text
     stop = _snakemake("-n", "--cores", "4", "--config", "missing_data=stop", cwd=workdir)
-    assert stop.returncode != 0 and "config: run: 'dbpedia': missing DBPEDIA_train.csv" in stop.stdout + stop.stderr
+    assert stop.returncode != 0 and "config: run: 'bacteria': missing bacteria_16S.fasta" in stop.stdout + stop.stderr
     # once the files are in place, all eleven are planned through to their metrics
     for name, files in MANUAL.items():
         (workdir / "data" / name / "downloads").mkdir(parents=True)
