@@ -40,6 +40,7 @@ def test_default_config_plans_all_eleven_datasets(tmp_path):
         for file in files:
             assert f"data/{name}/downloads/{file}" in text
     assert "no public copy" in text and "results/report.html" in text
+    assert "Shell command: None" not in text  # script jobs have no shell command to print (#29)
     # DBpedia needs no login: its three files are downloaded like the others
     assert "Not running dataset 'dbpedia'" not in text and "data/dbpedia/downloads/DBPEDIA_train.csv" in text
     stop = _snakemake("-n", "--cores", "4", "--config", "missing_data=stop", cwd=workdir)

@@ -115,8 +115,15 @@ def screenshot(
     width: int = 1280,
     height: int = 900,
     timeout: float = 120,
+    attempts: int = 4,
 ) -> Path:
     """A PNG of the first ``width`` x ``height`` pixels of a page, as a browser window shows it.
+
+    A loaded machine's Chromium can leave part of the picture unpainted (seen: a white rectangle
+    over the lower right, a table row cut mid-word) and still exit 0.  So the page is drawn until
+    two consecutive pictures are identical, byte for byte (a static page draws the same pixels
+    every time; an unpainted tile does not repeat itself exactly), at most ``attempts`` times;
+    otherwise nothing is written and :class:`ChromiumError` says so.
 
     Parameters
     ----------
@@ -127,7 +134,9 @@ def screenshot(
     width, height : int, default=1280, 900
         The window, in CSS pixels.
     timeout : float, default=120
-        Seconds.
+        Seconds, per picture.
+    attempts : int, default=4
+        Pictures taken at most (at least 2).
 
     Returns
     -------
@@ -137,24 +146,39 @@ def screenshot(
     Raises
     ------
     ValueError
-        ``html_path`` does not exist, or a size is not positive.
+        ``html_path`` does not exist, or a size or ``attempts`` is out of range.
     ChromiumError
-        Chromium is missing (the message says how to install it), fails or writes no PNG.
+        Chromium is missing (the message says how to install it), fails, writes no PNG, or no
+        two consecutive pictures of ``attempts`` agree.
     """
     page = Path(html_path)
     if not page.is_file():
         raise ValueError(f"{page}: no such file")
     if width < 1 or height < 1:
         raise ValueError(f"screenshot: width and height must be positive, got {width} x {height}")
+    if attempts < 2:
+        raise ValueError(f"screenshot: attempts must be at least 2 (two pictures must agree), got {attempts}")
     png = Path(png_path)
-    with tempfile.TemporaryDirectory(prefix="svbop-screenshot-") as profile, atomic_path(png) as shot:
-        _, err = run_chromium(
-            # all compositor stages before the picture: without it a loaded machine's screenshot
-            # can miss the last tiles (seen: the bottom 140 px left white)
-            [f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--run-all-compositor-stages-before-draw",
-             f"--window-size={width},{height}", f"--screenshot={shot.resolve()}", page.resolve().as_uri()],
-            timeout=timeout,
+    previous: bytes | None = None
+    with tempfile.TemporaryDirectory(prefix="svbop-screenshot-") as tmp, atomic_path(png) as shot:
+        for attempt in range(1, attempts + 1):
+            profile = Path(tmp) / f"profile{attempt}"
+            if shot.exists():
+                shot.unlink()
+            _, err = run_chromium(
+                # all compositor stages before the picture: without it a loaded machine's screenshot
+                # can miss the last tiles (seen: the bottom 140 px left white)
+                [f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--run-all-compositor-stages-before-draw",
+                 f"--window-size={width},{height}", f"--screenshot={shot.resolve()}", page.resolve().as_uri()],
+                timeout=timeout,
+            )
+            if not shot.is_file() or shot.stat().st_size == 0:
+                raise ChromiumError(f"Chromium wrote no screenshot for {page}\n{stderr_tail(err)}")
+            picture = shot.read_bytes()
+            if picture == previous:
+                return png
+            previous = picture
+        raise ChromiumError(
+            f"Chromium drew {page} differently each of {attempts} times (part of the page left unpainted on a "
+            "loaded machine?); no screenshot written. Rerun when the machine is less busy."
         )
-        if not shot.is_file() or shot.stat().st_size == 0:
-            raise ChromiumError(f"Chromium wrote no screenshot for {page}\n{stderr_tail(err)}")
-    return png
