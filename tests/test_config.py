@@ -4,11 +4,22 @@ kind) and the cross-field rules, each failing with one line that names the key."
 from __future__ import annotations
 
 import inspect
+import re
 
 import pytest
 
 from svbop.cli import main
-from svbop.config import ConfigError, SCHEMA, check_config, load_yaml, merge_configs, validate_config
+from svbop.config import (
+    DATASET_KEY_PATTERN,
+    SCHEMA,
+    ConfigError,
+    _PLAIN_NAME,
+    check_config,
+    check_dataset,
+    load_yaml,
+    merge_configs,
+    validate_config,
+)
 from svbop.datasets import FORMATS, get_reader
 from test_workflow import ROOT, _copy_workflow, _snakemake
 
@@ -121,3 +132,110 @@ def test_config_errors_stop_the_workflow_before_the_first_job(tmp_path):
     result = _snakemake("-n", cwd=workdir)
     assert result.returncode != 0 and "config.yaml:" in result.stdout + result.stderr
     assert "YAML syntax error" in result.stdout + result.stderr
+
+
+# ------------------------------------------------------ names that become paths (issue 26)
+def _with_files(*names, unpack=(), parts=("a.svm",), name="mine") -> dict:
+    entry = {"files": {n: {"url": "http://127.0.0.1/x"} for n in names}, "unpack": list(unpack),
+             "format": {"kind": "libsvm", "parts": {"train": list(parts)}}}
+    return {"run": [name], "datasets": {name: entry}}
+
+
+_DIGITS = {"source": {"builtin": "digits"}}
+_KEY_RULE = "is not a usable dataset key (it names the folders data/<key> and results/<key>"
+_NAME_RULE = "is not a plain file name"
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({"datasets": {"a/b": _DIGITS}}, f"config: datasets: key 'a/b' {_KEY_RULE}"),
+        ({"datasets": {"..": _DIGITS}}, f"config: datasets: key '..' {_KEY_RULE}"),
+        ({"datasets": {"my data": _DIGITS}}, f"config: datasets: key 'my data' {_KEY_RULE}"),
+        ({"datasets": {"_weights": _DIGITS}}, f"config: datasets: key '_weights' {_KEY_RULE}"),  # status.WEIGHTS_OWNER
+        ({"datasets": {".hidden": _DIGITS}}, f"config: datasets: key '.hidden' {_KEY_RULE}"),
+        ({"run": ["../x"]}, f"config: run[0]: '../x' {_KEY_RULE}"),
+        (_with_files("."), f"config: datasets.mine.files: key '.' {_NAME_RULE}"),
+        (_with_files(".."), f"config: datasets.mine.files: key '..' {_NAME_RULE}"),
+        (_with_files("sub/a.svm"), f"config: datasets.mine.files: key 'sub/a.svm' {_NAME_RULE}"),
+        (_with_files("sub\\a.svm"), f"config: datasets.mine.files: key 'sub\\\\a.svm' {_NAME_RULE}"),
+        (_with_files(".a.svm.sha256.1.tmp"), f"config: datasets.mine.files: key '.a.svm.sha256.1.tmp' {_NAME_RULE}"),
+        ({"weights": {"../../evil": {"url": "http://127.0.0.1/w"}}}, "config: weights: key '../../evil' is not a usable weights name"),
+        (_with_files("a.tar", unpack=["a.tar", "a.tar"]), "config: datasets.mine.unpack: ['a.tar', 'a.tar'] has non-unique"),
+    ],
+)
+def test_keys_and_file_names_that_are_not_safe_path_segments_are_refused(extra, expected):
+    """Dataset keys with '/', '..', spaces and file names '.', '..' passed the schema, then failed
+    in jobs (MissingInputException, IsADirectoryError) without naming the key."""
+    message = _error(extra)
+    assert message.startswith(expected), message
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        # x.sha256 beside x: the recorded digest of x and the download x.sha256 are one file
+        (_with_files("a.svm", "a.svm.sha256"), "config: datasets.mine.files.a.svm.sha256: the pipeline writes 'a.svm.sha256' beside 'a.svm' (its recorded sha256)"),
+        (_with_files("a.svm.part", "a.svm"), "config: datasets.mine.files.a.svm.part: the pipeline writes 'a.svm.part' beside 'a.svm' (its partial download)"),
+        (_with_files("a.svm", "a.svm.corrupt"), "config: datasets.mine.files.a.svm.corrupt: the pipeline writes"),
+        # unpack: entries outside the raw folder (the run unpacked /abs/victim.tar beside itself and deleted it)
+        (_with_files("a.tar", unpack=["a.tar", "/abs/victim.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[1]: '/abs/victim.tar' is an absolute path; an entry is one of the dataset's files (a.tar)"),
+        (_with_files("a.tar", unpack=["a.tar", "../victim.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[1]: '../victim.tar' contains a '..' segment"),
+        (_with_files("a.tar", unpack=["a.tar", "x/../../../victim.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[1]: 'x/../../../victim.tar' contains a '..' segment"),
+        (_with_files("a.tar", unpack=["a.tar", "./x/b.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[1]: './x/b.tar' has an empty or '.' segment"),
+        (_with_files("a.tar", unpack=["a.tar", "x//b.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[1]: 'x//b.tar' has an empty or '.' segment"),
+        (_with_files("a.tar", unpack=["a.tar", "x\\b.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[1]: 'x\\\\b.tar' contains '\\' (separate folders with '/')"),
+        (_with_files("a.tar", unpack=["/abs/victim.tar", "a.tar"], parts=["x/a.svm"]),
+         "config: datasets.mine.unpack[0]: '/abs/victim.tar' is an absolute path"),
+        # the files a reader opens stay inside the raw folder
+        (_with_files("a.tar", unpack=["a.tar"], parts=["/etc/passwd"]),
+         "config: datasets.mine.format.parts.train[0]: '/etc/passwd' is an absolute path"),
+        (_with_files("a.tar", unpack=["a.tar"], parts=["../../other/raw/a.svm"]),
+         "config: datasets.mine.format.parts.train[0]: '../../other/raw/a.svm' contains a '..' segment"),
+        # a key that is one of the pipeline's own folders (results/logs, data/pretrained, ...)
+        (_with_files("a.svm", name="logs"), "config: datasets: key 'logs' is reserved"),
+        (_with_files("a.svm", name="Pretrained"), "config: datasets: key 'Pretrained' is reserved"),
+    ],
+)
+def test_unpack_entries_sidecars_and_reserved_keys_are_refused_naming_the_key(extra, expected):
+    message = _error(extra, cross=True)
+    assert message.startswith(expected), message
+
+
+def test_check_dataset_refuses_unsafe_keys_without_the_schema():
+    """The cross-field checks stand on their own (a caller that skipped validate_config)."""
+    for key in ("a/b", "..", "my data"):
+        with pytest.raises(ConfigError, match=rf"^config: datasets: key {re.escape(repr(key))} is not a usable"):
+            check_dataset(key, {"source": {"builtin": "digits"}})
+    with pytest.raises(ConfigError, match=r"^config: datasets.mine.files: key '\.\.' is not a plain file name"):
+        check_dataset("mine", {"files": {"..": {"url": "x"}}})
+
+
+def test_name_rules_agree_with_the_schema_and_the_wildcards():
+    schema = load_yaml(SCHEMA)
+    assert schema["$defs"]["dataset_key"]["pattern"] == DATASET_KEY_PATTERN
+    assert schema["properties"]["weights"]["propertyNames"]["pattern"] == DATASET_KEY_PATTERN
+    assert schema["properties"]["datasets"]["propertyNames"] == {"$ref": "#/$defs/dataset_key"}
+    files = schema["$defs"]["dataset"]["properties"]["files"]["propertyNames"]["pattern"]
+    assert files == f"^{_PLAIN_NAME.pattern}$"
+    common = (ROOT / "workflow/rules/common.smk").read_text()
+    assert f'dataset="{DATASET_KEY_PATTERN[1:-1]}"' in common and f'weights="{DATASET_KEY_PATTERN[1:-1]}"' in common
+
+
+def test_check_config_command_refuses_unpack_outside_the_raw_folder(tmp_path, capsys):
+    """`svbop check-config` said ok to `unpack: [a.tar, /abs/victim.tar]`."""
+    bad = tmp_path / "mine.yaml"
+    bad.write_text(
+        "run: [mine]\ndatasets:\n  mine:\n    files: {a.tar: {url: 'http://127.0.0.1:9/a.tar'}}\n"
+        "    unpack: [a.tar, /abs/victim.tar]\n    format: {kind: libsvm, parts: {train: [x/a.svm]}}\n"
+    )
+    assert main(["check-config", str(ROOT / "config.yaml"), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("svbop: error: config: datasets.mine.unpack[1]: '/abs/victim.tar' is an absolute path"), err
+    assert err.count("\n") == 1

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "ConfigError",
+    "DATASET_KEY_PATTERN",
+    "DOWNLOAD_SIDECAR_SUFFIXES",
+    "RESERVED_DATASET_KEYS",
     "SCHEMA",
     "check_config",
     "check_dataset",
@@ -40,6 +44,25 @@ __all__ = [
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
 _SPLIT_PARTS = ("validation", "calibration", "test")
+
+#: A dataset key: it names the folders ``data/<key>`` and ``results/<key>`` and is a Snakemake
+#: wildcard (``workflow/rules/common.smk``); the schema's ``$defs.dataset_key`` is the same.
+#: No leading ``_`` (``results/status/failed/_weights`` holds the weights' failures) or ``.``.
+DATASET_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+#: Names under ``data/`` and ``results/`` that are the pipeline's own, not a dataset's (compared
+#: ignoring case, for case-insensitive file systems).
+RESERVED_DATASET_KEYS = frozenset(
+    {"pretrained", "benchmarks", "figures", "illustrations", "logs", "status", "tables", "report.html", "provenance.zip"}
+)
+
+#: What :mod:`svbop.download` writes beside a download ``<name>``: the recorded digest, the
+#: partial download, a file that failed its check (its temporary files start with ``.``, which
+#: no file name may).  A file named like one of these beside another would be overwritten.
+DOWNLOAD_SIDECAR_SUFFIXES = {".sha256": "its recorded sha256", ".part": "its partial download",
+                             ".corrupt": "where a copy that fails its checksum is moved"}
+
+_PLAIN_NAME = re.compile(r"[^./\\\x00-\x1f][^/\\\x00-\x1f]*")
 
 
 class ConfigError(ValueError):
@@ -139,6 +162,8 @@ def _describe(error, config: Mapping[str, Any]) -> str:
     """One line for a jsonschema error: the key path and what was expected."""
     path = list(error.absolute_path)
     v, value, inst = error.validator, error.validator_value, error.instance
+    if "propertyNames" in list(error.absolute_schema_path) and isinstance(inst, str) and v == "pattern":
+        return f"{_key(path)}: key {_short(inst)} {error.schema.get('description') or f'does not match {value}'}"
     if "propertyNames" in list(error.absolute_schema_path) and isinstance(inst, str):
         kind = _kind_of(error, config)
         allowed = sorted(value) if isinstance(value, list) else []
@@ -163,6 +188,8 @@ def _describe(error, config: Mapping[str, Any]) -> str:
     if v == "type":
         return f"{_key(path)}: expected {' or '.join(value) if isinstance(value, list) else value}, got {_short(inst)}"
     if v == "pattern":
+        if error.schema.get("description"):
+            return f"{_key(path)}: {_short(inst)} {error.schema['description']}"
         return f"{_key(path)}: {_short(inst)} does not have the expected form (pattern {value})"
     if v in ("oneOf", "anyOf"):
         if v == "oneOf" and not error.context:  # valid under several branches
@@ -247,9 +274,29 @@ def vgg16_weights_key(name: str) -> str:
     return "vgg16_imagenet" if name in ("DEFAULT", "IMAGENET1K_V1") else name
 
 
+def _relative_path_problem(path: str, strict: bool = True) -> str | None:
+    """Why ``path`` is not a relative path inside a folder (None when it is): absolute, ``..``,
+    or (``strict``) a ``\\``, ``.`` or empty segment."""
+    if path.startswith(("/", "\\")) or re.match(r"[A-Za-z]:[/\\]", path):
+        return "is an absolute path"
+    if "\x00" in path:
+        return "contains a NUL character"
+    parts = re.split(r"[/\\]", path)
+    if ".." in parts:
+        return "contains a '..' segment"
+    if strict and "\\" in path:
+        return "contains '\\' (separate folders with '/')"
+    if strict and any(p in ("", ".") for p in parts):
+        return "has an empty or '.' segment"
+    return None
+
+
 def _raw_file_check(where: str, name: str, files: Mapping[str, Any], unpack: Sequence[str]) -> None:
     """A file a reader opens in the raw folder: a listed download (not one that is unpacked),
     or, when archives are unpacked, possibly one of their members (not checked here)."""
+    problem = _relative_path_problem(name, strict=False)
+    if problem:
+        raise ConfigError(f"config: {where}: {name!r} {problem}; name a file inside data/<dataset>/raw")
     if name in files:
         if name in unpack:
             raise ConfigError(f"config: {where}: {name!r} is an archive listed in unpack; name a file inside it instead")
@@ -267,14 +314,43 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
     Raises
     ------
     ConfigError
-        Naming the key: ``features.weights`` naming no weights entry; split fractions adding up to 1 or more; ``hf.trees`` with ``predefined``
-        but no hierarchy; an ``unpack`` entry that is neither a listed file nor inside an earlier
-        archive, or a listed file that is not an archive; a file of ``format.parts``,
-        ``hierarchy.file`` or ``features.domains`` that no entry of ``files`` provides (when
-        nothing is unpacked, which could provide it).
+        Naming the key: a dataset key that is not a safe folder name (:data:`DATASET_KEY_PATTERN`)
+        or is reserved (:data:`RESERVED_DATASET_KEYS`); a file name that is not a plain name, or
+        that is another file's sidecar (:data:`DOWNLOAD_SIDECAR_SUFFIXES`, e.g. ``x.sha256``
+        beside ``x``); ``features.weights`` naming no weights entry; split fractions adding up to
+        1 or more; ``hf.trees`` with ``predefined`` but no hierarchy; an ``unpack`` entry that is
+        neither a listed file nor a relative path inside the raw folder (absolute, ``..``, ``.``
+        or empty segments) of an earlier archive, or a listed file that is not an archive; a file
+        of ``format.parts``, ``hierarchy.file`` or ``features.domains`` that is absolute, holds
+        ``..``, or that no entry of ``files`` provides (when nothing is unpacked, which could
+        provide it).
     """
     weights = {"vgg16_imagenet": {}} if weights is None else weights
     base = f"datasets.{name}"
+    if not isinstance(name, str) or not re.fullmatch(DATASET_KEY_PATTERN, name):
+        raise ConfigError(
+            f"config: datasets: key {name!r} is not a usable dataset key (it names the folders data/<key> and "
+            "results/<key>: letters, digits, '.', '_', '-', starting with a letter or digit)"
+        )
+    if name.lower() in RESERVED_DATASET_KEYS:
+        raise ConfigError(
+            f"config: datasets: key {name!r} is reserved (data/ or results/ has a folder or file of the pipeline's own "
+            f"by that name: {', '.join(sorted(RESERVED_DATASET_KEYS))}); rename the dataset"
+        )
+    files = dict(cfg.get("files") or {})
+    for file in files:
+        if not _PLAIN_NAME.fullmatch(file):
+            raise ConfigError(
+                f"config: {base}.files: key {file!r} is not a plain file name "
+                "(no '/' or '\\', no control characters, not starting with '.')"
+            )
+        for suffix, what in DOWNLOAD_SIDECAR_SUFFIXES.items():
+            owner = file[: -len(suffix)]
+            if file.endswith(suffix) and owner in files:
+                raise ConfigError(
+                    f"config: {base}.files.{file}: the pipeline writes {file!r} beside {owner!r} ({what}), so the two "
+                    "would overwrite each other in data/<dataset>/downloads; rename the file"
+                )
     features = cfg.get("features") or {}
     if features.get("kind") == "vgg16" and str(features.get("weights", "DEFAULT")).lower() != "none":
         key = vgg16_weights_key(str(features.get("weights", "DEFAULT")))
@@ -296,7 +372,6 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
             f"config: {base}.hf.trees: 'predefined' needs a class hierarchy and this dataset has none "
             "(add `hierarchy:`, e.g. {from_label: {sep: \".\"}} or a file, or use trees: [kmeans])"
         )
-    files = dict(cfg.get("files") or {})
     unpack = list(cfg.get("unpack") or [])
     from .archives import is_archive_name
 
@@ -304,7 +379,14 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
         if entry in files:
             if not is_archive_name(entry):
                 raise ConfigError(f"config: {base}.unpack[{i}]: {entry!r} is not an archive name (.tar, .tar.gz, .tgz, .tar.bz2, .zip, ...)")
-        elif i == 0:
+            continue
+        problem = _relative_path_problem(entry)
+        if problem:
+            raise ConfigError(
+                f"config: {base}.unpack[{i}]: {entry!r} {problem}; an entry is one of the dataset's files "
+                f"({', '.join(files) or 'none'}) or a relative path inside data/<dataset>/raw of an archive unpacked before it"
+            )
+        if i == 0:
             raise ConfigError(
                 f"config: {base}.unpack[0]: {entry!r} is not one of the dataset's files ({', '.join(files) or 'none'}); "
                 "an entry that is not a file must be inside an archive unpacked before it"
