@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .download import SIDECAR_SUFFIXES
+
 __all__ = [
     "ConfigError",
     "DATASET_KEY_PATTERN",
@@ -56,11 +58,9 @@ RESERVED_DATASET_KEYS = frozenset(
     {"pretrained", "benchmarks", "figures", "illustrations", "logs", "status", "tables", "report.html", "provenance.zip"}
 )
 
-#: What :mod:`svbop.download` writes beside a download ``<name>``: the recorded digest, the
-#: partial download, a file that failed its check (its temporary files start with ``.``, which
-#: no file name may).  A file named like one of these beside another would be overwritten.
-DOWNLOAD_SIDECAR_SUFFIXES = {".sha256": "its recorded sha256", ".part": "its partial download",
-                             ".corrupt": "where a copy that fails its checksum is moved"}
+#: Files the downloader writes beside a file (``x.sha256``, ``x.part``, ``x.corrupt``), from
+#: :mod:`svbop.download`: a configured file named like one beside another would be overwritten.
+DOWNLOAD_SIDECAR_SUFFIXES = SIDECAR_SUFFIXES
 
 _PLAIN_NAME = re.compile(r"[^./\\\x00-\x1f][^/\\\x00-\x1f]*")
 

@@ -68,9 +68,11 @@ DEFAULT_MAX_MB = 8192
 _SIZE_MARGIN, _SIZE_SLACK_MB = 1.5, 64
 #: Seconds one URL may take, every retry included, when no ``deadline`` is given.
 DEFAULT_DEADLINE = 3 * 3600.0
-#: Files :func:`fetch` writes beside ``dest`` (``<dest><suffix>``): a configured file name must
-#: not end so when its stem is another file of the same folder.
-SIDECAR_SUFFIXES = (".sha256", ".part", ".corrupt")
+#: Files :func:`fetch` writes beside ``dest`` (``<dest><suffix>``), with what each holds: a
+#: configured file name must not end so when its stem is another file of the same folder (its
+#: temporary files start with ``.``, which no configured file name may).
+SIDECAR_SUFFIXES = {".sha256": "its recorded sha256", ".part": "its partial download",
+                    ".corrupt": "where a copy that fails its checks is moved"}
 
 # What a file's first bytes must be, by the end of its name (compressed files and zip archives;
 # plain tar has no reliable magic: v7 archives lack "ustar").
