@@ -52,20 +52,23 @@ include: "workflow/rules/report.smk"
 
 
 onerror:
-    # One dataset's failure never hides the others: build the report of those that finished,
-    # listing the failed ones with their reason (workflow/rules/common.smk, partial_report).
+    # One dataset's failure never hides the others: build the page of those that finished,
+    # listing the failed ones with their reason, at results/report.partial.html (never
+    # results/report.html, which only rule report_html writes: workflow/rules/common.smk,
+    # partial_report). The summary names the failed datasets and any failed job that belongs to no
+    # dataset (an illustration, the tables), so it agrees with the run's exit status.
     if report_requested():
+        _jobs = failed_jobs()
         try:
-            _finished, _failed = partial_report()
-        except Exception as exc:  # the run has failed already; say why the report could not be built
+            _finished, _failed = partial_report(_jobs)
+        except Exception as exc:  # the run has failed already; say why the page could not be built
             logger.error(f"svbop: no partial report: {type(exc).__name__}: {exc}")
-        else:
-            for _name, _why in _failed.items():
-                logger.error(f"svbop: dataset {_name!r} failed: {_why}")
-            logger.error(
-                f"svbop: {len(_failed)} of {len(_finished) + len(_failed)} datasets failed; results/report.html "
-                f"shows the {len(_finished)} that finished and why the others did not. Fix the cause and rerun."
-            )
+            _finished, _failed = None, None
+        for _line in svbop.report.status.failure_summary(
+            _finished, _failed, jobs_outside_datasets(_jobs), page=PARTIAL_REPORT,
+            log=", ".join(map(str, log)) if isinstance(log, (list, tuple)) else log,
+        ):
+            logger.error(f"svbop: {_line}")
 
 
 rule all:

@@ -286,6 +286,14 @@ def chromium_required(wildcards):
 # --- after a failed run -------------------------------------------------------------------------
 
 
+#: The page the failure path writes (Snakefile, onerror). Never results/report.html: that file is
+#: made by rule report_html alone, so a page built after a failure never counts as its finished
+#: output (a rerun after a config change then rebuilds the tables and the report, and
+#: `snakemake --report` finds the provenance of every file). report_html deletes this page once the
+#: whole report is written.
+PARTIAL_REPORT = "results/report.partial.html"
+
+
 def report_requested():
     """Whether this run was asked for the report (the default target, or results/report.html):
     a failed run of other targets (one dataset's files, say) leaves an existing report alone."""
@@ -297,13 +305,51 @@ def report_requested():
     return "all" in rules_asked or "results/report.html" in files_asked
 
 
-def partial_report():
+def failed_jobs():
+    """The jobs of this run that failed: [(rule, wildcards, log files)], read from Snakemake's
+    scheduler (an internal attribute: [] where a Snakemake version lacks it)."""
+    out = []
+    for job in getattr(getattr(workflow, "scheduler", None), "failed", None) or ():
+        for one in getattr(job, "jobs", None) or [job]:  # a group job: its members
+            try:
+                out.append((one.rule.name, dict(one.wildcards_dict), [str(f) for f in one.log]))
+            except AttributeError:
+                continue
+    return sorted(out, key=lambda j: (j[0], sorted(j[1].items())))
+
+
+def _dataset_of(wildcards):
+    """The dataset a failed job belongs to (its `dataset` wildcard), "" for a weights download (its
+    datasets find its record), None for a job of no dataset (figures, tables, the report)."""
+    if "dataset" in wildcards:
+        return wildcards["dataset"]
+    return "" if "weights" in wildcards else None
+
+
+def jobs_outside_datasets(jobs):
+    """The failed jobs that belong to no dataset, as svbop.report.status.failure_summary wants them."""
+    from svbop.report.status import log_failure
+
+    out = []
+    for rule, wildcards, logs in jobs:
+        if _dataset_of(wildcards) is not None:
+            continue
+        name = rule + (f" ({', '.join(f'{k}={v}' for k, v in wildcards.items())})" if wildcards else "")
+        reason = next((r for log in logs if (r := log_failure(log))), "")
+        out.append({"job": name, "reason": reason.splitlines()[0] if reason else "", "log": ", ".join(logs)})
+    return out
+
+
+def partial_report(jobs=()):
     """The report of every dataset that finished, with the failed ones and their reasons.
 
     Called by the Snakefile's `onerror` handler: a failed download, unpacking or parse stops only
     its own dataset (with --keep-going, the default profile's setting, the others go on), its job
-    records why (results/status/failed/), and this builds results/report.html from what finished.
-    The run still exits non-zero. The next `snakemake` retries the failed jobs only.
+    records why (results/status/failed/), and this builds PARTIAL_REPORT (results/report.partial.html)
+    from what finished; results/report.html is left to rule report_html. A dataset counts as failed
+    when it has a record, one of its jobs failed in this run (`jobs`: failed_jobs(); older outputs
+    of it may still be there), or its results are missing. The run still exits non-zero. The next
+    `snakemake` retries the failed jobs only.
     """
     import svbop.report
     from svbop.report.compare import read_train_seconds
@@ -316,21 +362,29 @@ def partial_report():
         and config["datasets"][d]["features"]["weights"].lower() != "none"
     }
     records = failures(DATASETS, weights=weights_of)
+    failed_here = {}  # dataset -> [(rule, its logs)] of its jobs that failed in this run
+    for rule, wildcards, logs in jobs:
+        if _dataset_of(wildcards):
+            failed_here.setdefault(wildcards["dataset"], []).append((rule, logs))
     finished, failed = [], {}
     for d in DATASETS:
         needed = [f"results/{d}/metrics.tsv", f"results/{d}/summary.json"]
         needed += [f for fs in train_time_files(d).values() for f in fs]
         if d in records:
             failed[d] = describe_failure(records[d])
-        elif all(os.path.exists(f) for f in needed):
+        elif d not in failed_here and all(os.path.exists(f) for f in needed):
             finished.append(d)
         else:
-            logged = [(log, r) for log in dataset_logs(d, DATASETS) if (r := log_failure(log))]
-            failed[d] = (
-                f"did not finish: {logged[0][1].splitlines()[0]} (log: {logged[0][0]})" if logged
-                else "did not finish: the run stopped before this dataset did (rerun snakemake; "
-                "--keep-going, the default profile's setting, goes on past a failed dataset)"
-            )
+            logs = [*(log for _, ls in failed_here.get(d, []) for log in ls), *dataset_logs(d, DATASETS)]
+            logged = [(log, r) for log in logs if (r := log_failure(log))]
+            if logged:
+                failed[d] = f"did not finish: {logged[0][1].splitlines()[0]} (log: {logged[0][0]})"
+            elif d in failed_here:
+                failed[d] = "did not finish: " + "; ".join(
+                    f"job {rule} failed" + (f" (log: {', '.join(ls)})" if ls else "") for rule, ls in failed_here[d])
+            else:
+                failed[d] = ("did not finish: the run stopped before this dataset did (rerun snakemake; "
+                             "--keep-going, the default profile's setting, goes on past a failed dataset)")
     figure_K = config["report"]["figure_K"]
     figures = {
         name: path
@@ -346,7 +400,7 @@ def partial_report():
         if illustrations()[name]["dataset"] in finished and all(os.path.exists(f) for f in files):
             shown[name] = {"records": files[0], "figure": files[1] if len(files) > 1 else None}
     svbop.report.build_report(
-        "results/report.html",
+        PARTIAL_REPORT,
         summaries=[f"results/{d}/summary.json" for d in finished],
         metrics=[f"results/{d}/metrics.tsv" for d in finished] or None,
         figures=figures,

@@ -179,6 +179,8 @@ rule report_html:
         missing=MISSING,
         illustrations=lambda wc: illustration_files(),
         train_time_files=rules.tables.params.train_time_files,
+        # the page a failed run left (Snakefile, onerror): out of date once this report is written
+        partial=PARTIAL_REPORT,
     log:
         "results/logs/report_html/report.log",
     benchmark:

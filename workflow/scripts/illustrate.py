@@ -70,11 +70,13 @@ else:
         figure = plot_image_top(image(rows[0]), out["records"][0], labels[0])
 if "figure" in snakemake.output.keys():
     if figure is None:
-        from svbop.report.figures import LEGEND_PT, _new_figure, _tex
+        from svbop.report.figures import LEGEND_PT, _new_figure
+        from svbop.report.illustrations import _row_title
 
         figure = _new_figure(figsize=(6, 1.2))  # says why there is no picture (Snakemake's report shows it)
-        reason = (out["reason"] or "nothing to show").replace(utility_name(labels[0]), _tex(utility_name(labels[0])))
-        figure.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, fontsize=LEGEND_PT)
+        reason = (out["reason"] or "nothing to show").replace(utility_name(labels[0]), _row_title(labels[0]))
+        # the reason holds the dataset's title as the user wrote it: drawn as written, never mathtext
+        figure.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, fontsize=LEGEND_PT, parse_math=False)
     save_figure(figure, snakemake.output.figure)
 with atomic_path(snakemake.output.records) as tmp:
     tmp.write_text(json.dumps(out, indent=2) + "\n")

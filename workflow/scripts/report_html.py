@@ -1,4 +1,5 @@
-"""Glue: the self-contained HTML report results/report.html (rule report_html)."""
+"""Glue: the self-contained HTML report results/report.html (rule report_html); it supersedes the page a
+failed run left (results/report.partial.html), which is removed."""
 
 import logging
 import os
@@ -30,4 +31,7 @@ build_report(
     illustrations=illustrations,
     downloads={os.path.basename(t): os.path.relpath(t, os.path.dirname(out)) for t in tables},
 )
+if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
+    os.remove(snakemake.params.partial)
+    logging.info("removed %s (a failed run's partial page; %s replaces it)", snakemake.params.partial, out)
 logging.info("report of %d datasets -> %s", len(snakemake.input.summaries), out)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MIN_FONT_KEY",
     "figure_to_png",
+    "literal_row",
     "min_font_px",
     "plot_fbeta_family",
     "plot_genreject_family",
@@ -49,6 +50,63 @@ def _tex(name: str) -> str:
         name = name.replace(k, v + " ")
     name = re.sub(r" (?=[=,}])", "", name)
     return f"${name}$"
+
+
+def literal_row(ax: "Axes", x: float, y: float, parts: Sequence[str | tuple[str, dict]], fontsize: float = LEGEND_PT,
+                color: str | None = None) -> None:
+    """Draw a line of text pieces side by side, centred at ``(x, y)`` in axes coordinates, each
+    shown exactly as written: user strings (class names, titles) are never parsed as mathtext,
+    so ``$\\frac{$`` is drawn as those seven characters instead of failing inside matplotlib.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        Where to draw.
+    x, y : float
+        Centre of the line, in axes coordinates.
+    parts : sequence of str or (str, dict)
+        The pieces, in order; a dict may set ``bold`` and ``underline`` (bool) for its piece.
+    fontsize : float, default=LEGEND_PT
+        Font size in points.
+    color : str, optional
+        Text colour (matplotlib's default when omitted).
+    """
+    from matplotlib.offsetbox import AnnotationBbox, HPacker, TextArea
+
+    children = []
+    for part in parts:
+        text, style = (part, {}) if isinstance(part, str) else part
+        unknown = set(style) - {"bold", "underline"}
+        if unknown:
+            raise ValueError(f"literal_row: unknown style {sorted(unknown)} (known: bold, underline)")
+        props = {"parse_math": False, "fontsize": fontsize, "fontweight": "bold" if style.get("bold") else "normal"}
+        if color is not None:
+            props["color"] = color
+        children.append((_underlined_area() if style.get("underline") else TextArea)(str(text), textprops=props))
+    box = HPacker(children=children, sep=0, pad=0, align="baseline")
+    ax.add_artist(AnnotationBbox(box, (x, y), xycoords=ax.transAxes, frameon=False, box_alignment=(0.5, 0.5), pad=0))
+
+
+def _underlined_area():
+    """matplotlib's TextArea with a line under its text (matplotlib has no underlined plain text;
+    mathtext's \\underline would parse the text)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.offsetbox import TextArea
+    from matplotlib.transforms import IdentityTransform
+
+    class UnderlinedTextArea(TextArea):
+        def draw(self, renderer):
+            super().draw(renderer)
+            text = self._text
+            box = text.get_window_extent(renderer)
+            _, _, descent = renderer.get_text_width_height_descent("lp", text.get_fontproperties(), ismath=False)
+            y = box.y0 + 0.5 * descent  # between the baseline and the descenders
+            line = Line2D([box.x0, box.x1], [y, y], transform=IdentityTransform(), color=text.get_color(),
+                          linewidth=text.get_fontsize() / 14)
+            line.set_figure(self.get_figure(root=True))
+            line.draw(renderer)
+
+    return UnderlinedTextArea
 
 
 def _new_figure(figsize=(6.0, 4.2)) -> "Figure":

@@ -272,12 +272,16 @@ def _as_image(image) -> np.ndarray:
     return a
 
 
-def _set_text(names: Sequence[str], truth: str) -> str:
-    """``{8, 3}`` in mathtext, the truth underlined."""
-    def one(c: str) -> str:
-        c = c.replace("_", r"\_").replace(" ", r"\ ")
-        return rf"\underline{{\mathrm{{{c}}}}}" if c == truth.replace("_", r"\_").replace(" ", r"\ ") else rf"\mathrm{{{c}}}"
-    return "$\\{" + ",\\ ".join(one(c) for c in names) + "\\}$"
+def _set_parts(names: Sequence[str], truth: str, bold: Sequence[bool] | None = None) -> list[tuple[str, dict]]:
+    """``{8, 3}`` as pieces for :func:`svbop.report.figures.literal_row`: every class name as
+    written (never mathtext), the truth underlined, members flagged in ``bold`` in bold."""
+    parts: list[tuple[str, dict]] = [("{", {})]
+    for i, name in enumerate(names):
+        if i:
+            parts.append((", ", {}))
+        parts.append((str(name), {"underline": str(name) == truth, "bold": bool(bold[i]) if bold is not None else False}))
+    parts.append(("}", {}))
+    return parts
 
 
 def _row_title(label: str) -> str:
@@ -293,9 +297,9 @@ def _h_text(h: float) -> str:
 def plot_entropy_panel(images: Sequence, records: Sequence[Mapping[str, object]], labels: Sequence[str]) -> "Figure":
     """The paper's MNIST table as a figure: images on top, one row of sets per utility, then H.
 
-    The true class is underlined in each set.
+    The true class is underlined in each set; class names are drawn as written (no mathtext).
     """
-    from .figures import _new_figure
+    from .figures import _new_figure, literal_row
 
     if len(images) != len(records) or not images:
         raise ValueError(f"one record per image needed, got {len(images)} images and {len(records)} records")
@@ -315,9 +319,8 @@ def plot_entropy_panel(images: Sequence, records: Sequence[Mapping[str, object]]
         yy = 1 - (i + 0.5) / rows
         ax.text(0.5 / (n + 0.6) * 0.6, yy, _row_title(lab), ha="center", va="center", fontsize=10, transform=ax.transAxes)
         for j, rec in enumerate(records):
-            x = (0.6 + j + 0.5) / (n + 0.6)
-            ax.text(x, yy, _set_text(rec["sets"][lab], str(rec["truth"])), ha="center", va="center", fontsize=10,
-                    transform=ax.transAxes)
+            literal_row(ax, (0.6 + j + 0.5) / (n + 0.6), yy, _set_parts(rec["sets"][lab], str(rec["truth"])),
+                        fontsize=10)
     for j, rec in enumerate(records):
         ax.text((0.6 + j + 0.5) / (n + 0.6), 0.5 / rows, _h_text(float(rec["entropy_bits"])), ha="center",
                 va="center", fontsize=10, transform=ax.transAxes)
@@ -326,8 +329,8 @@ def plot_entropy_panel(images: Sequence, records: Sequence[Mapping[str, object]]
 
 def plot_image_top(image, record: Mapping[str, object], label: str) -> "Figure":
     """The VOC panel: the image, its top-k below, SVBOP-Full members (for ``label``) in bold, the
-    true class underlined."""
-    from .figures import _new_figure
+    true class underlined; class names are drawn as written (no mathtext)."""
+    from .figures import _new_figure, literal_row
 
     a = _as_image(image)
     fig = _new_figure(figsize=(4.6, 4.6))
@@ -337,13 +340,10 @@ def plot_image_top(image, record: Mapping[str, object], label: str) -> "Figure":
     ax.set_axis_off()
     ax = fig.add_subplot(grid[1])
     ax.set_axis_off()
-    parts = []
-    for t in record["top"]:
-        c = str(t["name"]).replace("_", r"\_").replace(" ", r"\ ")
-        c = rf"\mathbf{{{c}}}" if t["in_full"][label] else rf"\mathrm{{{c}}}"
-        parts.append(rf"\underline{{{c}}}" if t["truth"] else c)
-    ax.text(0.5, 0.65, f"top-{len(parts)}: " + "$\\{" + ",\\ ".join(parts) + "\\}$", ha="center", va="center",
-            fontsize=10, transform=ax.transAxes)
+    top = list(record["top"])
+    truth = next((str(t["name"]) for t in top if t["truth"]), None)
+    parts = _set_parts([str(t["name"]) for t in top], truth, bold=[bool(t["in_full"][label]) for t in top])
+    literal_row(ax, 0.5, 0.65, [(f"top-{len(top)}: ", {}), *parts], fontsize=10)
     ax.text(0.5, 0.2, f"bold: SVBOP-Full set for {_row_title(label)}; underlined: truth", ha="center", va="center",
             fontsize=10, color="#555", transform=ax.transAxes)
     return fig

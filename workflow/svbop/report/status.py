@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,6 +33,7 @@ __all__ = [
     "failure_path",
     "failure_recorded",
     "describe_failure",
+    "failure_summary",
     "failures",
     "log_failure",
     "missing_inputs",
@@ -224,6 +225,65 @@ def describe_failure(records: Iterable[Mapping[str, str]]) -> str:
         log = f"; log: {r['log']}" if r.get("log") else ""
         parts.append(f"{r['stage']} failed: {_one_line(r['reason'])} ({r['error']}{log})")
     return "; ".join(parts)
+
+
+def failure_summary(
+    finished: Sequence[str] | None,
+    failed: Mapping[str, str] | None,
+    jobs: Sequence[Mapping[str, str]] = (),
+    page: str = "results/report.partial.html",
+    log: str | os.PathLike | None = None,
+) -> list[str]:
+    """What the terminal says after a failed run, one line each; the last line sums it up.
+
+    A run fails when any job fails: a dataset's (its download, parse, model, ...) or one that belongs
+    to no dataset (an illustration, the tables, the report).  The summary names both kinds, so it
+    never reads "0 of 1 datasets failed" alone for a run that exits non-zero.
+
+    Parameters
+    ----------
+    finished : sequence of str, or None
+        The datasets that finished; None when the partial report could not be built.
+    failed : mapping, or None
+        dataset -> why it failed (one line); None as for ``finished``.
+    jobs : sequence of mapping
+        The failed jobs that belong to no dataset: ``{"job": "illustrate (name=entropy)", "reason": ...,
+        "log": ...}`` (``reason`` and ``log`` may be empty).
+    page : str, default="results/report.partial.html"
+        The page of what finished.
+    log : path, optional
+        Snakemake's own log of the run, named when nothing else says why the run failed.
+
+    Examples
+    --------
+    >>> failure_summary(["a"], {}, [{"job": "tables", "reason": "boom", "log": "t.log"}])[-1]
+    'the run failed in 1 job that belongs to no dataset (above); the 1 dataset finished: results/report.partial.html shows it. Fix the cause and rerun.'
+    """
+    lines = [f"dataset {name!r} failed: {why}" for name, why in (failed or {}).items()]
+    for job in jobs:
+        reason = f": {job['reason']}" if job.get("reason") else ""
+        where = f" (log: {job['log']})" if job.get("log") else ""
+        lines.append(f"the run failed in job {job['job']}, which belongs to no dataset{reason}{where}")
+    n_jobs = f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} that belong{'s' if len(jobs) == 1 else ''} to no dataset"
+    if finished is None or failed is None:
+        what = f"the run failed in {n_jobs} (above)" if jobs else "the run failed"
+        lines.append(f"{what}; no partial report could be built" + (f" (Snakemake's log: {log})" if log else "")
+                     + ". Fix the cause and rerun.")
+        return lines
+    total = len(finished) + len(failed)
+    if failed:
+        also = f"; the run also failed in {n_jobs} (above)" if jobs else ""
+        lines.append(f"{len(failed)} of {total} datasets failed{also}; {page} shows the {len(finished)} that finished "
+                     f"and why the others did not. Fix the cause and rerun.")
+    elif jobs:
+        every = f"the {total} dataset" if total == 1 else f"all {total} datasets"
+        lines.append(f"the run failed in {n_jobs} (above); {every} finished: {page} shows "
+                     f"{'it' if total == 1 else 'them'}. Fix the cause and rerun.")
+    else:
+        lines.append(f"the run failed, but no dataset and no job of it recorded why"
+                     + (f": see Snakemake's log {log}" if log else "") + f"; {page} shows the {total} datasets "
+                     "that finished. Fix the cause and rerun.")
+    return lines
 
 
 def describe_missing(missing: Iterable[Mapping[str, str]]) -> str:

@@ -373,13 +373,19 @@ def best_mask(table: pd.DataFrame, columns: Sequence[str] | None = None, decimal
 
 
 def write_table(df: pd.DataFrame, path: PathLike, index: bool = True) -> None:
-    """Write a table as ``.tsv``, ``.csv`` or ``.tex`` (``DataFrame.to_latex``), atomically."""
+    """Write a table as ``.tsv``, ``.csv`` or ``.tex`` (``DataFrame.to_latex``), atomically.
+
+    In ``.tex`` every cell, column name and index entry is text, escaped for LaTeX
+    (``DataFrame.to_latex(escape=True)``: ``\\ { } $ & # ^ _ ~ %`` become ``\\textbackslash``,
+    ``\\{``, ...), so dataset titles or names from a user's config show as written and the file
+    compiles with pdflatex (``\\usepackage{booktabs}`` for its rules).
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".tsv", ".csv", ".tex"):
         raise ValueError(f"{path}: unknown table format {suffix!r} (use .tsv, .csv or .tex)")
     with atomic_path(path) as tmp:
         if suffix == ".tex":
-            tmp.write_text(df.to_latex(index=index, float_format="%.2f"))
+            tmp.write_text(df.to_latex(index=index, float_format="%.2f", escape=True))
         else:
             df.to_csv(tmp, sep="\t" if suffix == ".tsv" else ",", index=index)
