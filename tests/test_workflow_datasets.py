@@ -346,7 +346,8 @@ def test_a_failed_download_fails_the_run_but_the_report_shows_the_others(tmp_pat
     text = result.stdout + result.stderr
     assert result.returncode != 0
     assert "svbop: dataset 'broken' failed: fetch data.svm failed" in text
-    html = (workdir / "results/report.html").read_text()
+    assert not (workdir / "results/report.html").exists()  # only rule report_html writes it
+    html = (workdir / "results/report.partial.html").read_text()
     rows = {m.group(1): (m.group(2), m.group(3)) for m in re.finditer(
         r'<tr data-dataset="(good|broken)" data-status="([^"]+)">(.*?)</tr>', html, re.S)}
     assert rows["good"][0] == "run" and rows["broken"][0] == "failed"
@@ -364,6 +365,7 @@ def test_a_failed_download_fails_the_run_but_the_report_shows_the_others(tmp_pat
     assert (workdir / "results/good/metrics.tsv").stat().st_mtime == good_metrics  # not redone
     html = (workdir / "results/report.html").read_text()
     assert 'data-status="failed"' not in html and 'id="table3-broken"' in html
+    assert not (workdir / "results/report.partial.html").exists()
 
 
 def test_killed_during_prediction_reruns_without_extra_flags(tmp_path, http_folder):
