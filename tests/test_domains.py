@@ -7,6 +7,9 @@ describe the same hits on the records of ``enzymes.fasta``:
     PIT1  Pou, Homeobox        HBA    Globin          BCL2   Bcl-2, BH4
     IGHG1 C1-set (twice; not in families.txt)         NODOM  no hits
     EXTRA Globin (a sequence that is not in the FASTA file)
+
+The CSV files of the domain-column tests are written per test, in the layout of the authors'
+Proteins split (``enzyme,fund,label``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from svbop.features.domains import (
     domain_encoding,
     family_key,
     read_domain_annotations,
+    read_domain_column,
     read_families,
 )
 from svbop.io import save_arrays
@@ -392,3 +396,57 @@ def test_newer_version_and_broken_ids_are_refused(tmp_path):
     del arrays["ids_offsets"]
     save_arrays(tmp_path / "half.npz", **arrays)
     assert "missing key 'ids_offsets'" in error_of(Dataset.load, tmp_path / "half.npz")
+
+
+# ------------------------------------------------------------------------------ a column of CSV files
+# The authors' Proteins split lists each enzyme's families in its `fund` column, as pandas writes
+# a list ("['Pkinase', 'SH2']"); rows are joined by the reader's row ids (`<file>:<data row>`).
+def _csv(tmp_path: Path, name: str, rows: list[str], header: str = "enzyme,fund,label") -> Path:
+    return write(tmp_path, name, header + "\n" + "".join(r + "\n" for r in rows))
+
+
+def test_domain_column_reads_list_literals_plain_lists_and_empty_fields(tmp_path, caplog):
+    _csv(tmp_path, "TRAINVAL.csv", ['MKVAA,"[\'Pkinase\', \'SH2\']",3', "MKVGG,[],1", "", 'MKV,"PF00042.17, Globin",2'])
+    _csv(tmp_path, "TEST.csv", ['MAA,"(\'BH4\',)",3', "MAC,,1", 'MAD,"{\'Globin\'}",2'])
+    with caplog.at_level(logging.INFO, logger="svbop.features.domains"):
+        ann = read_domain_column(tmp_path, ["TRAINVAL.csv", "TEST.csv"], "fund")
+    assert ann == {
+        "TRAINVAL.csv:1": {"Pkinase", "SH2"}, "TRAINVAL.csv:2": set(), "TRAINVAL.csv:3": {"PF00042", "Globin"},
+        "TEST.csv:1": {"BH4"}, "TEST.csv:2": set(), "TEST.csv:3": {"Globin"},
+    }
+    assert "column 'fund' of TRAINVAL.csv, TEST.csv: 6 rows, 2 without a family, 6 (row, family) pairs" in caplog.text
+
+
+def test_domain_column_joins_the_csv_reader_rows_and_encodes(tmp_path):
+    from svbop.datasets.text import read_csv_text
+
+    _csv(tmp_path, "a.csv", ['MKV,"[\'Globin\']",1', 'MKA,"[\'BH4\', \'Pou\']",2'])
+    _csv(tmp_path, "b.csv", ['MKC,"[\'Homeobox\', \'unlisted\']",2'])
+    ds = read_csv_text(tmp_path, {"train": ["a.csv"], "test": ["b.csv"]}, text_column="enzyme", label_column="label", row_ids=True)
+    X = domain_encoding(ds.ids, read_domain_column(tmp_path, ["a.csv", "b.csv"], "fund"), ["Globin", "BH4", "Pou", "Homeobox"])
+    np.testing.assert_array_equal(X.toarray(), [[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]])
+
+
+@pytest.mark.parametrize(
+    "field, what",
+    [
+        ("\"['Pkinase', 3]\"", "expected a list of family names (strings)"),
+        ("\"{'a': 'b'}\"", "expected a list of family names (strings)"),
+        ("\"['Pkinase'\"", "not a list literal of family names"),
+        ("\"[__import__('os')]\"", "not a list literal of family names"),
+        ("\"" + "[" * 5000 + "\"", "not a list literal of family names"),
+        ("\"['Pkinase', 'Bcl 2']\"", "family 'Bcl 2' contains white space"),
+        ("\"Pkinase, Bcl 2\"", "family 'Bcl 2' contains white space"),
+    ],
+)
+def test_domain_column_bad_fields_name_file_line_and_column(tmp_path, field, what):
+    path = _csv(tmp_path, "TEST.csv", ["MKV,[],1", "", f"MKA,{field},2"])
+    assert error_of(read_domain_column, tmp_path, "TEST.csv", "fund").startswith(f"{path}:4: column 'fund': {what}")
+
+
+def test_domain_column_missing_file_column_and_repeated_file(tmp_path):
+    path = _csv(tmp_path, "TEST.csv", ["MKV,[],1"], header="enzyme,domains,label")
+    assert error_of(read_domain_column, tmp_path, ["TEST.csv"], "fund") == f"{path}: no column 'fund' (columns: enzyme, domains, label)"
+    assert error_of(read_domain_column, tmp_path, ["absent.csv"], "fund") == f"{tmp_path / 'absent.csv'}: no such CSV file"
+    assert "files: 'TEST.csv' is listed twice" in error_of(read_domain_column, tmp_path, ["TEST.csv", "TEST.csv"], "domains")
+    assert "files: expected at least one CSV file" in error_of(read_domain_column, tmp_path, [], "fund")

@@ -435,3 +435,32 @@ def test_real_rrna16s_fasta():
     nitro = [h.node_names[n] for n in h.path(ds.class_names.index("Nitrospira"))]
     assert nitro == ["<root>", "Bacteria", "Nitrospira", "Nitrospira", "Nitrospirales", "Nitrospiraceae", "Nitrospira"]
     assert set("".join(ds.X)) <= set("ACGTUNRYKMSWBDHV")
+
+
+# ------------------------------------------------------------------ CSV text: the authors' Proteins split
+# TRAINVAL.csv / TEST.csv of tfmortie/svbop: `enzyme` (the sequence), `fund` (its Pfam domains as
+# pandas writes a list) and `label` (1..3485); written here with synthetic rows.
+def test_csv_text_row_ids_name_file_and_data_row(tmp_path):
+    from svbop.datasets.text import csv_row_id, read_csv_columns
+
+    write(tmp_path, "TRAINVAL.csv", "enzyme,fund,label\nMKVL,\"['Pkinase', 'SH2']\",10\n\nMAAG,[],2\n")
+    write(tmp_path, "TEST.csv", "enzyme,fund,label\nMCCW,\"['Globin']\",2\n")
+    parts = {"train": ["TRAINVAL.csv"], "test": ["TEST.csv"]}
+    ds = read_csv_text(tmp_path, parts, text_column="enzyme", label_column="label", row_ids=True)
+    assert ds.ids.tolist() == ["TRAINVAL.csv:1", "TRAINVAL.csv:2", "TEST.csv:1"]
+    assert ds.ids.tolist() == [csv_row_id("TRAINVAL.csv", 1), csv_row_id("TRAINVAL.csv", 2), csv_row_id("TEST.csv", 1)]
+    assert ds.X.tolist() == ["MKVL", "MAAG", "MCCW"] and [ds.class_names[i] for i in ds.y] == ["10", "2", "2"]
+    assert "row ids" in ds.description
+    # without row_ids no ids are stored (DBpedia's rows need none)
+    assert read_csv_text(tmp_path, parts, text_column="enzyme", label_column="label").ids is None
+    values, lines = read_csv_columns(tmp_path / "TRAINVAL.csv", ["fund"])
+    assert values == {"fund": ["['Pkinase', 'SH2']", "[]"]} and lines == [2, 4]
+    # the ids survive a saved dataset
+    assert Dataset.load(ds.save(tmp_path / "p.npz")).ids.tolist() == ds.ids.tolist()
+
+
+def test_csv_text_row_ids_keep_their_numbers_when_rows_are_skipped(tmp_path):
+    write(tmp_path, "m.csv", "enzyme,label\nAAA,1\nCCC,1;2\nGGG,3\n")
+    ds = read_csv_text(tmp_path, {"all": ["m.csv"]}, text_column="enzyme", label_column="label", label_sep=";",
+                       multilabel="skip", row_ids=True)
+    assert ds.ids.tolist() == ["m.csv:1", "m.csv:3"] and ds.X.tolist() == ["AAA", "GGG"]

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from svbop.datasets import Dataset, load_split
-from svbop.features.domains import domain_encoding, read_domain_annotations, read_families
+from svbop.features.domains import domain_encoding, read_domain_annotations, read_domain_column, read_families
 from svbop.features.tfidf import tfidf_features, tfidf_strings
 from svbop.io import save_matrix
 from svbop.logs import to_log_file
@@ -26,7 +26,10 @@ else:
 if cfg.get("domains"):
     raw = snakemake.input.raw
     families = read_families(os.path.join(raw, cfg["domains"]["families"]))
-    annotations = read_domain_annotations(os.path.join(raw, cfg["domains"]["annotations"]))
+    if "from_csv" in cfg["domains"]:
+        annotations = read_domain_column(raw, cfg["domains"]["from_csv"]["files"], cfg["domains"]["from_csv"]["column"])
+    else:
+        annotations = read_domain_annotations(os.path.join(raw, cfg["domains"]["annotations"]))
     X = sp.hstack([X, domain_encoding(dataset.ids, annotations, families)], format="csr", dtype=np.float32)
     logging.info("appended the Pfam domain encoding over %d families", len(families))
 save_matrix(snakemake.output.features, X)

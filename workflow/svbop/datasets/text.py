@@ -1,9 +1,14 @@
-"""Reader for documents in CSV files, one document and its label per row: **DBpedia**.
+"""Reader for documents in CSV files, one document and its label per row: **DBpedia**, **Proteins**.
 
 The paper's DBpedia data is the Kaggle "DBPedia Classes" release: ``DBPEDIA_train.csv``,
 ``DBPEDIA_val.csv`` and ``DBPEDIA_test.csv`` with the columns ``text,l1,l2,l3``; the class is the
 third level ``l3`` (219 classes) and ``l1 > l2 > l3`` is the class hierarchy.  Texts contain
 commas and are quoted as usual (RFC 4180), possibly over several lines.
+
+The authors' Proteins split (``TRAINVAL.csv`` and ``TEST.csv`` of their repository) has one enzyme
+per row: ``enzyme`` (the amino-acid sequence), ``label`` (the class, 1..3485) and ``fund`` (its Pfam
+domains, read by :func:`svbop.features.domains.read_domain_column`); ``row_ids=True`` gives every row
+the id :func:`csv_row_id` that joins the two.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 from ._files import describe_parts, encode_labels, open_binary, part_array, part_list, resolve
 from .base import Dataset
 
-__all__ = ["read_csv_text"]
+__all__ = ["csv_row_id", "read_csv_columns", "read_csv_text"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +87,52 @@ def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[
     return columns_out, lines
 
 
+def read_csv_columns(
+    path: str | os.PathLike, columns: Sequence[str], *, sep: str = ",", encoding: str = "utf-8"
+) -> tuple[dict[str, list[str]], list[int]]:
+    """Some columns of one CSV file with a header, parsed as :func:`read_csv_text` parses it.
+
+    Parameters
+    ----------
+    path : path
+        The CSV file (``.gz``/``.bz2``/``.xz`` allowed).
+    columns : sequence of str
+        Header names of the columns to return.
+    sep, encoding : str
+        As for :func:`read_csv_text`.
+
+    Returns
+    -------
+    values : dict of str to list of str
+        Column name -> its field in every data row, as written (blank lines skipped).
+    lines : list of int
+        The line on which each data row starts (the header is line 1).
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_csv_text`: a missing column, a malformed record or an empty file, naming
+        the file (and line).
+    """
+    if not isinstance(sep, str) or len(sep) != 1:
+        raise ValueError(f"sep: expected a single character, got {sep!r}")
+    return _read_one(Path(path), list(dict.fromkeys(columns)), sep, encoding)
+
+
+def csv_row_id(name: str | os.PathLike, row: int) -> str:
+    """The id of data row ``row`` (1-based, blank lines not counted) of the CSV file ``name``.
+
+    ``name`` is the file name as the dataset's config writes it (relative to the raw folder), so
+    that rows of different files never share an id.
+
+    Examples
+    --------
+    >>> csv_row_id("TEST.csv", 1)
+    'TEST.csv:1'
+    """
+    return f"{name}:{int(row)}"
+
+
 def _split_labels(path: Path, labels: list[str], lines: list[int], label_sep: str | None, multilabel: str):
     """Apply ``multilabel`` to the label column; return the labels and the kept row positions."""
     if label_sep is None:
@@ -114,6 +165,7 @@ def read_csv_text(
     hierarchy_columns: Sequence[str] | None = None,
     label_sep: str | None = None,
     multilabel: str = "error",
+    row_ids: bool = False,
 ) -> Dataset:
     """Read documents and their labels from CSV files with a header (DBpedia).
 
@@ -141,13 +193,18 @@ def read_csv_text(
         With ``label_sep``, what to do with a row that has several labels (as libsvm's option):
         ``"error"`` raises naming the line, ``"first"`` keeps the first label written, ``"skip"``
         drops the row (the number dropped is logged).
+    row_ids : bool
+        Give every row the id :func:`csv_row_id` of its file name (as in ``parts``) and data row
+        number, to join per-row annotations to it (Proteins: the domains of the ``fund`` column,
+        :func:`svbop.features.domains.read_domain_column`).  Off by default: no ids are stored.
 
     Returns
     -------
     Dataset
         ``X`` the documents (one ``str`` per row, as written), ``x_kind`` ``"text"``; ``y``
         indices into ``class_names``, the labels (whitespace-stripped) sorted; ``hierarchy``
-        when ``hierarchy_columns`` is given; ``part`` per row; ``name`` empty.
+        when ``hierarchy_columns`` is given; ``part`` per row; ``ids`` with ``row_ids``; ``name``
+        empty.
 
     Raises
     ------
@@ -180,13 +237,15 @@ def read_csv_text(
 
     import pandas as pd
 
-    texts, labels, paths, part_names, counts, sources, lines_of = [], [], [], [], [], [], []
+    texts, labels, paths, part_names, counts, sources, lines_of, ids = [], [], [], [], [], [], [], []
     n_skipped = 0
     for part, names in plist:
         for name in names:
             path = resolve(root, name)
             data, lines = _read_one(path, columns, sep, encoding)
             data[label_column], keep = _split_labels(path, data[label_column], lines, label_sep, multilabel)
+            if row_ids:  # numbered before any row is skipped, as read_csv_columns sees the file
+                ids.extend(csv_row_id(name, row + 1) for row in (range(len(lines)) if keep is None else keep))
             if keep is not None and len(keep) != len(lines):
                 n_skipped += len(lines) - len(keep)
                 data = {c: (v if c == label_column else [v[i] for i in keep]) for c, v in data.items()}
@@ -252,10 +311,11 @@ def read_csv_text(
         + (f", hierarchy from columns {' > '.join(hcols)}" if hcols else "")
         + (f", labels split at {label_sep!r}, multilabel={multilabel!r}" if label_sep is not None else "")
         + (f", {n_skipped} rows skipped" if n_skipped else "")
+        + (", row ids '<file>:<data row>'" if row_ids else "")
         + f", sep {sep!r}, {encoding})"
     )
     logger.debug("read_csv_text: %d documents, %d classes", X.size, len(class_names))
     return Dataset(
         name="", X=X, y=y, class_names=class_names, hierarchy=hierarchy, description=description,
-        x_kind="text", part=part_array(part_names, counts),
+        x_kind="text", part=part_array(part_names, counts), ids=ids if row_ids else None,
     )

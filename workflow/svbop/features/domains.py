@@ -3,14 +3,19 @@
 Following DEEPre (Li et al., 2018), Mortier et al. (2021) describe each enzyme by its 3-mer tf-idf
 together with a binary vector over a fixed list of Pfam families: entry ``j`` is 1 when a domain
 of family ``j`` was found in the sequence.  Domains are found by HMMER against Pfam-A outside
-this project; this module reads the result files and builds the vectors.
+this project, or come with the data (the authors' Proteins split lists each enzyme's families in
+its ``fund`` column); this module reads either and builds the vectors.
 
 * :func:`read_families` -- the family list (the columns): one Pfam name or accession per line,
   e.g. the authors' ``fams.txt`` (17,929 names).
 * :func:`read_domain_annotations` -- sequence id -> families found, from ``pfam_scan.pl``
   output, ``hmmscan --domtblout`` / ``--tblout`` tables or a two-column TSV.
+* :func:`read_domain_column` -- row id -> families found, from a column of CSV files holding one
+  list of families per row: the ``fund`` column of the authors' Proteins split
+  (``TRAINVAL.csv``, ``TEST.csv``), whose rows :func:`~svbop.datasets.text.read_csv_text` reads
+  with ``row_ids=True``.
 * :func:`domain_encoding` -- the (n_sequences, n_families) binary CSR matrix, rows in the order
-  of the given ids (``Dataset.ids``, the FASTA record ids).
+  of the given ids (``Dataset.ids``: the FASTA record ids, or the CSV row ids).
 
 **Matching rule.**  A family is identified by its name (``Globin``, compared exactly, case
 included) or by its Pfam accession (``PF00042``); an accession's version is dropped
@@ -27,6 +32,7 @@ Every hit in a file counts: thresholds (e.g. ``--cut_ga``, Pfam's gathering thre
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import re
@@ -36,9 +42,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..datasets._files import open_text, shorten
+from ..datasets._files import open_text, resolve, shorten
+from ..datasets.text import csv_row_id, read_csv_columns
 
-__all__ = ["DOMAIN_FORMATS", "family_key", "read_families", "read_domain_annotations", "domain_encoding"]
+__all__ = [
+    "DOMAIN_FORMATS", "family_key", "read_families", "read_domain_annotations", "read_domain_column", "domain_encoding",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +305,101 @@ def read_domain_annotations(path: str | os.PathLike, format: str = "auto") -> di
     return annotations
 
 
+# ------------------------------------------------------------------ a column of CSV files
+def _family_list(cell: str) -> list[str]:
+    """The families written in one CSV field: a Python list literal or comma-separated names."""
+    text = cell.strip()
+    if not text:
+        return []
+    if text[0] in "[({" or text == "set()":  # as pandas writes a list column: "['Pkinase', 'SH2']"
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise ValueError("not a list literal of family names (e.g. ['Pkinase', 'SH2'])") from None
+        if not isinstance(value, (list, tuple, set, frozenset)) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of family names (strings), e.g. ['Pkinase', 'SH2']")
+        entries = list(value)
+    else:
+        entries = text.split(",")
+    out = []
+    for entry in entries:
+        entry = entry.strip()
+        if not entry:
+            continue
+        if len(entry.split()) != 1:
+            raise ValueError(f"family {entry!r} contains white space")
+        out.append(entry)
+    return out
+
+
+def read_domain_column(
+    root: str | os.PathLike | None,
+    files: str | os.PathLike | Sequence[str | os.PathLike],
+    column: str,
+    *,
+    sep: str = ",",
+    encoding: str = "utf-8",
+) -> dict[str, set[str]]:
+    """The Pfam families of every row of CSV files that list them in a column (the authors' Proteins split).
+
+    Parameters
+    ----------
+    root : path or None
+        Folder the file names are relative to (the dataset's raw folder).
+    files : path or sequence of paths
+        The CSV files (with a header; ``.gz``/``.bz2``/``.xz`` allowed), named as in the
+        dataset's ``format.parts``: a row's id is :func:`~svbop.datasets.text.csv_row_id` of
+        that name and its data row number, as :func:`~svbop.datasets.text.read_csv_text` gives it
+        with ``row_ids=True``.
+    column : str
+        Header name of the column with the families (``"fund"`` in the authors' files).  A field
+        is a Python list literal of names or accessions, as pandas writes a list
+        (``"['Pkinase', 'SH2']"``; ``[]`` for none), or plain comma-separated ones
+        (``Pkinase,SH2``); an empty field lists none.
+    sep, encoding : str
+        CSV field separator and text encoding, as for the reader.
+
+    Returns
+    -------
+    dict of str to set of str
+        Row id -> identifiers of the families listed (accession versions dropped, see
+        :func:`family_key`), for every data row (an empty set when none is listed).
+
+    Raises
+    ------
+    ValueError
+        ``"<path>:<line>: column 'fund': ..."`` for a field that is neither a list literal of
+        strings nor comma-separated names, or lists a family with white space in it; the
+        reader's errors for a missing file or column or a malformed CSV record.
+    """
+    names = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    if not names:
+        raise ValueError("files: expected at least one CSV file")
+    shown = [str(n) for n in names]
+    repeated = [n for i, n in enumerate(shown) if n in shown[:i]]
+    if repeated:
+        raise ValueError(f"files: {repeated[0]!r} is listed twice (its rows would get the same ids)")
+    annotations: dict[str, set[str]] = {}
+    n_empty = n_rows = 0
+    for name in names:
+        path = resolve(root, name, "CSV file")
+        values, lines = read_csv_columns(path, [column], sep=sep, encoding=encoding)
+        for row, (cell, line) in enumerate(zip(values[column], lines), start=1):
+            try:
+                found = {family_key(f) for f in _family_list(cell)}
+            except ValueError as exc:
+                raise ValueError(f"{path}:{line}: column {column!r}: {exc}: {shorten(cell)!r}") from None
+            annotations[csv_row_id(name, row)] = found
+            n_empty += not found
+        n_rows += len(lines)
+    n_pairs = sum(len(v) for v in annotations.values())
+    logger.info(
+        "read domain annotations from column %r of %s: %d rows, %d without a family, %d (row, family) pairs",
+        column, ", ".join(str(n) for n in names), n_rows, n_empty, n_pairs,
+    )
+    return annotations
+
+
 # ------------------------------------------------------------------ encoding
 def domain_encoding(
     ids: Sequence[str],
@@ -307,10 +411,10 @@ def domain_encoding(
     Parameters
     ----------
     ids : sequence of str, shape (N,)
-        Sequence ids in row order (``Dataset.ids``: the FASTA record ids), unique.
+        Sequence ids in row order (``Dataset.ids``: the FASTA record ids, or the CSV row ids), unique.
     annotations : mapping of str to iterable of str
         Sequence id -> names and/or accessions of the families found in it
-        (:func:`read_domain_annotations`).
+        (:func:`read_domain_annotations`, :func:`read_domain_column`).
     families : sequence of str, length F
         The families of the columns (:func:`read_families`): names and/or accessions.
 
