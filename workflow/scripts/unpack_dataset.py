@@ -11,6 +11,6 @@ with failure_recorded(failure_path(snakemake.wildcards.dataset, "unpack_dataset"
                       log=snakemake.log[0]):
     # Files placed by hand are checked here too (the fetch job does not run when the file exists).
     for name, path in zip(files, snakemake.input.downloads):
-        verify(path, sha256=files[name].get("sha256"), md5=files[name].get("md5"),
+        verify(path, sha256=files[name].get("sha256"), md5=files[name].get("md5"), git_blob=files[name].get("git_blob"),
                where=f"{snakemake.params.where}.files.{name}")
     build_raw_folder(snakemake.params.downloads, snakemake.output[0], list(files), snakemake.params.unpack)

@@ -53,7 +53,7 @@ __all__ = ["DownloadError", "ChecksumError", "ContentError", "DEFAULT_MAX_MB", "
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "svbop-downloader"
-_HEX_DIGITS = {"sha256": 64, "md5": 32}
+_HEX_DIGITS = {"sha256": 64, "md5": 32, "git_blob": 40}
 _SCHEMES = ("http", "https", "file")
 _RETRIED_CLIENT_STATUS = {408, 429}  # 4xx answers that are worth retrying
 _GONE_STATUS = {404, 410}
@@ -131,10 +131,21 @@ _RETRIED = (
 # --------------------------------------------------------------------------------------------
 
 
+def _hasher(name: str, size: int):
+    """A hashlib object for ``name``; ``"git_blob"`` is git's object id of a file's content: the
+    sha1 of ``b"blob <size>\\0"`` followed by the content (so it pins the size too)."""
+    if name == "git_blob":
+        h = hashlib.sha1()
+        h.update(b"blob %d\0" % size)
+        return h
+    return hashlib.new(name)
+
+
 def _digests(path: Path, algorithms: Sequence[str], chunk_size: int = 1 << 20) -> dict[str, str]:
     """Hex digests of ``path`` for several algorithms, in one streamed pass."""
-    hashes = {name: hashlib.new(name) for name in algorithms}
     with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        hashes = {name: _hasher(name, size) for name in algorithms}
         while chunk := fh.read(chunk_size):
             for h in hashes.values():
                 h.update(chunk)
@@ -149,7 +160,8 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256", chunk_size: 
     path : str or path-like
         The file.
     algorithm : str
-        Any name :func:`hashlib.new` accepts (``"sha256"``, ``"md5"``, ...).
+        Any name :func:`hashlib.new` accepts (``"sha256"``, ``"md5"``, ...), or ``"git_blob"``
+        (git's object id of the content: ``git hash-object <path>``).
     chunk_size : int
         Bytes read at a time.
 
@@ -279,6 +291,7 @@ def _check(
     sha256: str | None,
     md5: str | None,
     record: bool,
+    git_blob: str | None = None,
     where: str,
     move_aside: bool,
     origin: str = "",
@@ -301,6 +314,8 @@ def _check(
         expected["sha256"] = _expected_digest(sha256, "sha256", where)
     if md5 is not None:
         expected["md5"] = _expected_digest(md5, "md5", where)
+    if git_blob is not None:
+        expected["git_blob"] = _expected_digest(git_blob, "git_blob", where)
     sidecar = _sidecar(target)
     recorded = not expected and sidecar.is_file()
     if recorded:
@@ -314,7 +329,7 @@ def _check(
         else:
             expected["sha256"] = digest
 
-    actual = _digests(file, ["sha256", *(["md5"] if "md5" in expected else [])])
+    actual = _digests(file, ["sha256", *(name for name in expected if name != "sha256")])
     wrong = [name for name, digest in expected.items() if actual[name] != digest]
     if wrong:
         if move_aside:
@@ -353,6 +368,7 @@ def verify(
     *,
     sha256: str | None = None,
     md5: str | None = None,
+    git_blob: str | None = None,
     record: bool = True,
     where: str = "",
 ) -> str:
@@ -369,8 +385,10 @@ def verify(
     ----------
     path : str or path-like
         The file to check.
-    sha256, md5 : str, optional
-        Expected hexadecimal digests (case and surrounding blanks ignored).
+    sha256, md5, git_blob : str, optional
+        Expected hexadecimal digests (case and surrounding blanks ignored); ``git_blob`` is
+        git's object id of the content (``git hash-object``), for files pinned by a repository's
+        commit: it fixes the size and the content.
     record : bool
         Write the sidecar when no digest is known.
     where : str
@@ -397,9 +415,9 @@ def verify(
     """
     path = Path(path)
     if path.is_file():
-        _refuse_existing(path, configured=sha256 is not None or md5 is not None, where=where, can_download=False,
+        _refuse_existing(path, configured=_configured(sha256, md5, git_blob), where=where, can_download=False,
                          advice="Rerun to download it again (or put the right file at exactly {target}).")
-    return _check(path, path, sha256=sha256, md5=md5, record=record, where=where, move_aside=True)
+    return _check(path, path, sha256=sha256, md5=md5, git_blob=git_blob, record=record, where=where, move_aside=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -600,7 +618,7 @@ def _set_aside(part: Path, target: Path, keep: bool) -> str:
     return "; deleted"
 
 
-def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, backoff: float,
+def _download(mirrors: list[str], target: Path, *, sha256, md5, git_blob, retries: int, backoff: float,
               timeout: float, chunk_size: int, where: str, progress: bool, limit: int, deadline: float) -> None:
     part = target.with_name(target.name + ".part")
     errors: list[tuple[str, str]] = []
@@ -652,7 +670,7 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, ba
             else:
                 size = part.stat().st_size
                 try:
-                    digest = _check(part, target, sha256=sha256, md5=md5, record=True, where=where,
+                    digest = _check(part, target, sha256=sha256, md5=md5, git_blob=git_blob, record=True, where=where,
                                     move_aside=True, origin=f" (downloaded from {url})", source=f"url {url}",
                                     sources=frozenset(f"url {m}" for m in mirrors))
                 except ChecksumError as err:  # this mirror's copy is bad: the next may be good
@@ -689,14 +707,14 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, retries: int, ba
     raise (ContentError if bad_content else DownloadError)("\n".join(lines)) from last
 
 
-def _link(path: str | os.PathLike, target: Path, *, sha256, md5, where: str) -> None:
+def _link(path: str | os.PathLike, target: Path, *, sha256, md5, git_blob, where: str) -> None:
     """Verify the user's own file and make ``target`` a symlink to its absolute path."""
     source = Path(os.path.abspath(os.path.expanduser(path)))
     if not source.exists():
         raise ValueError(f"{source}: no such file (set as `path:` {_under(where)})")
     if not source.is_file():
         raise ValueError(f"{source}: not a file (set as `path:` {_under(where)})")
-    _check(source, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=False,
+    _check(source, target, sha256=sha256, md5=md5, git_blob=git_blob, record=True, where=where, move_aside=False,
            source=f"path {source}", sources=frozenset([f"path {source}"]))
     if target.exists() and os.path.samefile(source, target):
         return  # already linked (or the path is dest itself)
@@ -708,6 +726,11 @@ def _link(path: str | os.PathLike, target: Path, *, sha256, md5, where: str) -> 
     os.symlink(source, tmp)
     os.replace(tmp, target)
     logger.info("linked %s -> %s", target, source)
+
+
+def _configured(*digests: str | None) -> bool:
+    """Whether any digest is configured (then the checksum, not :func:`sniff`, judges a file)."""
+    return any(d is not None for d in digests)
 
 
 def _refuse_existing(target: Path, *, configured: bool, where: str, can_download: bool,
@@ -739,6 +762,7 @@ def fetch(
     manual: Mapping[str, str] | None = None,
     sha256: str | None = None,
     md5: str | None = None,
+    git_blob: str | None = None,
     size_mb: float | None = None,
     max_mb: float | None = None,
     retries: int = 3,
@@ -799,8 +823,9 @@ def fetch(
         A local copy to link to.
     manual : mapping, optional
         ``{"url": ..., "note": ...}`` for a file the user must fetch by hand.
-    sha256, md5 : str, optional
-        Expected hexadecimal digests.
+    sha256, md5, git_blob : str, optional
+        Expected hexadecimal digests (``git_blob``: git's object id of the content, as
+        ``git hash-object`` prints it).
     size_mb : float, optional
         The file's approximate size in MB (the config's documentation key): without ``max_mb``,
         the bound on its bytes is ``1.5 * size_mb + 64`` MB.
@@ -870,14 +895,14 @@ def fetch(
 
     target.parent.mkdir(parents=True, exist_ok=True)
     if path is not None:
-        _link(path, target, sha256=sha256, md5=md5, where=where)
+        _link(path, target, sha256=sha256, md5=md5, git_blob=git_blob, where=where)
         return dest
-    if target.exists() and not _refuse_existing(target, configured=sha256 is not None or md5 is not None,
+    if target.exists() and not _refuse_existing(target, configured=_configured(sha256, md5, git_blob),
                                                   where=where, can_download=bool(mirrors)):
         logger.info("%s exists; verifying it instead of downloading", target)
         placed = "placed by hand"
-        _check(target, target, sha256=sha256, md5=md5, record=True, where=where, move_aside=True, source=placed,
-               sources=frozenset([placed, *(f"url {m}" for m in mirrors)]))
+        _check(target, target, sha256=sha256, md5=md5, git_blob=git_blob, record=True, where=where, move_aside=True,
+               source=placed, sources=frozenset([placed, *(f"url {m}" for m in mirrors)]))
         return dest
     if manual is not None:
         note = f"\nNote: {manual['note']}" if manual.get("note") else ""
@@ -886,6 +911,6 @@ def fetch(
             f"and put it at exactly:\n    {target}\nor set `path:` {_under(where)} to where you keep "
             f"the file, then rerun.{note}"
         )
-    _download(mirrors, target, sha256=sha256, md5=md5, retries=retries, backoff=backoff, timeout=timeout,
-              chunk_size=chunk_size, where=where, progress=progress, limit=limit, deadline=deadline)
+    _download(mirrors, target, sha256=sha256, md5=md5, git_blob=git_blob, retries=retries, backoff=backoff,
+              timeout=timeout, chunk_size=chunk_size, where=where, progress=progress, limit=limit, deadline=deadline)
     return dest
