@@ -45,7 +45,11 @@ def _predict(args) -> int:
     if os.path.exists(args.output) and os.path.samefile(args.output, args.probs):
         raise ValueError(f"{args.output}: --output is the input file; choose another name (it would be overwritten)")
     P = load_scores(args.probs, key=args.key)
-    sets = predict_sets(P, utility(args.utility), n_jobs=args.jobs)
+    u = utility(args.utility)
+    try:
+        sets = predict_sets(P, u, n_jobs=args.jobs)
+    except ValueError as exc:  # a negative score or a zero row: name the file it came from
+        raise ValueError(f"{args.probs}: {exc}") from None
     save_sets(args.output, sets)
     print(
         f"{len(sets)} sets for {args.utility!r} -> {args.output} "

@@ -42,11 +42,14 @@ Determinism
 Files
     :meth:`HNSWIndex.save` writes three files: ``path`` (NMSLIB's graph), ``path + ".dat"``
     (NMSLIB's copy of the vectors and ids, ``saveIndex(save_data=True)``) and ``path + ".json"``
-    (this module's parameters); :meth:`HNSWIndex.load` needs all three and not the model.
+    (this module's parameters, and the size and sha256 digest of the other two);
+    :meth:`HNSWIndex.load` needs all three and not the model, and verifies both digests before
+    NMSLIB reads the files, so a damaged index is a ValueError naming the file, never a crash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -69,7 +72,11 @@ __all__ = ["HNSWIndex"]
 logger = logging.getLogger(__name__)
 
 _FORMAT = "svbop.HNSWIndex"
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3
+#: Oldest version :meth:`HNSWIndex.load` reads: version 3 added the files' sizes and sha256
+#: digests, verified before NMSLIB reads a byte (NMSLIB trusts its files: a damaged graph
+#: loads and then crashes the interpreter on a query).
+_MIN_VERSION = 3
 _DENSE_SPACE = "negdotprod"
 _SPARSE_SPACE = "negdotprod_sparse_fast"
 #: Spaces an index file may name (version 1 used the plain sparse space).
@@ -121,6 +128,29 @@ def _in_fresh_thread(fn: Callable[[], Any]) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+def _digest(path: Path) -> dict[str, Any]:
+    """Size and sha256 of a file, as :meth:`HNSWIndex.save` records them."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            sha.update(chunk)
+    return {"bytes": path.stat().st_size, "sha256": sha.hexdigest()}
+
+
+def _verify(path: Path, recorded: Any, info_file: Path) -> None:
+    """Raise ValueError naming ``path`` unless its size and sha256 are those recorded."""
+    if not (isinstance(recorded, dict) and isinstance(recorded.get("bytes"), int)
+            and isinstance(recorded.get("sha256"), str)):
+        raise ValueError(f"{info_file}: no size and sha256 recorded for {path.name} (got {recorded!r}); rebuild the index")
+    size = path.stat().st_size
+    if size != recorded["bytes"]:
+        raise ValueError(f"{path}: {size} bytes, {info_file.name} records {recorded['bytes']}: the index is damaged or "
+                         f"not the one {info_file.name} describes; rebuild it")
+    if _digest(path)["sha256"] != recorded["sha256"]:
+        raise ValueError(f"{path}: sha256 differs from the one {info_file.name} records: the index is damaged or not "
+                         f"the one {info_file.name} describes; rebuild it")
 
 
 class HNSWIndex:
@@ -427,8 +457,9 @@ class HNSWIndex:
             for tmp in (tmp_index, tmp_data):
                 if not tmp.is_file():
                     raise RuntimeError(f"NMSLIB's saveIndex did not write {tmp}")
+            files = {"graph": _digest(tmp_index), "data": _digest(tmp_data)}
             with atomic_path(final_info) as tmp:
-                tmp.write_text(json.dumps(self.info(), indent=2) + "\n")
+                tmp.write_text(json.dumps({**self.info(), "files": files}, indent=2) + "\n")
             os.replace(tmp_data, final_data)
             os.replace(tmp_index, final_index)
         finally:
@@ -456,11 +487,24 @@ class HNSWIndex:
         version = info.get("version")
         if not isinstance(version, int) or version > _FORMAT_VERSION:
             raise ValueError(f"{info_file}: format version {version!r} is not one this code reads ({_FORMAT_VERSION})")
-        missing = [key for key in ("M", "efC", "post", "K", "D", "sparse") if key not in info]
+        if version < _MIN_VERSION:
+            raise ValueError(f"{info_file}: format version {version} records no checksums of the index files, so they "
+                             f"cannot be verified before NMSLIB reads them; rebuild the index (rule build_index)")
+        missing = [key for key in ("M", "efC", "post", "K", "D", "sparse", "files") if key not in info]
         if missing:
             raise ValueError(f"{info_file}: missing keys {missing}")
-        self = cls(M=info["M"], ef_construction=info["efC"], post=info["post"],
-                   n_threads=info.get("build_threads") or 1)
+        for key, what in ((key, info.get(key)) for key in ("M", "efC", "post", "K", "D")):
+            if isinstance(what, bool) or not isinstance(what, int) or what < 0 or (key in ("K", "D") and what < 1):
+                raise ValueError(f"{info_file}: {key} must be a non-negative integer, got {what!r}")
+        if info["K"] > _MAX_ID + 1:
+            raise ValueError(f"{info_file}: K = {info['K']} is beyond NMSLIB's ids")
+        for file, role in ((index_file, "graph"), (data_file, "data")):
+            _verify(file, info["files"].get(role) if isinstance(info["files"], dict) else None, info_file)
+        try:
+            self = cls(M=info["M"], ef_construction=info["efC"], post=info["post"],
+                       n_threads=info.get("build_threads") or 1)
+        except ValueError as exc:
+            raise ValueError(f"{info_file}: {exc}") from None
         self.n_classes, self.n_features, self.sparse = int(info["K"]), int(info["D"]), bool(info["sparse"])
         space = info.get("space", _SPARSE_SPACE if self.sparse else _DENSE_SPACE)
         if space not in _SPACES or (space == _DENSE_SPACE) == self.sparse:

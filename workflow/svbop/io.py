@@ -14,7 +14,7 @@ import numpy as np
 
 from .sets import SetPredictions
 
-__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets", "SetFiles"]
+__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets", "SetFiles"]
 
 
 #: dtype of the held-out rows' class probabilities the pipeline stores (rule score_flat,
@@ -30,12 +30,127 @@ SCORES_DTYPE = np.dtype(np.float32)
 #: a damaged member, pickled objects): caught at the library's boundary and reported naming the file.
 UNREADABLE_NPZ = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 
+#: Decompression bound: compressed data (a ``.gz``/``.bz2``/``.xz`` file read by the dataset
+#: readers, a compressed member of an ``.npz``) may inflate to at most ``INFLATE_RATIO`` times the
+#: compressed bytes it came from, or to ``INFLATE_FLOOR_MB`` MiB, whichever is larger.  Real data
+#: inflates 2-10 times (text, libSVM, MNIST); a decompression bomb about 1000 times (gzip's limit).
+#: The environment variables ``SVBOP_INFLATE_RATIO`` and ``SVBOP_INFLATE_FLOOR_MB`` override them.
+INFLATE_RATIO = 100.0
+INFLATE_FLOOR_MB = 64
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return float(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and np.isfinite(value)):
+        raise ValueError(f"environment variable {name}: expected a positive number, got {raw!r}")
+    return value
+
+
+def inflate_bounds() -> tuple[float, int]:
+    """The decompression bound in force: ``(ratio, floor in bytes)`` (see :data:`INFLATE_RATIO`).
+
+    Raises
+    ------
+    ValueError
+        If ``SVBOP_INFLATE_RATIO`` or ``SVBOP_INFLATE_FLOOR_MB`` is set to something other than a
+        positive number.
+    """
+    ratio = _env_number("SVBOP_INFLATE_RATIO", INFLATE_RATIO)
+    floor = int(_env_number("SVBOP_INFLATE_FLOOR_MB", INFLATE_FLOOR_MB) * (1 << 20))
+    return ratio, floor
+
+
+def inflate_problem(inflated: int, compressed: int, bounds: tuple[float, int] | None = None) -> str | None:
+    """Why ``inflated`` bytes from ``compressed`` bytes break the bound (``None`` when they do not).
+
+    ``bounds`` is ``(ratio, floor)`` as :func:`inflate_bounds` returns it (the default).
+    """
+    ratio, floor = inflate_bounds() if bounds is None else bounds
+    if inflated <= max(floor, ratio * compressed):
+        return None
+    return (
+        f"{inflated} bytes inflated from {compressed} compressed bytes is over {ratio:g} times as many (and over "
+        f"{floor >> 20} MiB): refused as a likely decompression bomb (the environment variables SVBOP_INFLATE_RATIO "
+        f"and SVBOP_INFLATE_FLOOR_MB raise the bound)"
+    )
+
+
+def check_npy_header(fh, size: int, where: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Read and check an ``.npy`` header from ``fh`` against the ``size`` bytes the array occupies.
+
+    The array a header describes is allocated whole by :func:`numpy.load` before any data is
+    read, so a damaged or hostile header (a shape of 10**10 rows in a 1 kB file) would cost that
+    much memory; checking it against the real size first bounds memory by the data.
+
+    Parameters
+    ----------
+    fh : binary file object
+        Positioned at the start of the ``.npy`` data (its magic string).
+    size : int
+        Bytes of the whole ``.npy`` data (the file's size, or an ``.npz`` member's inflated size).
+    where : str
+        Names the file (and member) in messages.
+
+    Returns
+    -------
+    shape, dtype
+
+    Raises
+    ------
+    ValueError
+        ``"<where>: ..."`` for a file that is not ``.npy``, an unreadable header, an object dtype
+        (pickles), or a header whose shape and dtype need more or fewer bytes than there are.
+    """
+    from numpy.lib import format as npy_format
+
+    try:
+        major, minor = npy_format.read_magic(fh)
+        if (major, minor) == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(fh)
+        elif (major, minor) == (2, 0):
+            shape, _, dtype = npy_format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"npy format version {major}.{minor} is not read here (1.0 and 2.0 are)")
+        offset = fh.tell()
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ValueError(f"{where}: not a readable .npy array ({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject:
+        raise ValueError(f"{where}: holds Python objects (dtype {dtype}); only plain arrays are read, never pickles")
+    need = dtype.itemsize
+    for n in shape:
+        need *= int(n)
+    if need != size - offset:
+        raise ValueError(
+            f"{where}: the .npy header announces shape {tuple(shape)} of {dtype} = {need} bytes of data, "
+            f"there are {size - offset} ({'truncated or a damaged header' if need > size - offset else 'extra bytes'})"
+        )
+    return tuple(int(n) for n in shape), dtype
+
 
 def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
-    """Read one ``.npy`` array without pickles; an unreadable file raises a ValueError naming it."""
+    """Read one ``.npy`` array without pickles; an unreadable file raises a ValueError naming it.
+
+    The header's shape is checked against the file's size before anything is allocated.
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(6)
+            fh.seek(0)
+            if head != b"\x93NUMPY":
+                raise ValueError(f"{path}: not a readable {what} (an .npy file starts with b'\\x93NUMPY', this one with {head!r})")
+            check_npy_header(fh, size, f"{path} ({what})")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
         return np.load(path, allow_pickle=False)
     except UNREADABLE_NPZ as exc:
@@ -142,6 +257,8 @@ class NpzReader:
         except UNREADABLE_NPZ as exc:  # truncated, damaged directory, ...
             raise ValueError(f"{self.path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
         self.files = set(self._data.files)
+        self._size = self.path.stat().st_size
+        self._checked: set[str] = set()
 
     def __enter__(self) -> "NpzReader":
         return self
@@ -155,6 +272,9 @@ class NpzReader:
     def __getitem__(self, key: str) -> np.ndarray:
         if key not in self.files:
             raise ValueError(f"{self.path}: missing key {key!r} (not a {self.what}, or truncated; it holds {sorted(self.files)})")
+        if key not in self._checked:
+            self._check_member(key)
+            self._checked.add(key)
         try:
             return self._data[key]
         except ValueError as exc:
@@ -162,18 +282,54 @@ class NpzReader:
         except UNREADABLE_NPZ as exc:  # a damaged member of the zip
             raise ValueError(f"{self.path}: key {key!r} is damaged ({type(exc).__name__}: {exc})") from None
 
+    def _check_member(self, key: str) -> None:
+        """Check member ``key`` before numpy allocates what its header announces.
+
+        Its sizes in the zip directory must fit in the file (and, compressed, within the
+        decompression bound :func:`inflate_bounds`), and its ``.npy`` header must describe
+        exactly the bytes the member holds: a damaged or hostile member is a one-line error,
+        not a MemoryError or a ``bytes`` object where an array was expected.
+        """
+        where = f"{self.path}: key {key!r}"
+        zf = self._data.zip
+        names = set(zf.namelist())
+        member = f"{key}.npy" if f"{key}.npy" in names else key
+        try:
+            info = zf.getinfo(member)
+        except KeyError:  # pragma: no cover - numpy listed it
+            raise ValueError(f"{where}: not in the zip directory") from None
+        if info.compress_size > self._size or (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size):
+            raise ValueError(f"{where}: damaged zip directory (member of {info.compress_size} bytes, {info.file_size} "
+                             f"inflated, in a file of {self._size} bytes)")
+        if info.compress_type != zipfile.ZIP_STORED:
+            problem = inflate_problem(info.file_size, info.compress_size)
+            if problem is not None:
+                raise ValueError(f"{where}: {problem}")
+        try:
+            with zf.open(info) as fh:
+                check_npy_header(fh, info.file_size, where)
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
+            raise ValueError(f"{where} is damaged ({type(exc).__name__}: {exc})") from None
+
     def matrix(self, prefix: str = "X"):
         """The matrix stored by :func:`matrix_arrays` under ``prefix``: numpy array or CSR."""
         import scipy.sparse as sp
 
         if prefix in self.files:
             return self[prefix]
-        shape = tuple(int(v) for v in self[f"{prefix}_shape"])
+        shape = self[f"{prefix}_shape"]
+        if shape.shape != (2,) or shape.dtype.kind not in "iu" or shape.min() < 0:
+            raise ValueError(f"{self.path}: {prefix}_shape is {shape.tolist()!r}, expected two non-negative integers")
         parts = (self[f"{prefix}_data"], self[f"{prefix}_indices"], self[f"{prefix}_indptr"])
+        if parts[0].dtype.kind not in "fiub" or parts[1].dtype.kind not in "iu" or parts[2].dtype.kind not in "iu":
+            raise ValueError(f"{self.path}: sparse {prefix!r} has parts of dtypes {[p.dtype.name for p in parts]}, "
+                             f"expected numbers and integer indices")
         try:
-            return sp.csr_matrix(parts, shape=shape)
+            X = sp.csr_matrix(parts, shape=tuple(int(v) for v in shape))
+            X.check_format(full_check=True)  # indices in range, indptr non-decreasing: O(nnz), once
         except ValueError as exc:
             raise ValueError(f"{self.path}: inconsistent sparse {prefix!r} ({exc})") from None
+        return X
 
 
 def save_matrix(path: str | os.PathLike, X, **extra) -> None:
@@ -190,7 +346,7 @@ def load_matrix(path: str | os.PathLike):
         return data.matrix("X")
 
 
-def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
+def load_scores(path: str | os.PathLike, key: str | None = None, *, probabilities: bool = False) -> np.ndarray:
     """Load an (n_samples, n_classes) matrix of probabilities or scores.
 
     Parameters
@@ -201,6 +357,15 @@ def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
         ``#`` comments).
     key : str, optional
         Array name inside an ``.npz`` file.
+    probabilities : bool, default False
+        The values must be probabilities, in [0, 1] (else any finite number).
+
+    Raises
+    ------
+    ValueError
+        Naming the file: missing, unreadable, a header announcing more data than the file holds,
+        not a non-empty 2-D numeric matrix, a NaN or infinite value, or (with
+        ``probabilities``) a value outside [0, 1]; the first bad row and column are named.
     """
     path = Path(path)
     if not path.is_file():
@@ -240,7 +405,25 @@ def load_scores(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
         raise ValueError(f"{path}: empty matrix of shape {arr.shape} (expected at least one row and one class)")
     if arr.dtype.kind not in "fiu":
         raise ValueError(f"{path}: expected numbers, got an array of dtype {arr.dtype}")
+    check_scores(arr, str(path) if key is None or suffix != ".npz" else f"{path}: key {key!r}", probabilities=probabilities)
     return arr
+
+
+def check_scores(arr: np.ndarray, where: str, *, probabilities: bool = False, chunk_rows: int = 4096) -> None:
+    """Raise ``ValueError("<where>: ...")`` at the first NaN or infinite value of a score matrix,
+    or (``probabilities``) the first value outside [0, 1]; checked in chunks of rows (no full copy)."""
+    if arr.dtype.kind not in "f" and not probabilities:
+        return
+    for lo in range(0, arr.shape[0], chunk_rows):
+        block = arr[lo:lo + chunk_rows]
+        bad = ~np.isfinite(block) if arr.dtype.kind == "f" else np.zeros(block.shape, dtype=bool)
+        if probabilities:
+            bad |= (block < 0) | (block > 1)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            value = block[i, j]
+            what = "not finite" if not np.isfinite(value) else "outside [0, 1] (not a probability)"
+            raise ValueError(f"{where}: value {float(value)!r} at row {lo + int(i)}, column {int(j)} is {what}")
 
 
 def save_sets(path: str | os.PathLike, sets: SetPredictions) -> None:

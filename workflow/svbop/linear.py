@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .io import NpzReader, matrix_arrays, save_arrays
+from .io import NpzReader, check_scores, matrix_arrays, save_arrays
 from .logs import progress as _progress
 
 __all__ = ["LinearModel", "softmax", "train_ovr", "merge_models", "class_parts", "cpu_count"]
@@ -348,11 +348,28 @@ class LinearModel:
             if version > _FORMAT_VERSION:
                 raise ValueError(f"{path}: format version {version} is newer than this code ({_FORMAT_VERSION})")
             W = data.matrix("W")
+            b = get("b")
             threshold = float(get("clip_threshold"))
             try:
-                return cls(W, get("b"), get("classes"), None if np.isnan(threshold) else threshold)
+                model = cls(W, b, get("classes"), None if np.isnan(threshold) else threshold)
             except ValueError as exc:
                 raise ValueError(f"{path}: {exc}") from None
+        _check_weights(path, W=model.W, b=model.b)
+        return model
+
+
+def _check_weights(path: str | os.PathLike, **arrays: Any) -> None:
+    """Raise ``ValueError("<path>: ...")`` when a loaded weight array (dense, 1-D or sparse) holds
+    a NaN or an infinity: such a model would load and then predict NaN probabilities."""
+    for name, values in arrays.items():
+        if sp.issparse(values):
+            values = values.data
+        values = np.asarray(values)
+        if values.ndim == 2:
+            check_scores(values, f"{path}: {name}")
+        elif values.size and not np.isfinite(values).all():
+            i = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise ValueError(f"{path}: {name} holds {float(values[i])!r} at position {i}; a model's weights must be finite")
 
 
 def merge_models(models: Sequence[LinearModel], n_classes: int | None = None) -> LinearModel:

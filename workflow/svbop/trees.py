@@ -53,7 +53,7 @@ import scipy.sparse as sp
 
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
-from .linear import _as_features, _clip_csr, _clip_threshold, _forked_map, _n_workers, _positive_int, train_ovr
+from .linear import _as_features, _check_weights, _clip_csr, _clip_threshold, _forked_map, _n_workers, _positive_int, train_ovr
 from .logs import progress as _progress
 
 __all__ = [
@@ -469,9 +469,12 @@ class TreeModel:
                 raise ValueError(f"{path}: format version {version} is newer than this code ({_FORMAT_VERSION})")
             try:
                 tree = Hierarchy(data["parent"], int(data["n_classes"]))
-                return cls(tree, data.matrix("W"), data["b"], data["trained"])
+                model = cls(tree, data.matrix("W"), data["b"], data["trained"])
             except ValueError as exc:
-                raise ValueError(f"{path}: {exc}") from None
+                msg = str(exc)
+                raise ValueError(msg if msg.startswith(f"{path}:") else f"{path}: {msg}") from None
+        _check_weights(path, W=model.W, b=model.b)
+        return model
 
 
 # --------------------------------------------------------------------------------------------

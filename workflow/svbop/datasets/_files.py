@@ -14,9 +14,13 @@ from typing import IO
 
 import numpy as np
 
-__all__ = ["resolve", "open_binary", "open_text", "part_list", "encode_labels", "describe_parts", "part_array", "shorten"]
+from ..io import inflate_bounds, inflate_problem
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+__all__ = ["resolve", "open_binary", "is_compressed", "open_text", "part_list", "encode_labels", "describe_parts", "part_array", "shorten"]
+
+_OPENERS = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
+#: Largest piece a line is read in (so that the decompression bound is checked within a long line).
+_LINE_PIECE = 1 << 20
 
 
 def resolve(root: str | os.PathLike | None, name: str | os.PathLike, what: str = "file") -> Path:
@@ -46,53 +50,103 @@ class _NamedErrors(io.BufferedIOBase):
     The decompressors of :mod:`gzip`, :mod:`bz2` and :mod:`lzma` raise ``EOFError`` or
     ``BadGzipFile`` without the file's name, mid-way through a read; every reader reads through
     this wrapper, so a truncated or mislabelled file is reported as ``"<path>: ..."``.
+
+    For a compressed file (``source`` the compressed file under the decompressor) it also counts
+    the inflated bytes and stops with a ValueError as soon as they break the decompression bound
+    (:func:`svbop.io.inflate_bounds`) against the compressed bytes read so far: a decompression
+    bomb is refused after a bounded amount of data, not when memory runs out.
     """
 
-    def __init__(self, raw: IO[bytes], path: Path) -> None:
+    def __init__(self, raw: IO[bytes], path: Path, source: IO[bytes] | None = None) -> None:
         super().__init__()
-        self._raw, self._path = raw, path
+        self._raw, self._path, self._source = raw, path, source
+        self._inflated = 0
+        self._bounds = inflate_bounds() if source is not None else (0.0, 0)
 
     def _call(self, method, *args):
         try:
-            return method(*args)
+            out = method(*args)
         except READ_ERRORS as exc:
             kind = self._path.suffix.lower() if self._path.suffix.lower() in _OPENERS else "file"
             what = f"corrupt or truncated {kind} file" if kind != "file" else "unreadable file"
             raise ValueError(f"{self._path}: {what} ({type(exc).__name__}: {exc})") from None
+        if self._source is not None:
+            self._inflated += out if isinstance(out, int) else len(out)
+            if self._inflated > self._bounds[1]:  # cheap test first: most files stay below the floor
+                problem = inflate_problem(self._inflated, self._source.tell(), self._bounds)
+                if problem is not None:
+                    raise ValueError(f"{self._path}: {problem}")
+        return out
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int | None = -1) -> bytes:
+        if (size is None or size < 0) and self._source is not None:
+            pieces = []  # in pieces, so that the bound is checked while reading
+            while piece := self._call(self._raw.read, _LINE_PIECE):
+                pieces.append(piece)
+            return b"".join(pieces)
         return self._call(self._raw.read, -1 if size is None else size)
 
     def read1(self, size: int = -1) -> bytes:
+        if (size is None or size < 0) and self._source is not None:
+            size = _LINE_PIECE
         return self._call(getattr(self._raw, "read1", self._raw.read), size)
 
     def readinto(self, buffer) -> int:
         return self._call(self._raw.readinto, buffer)
 
     def readline(self, size: int | None = -1) -> bytes:
-        return self._call(self._raw.readline, -1 if size is None else size)
+        size = -1 if size is None else size
+        if self._source is None:
+            return self._call(self._raw.readline, size)
+        pieces: list[bytes] = []  # a long line in pieces, so that the bound is checked within it
+        got = 0
+        while size < 0 or got < size:
+            want = _LINE_PIECE if size < 0 else min(_LINE_PIECE, size - got)
+            piece = self._call(self._raw.readline, want)
+            pieces.append(piece)
+            got += len(piece)
+            if len(piece) < want or piece.endswith(b"\n"):
+                break
+        return b"".join(pieces)
 
     def close(self) -> None:
         if not self.closed:
             self._raw.close()
+            if self._source is not None:
+                self._source.close()
         super().close()
 
 
 def open_binary(path: str | os.PathLike) -> IO[bytes]:
     """Open a file for reading bytes, decompressing ``.gz``, ``.bz2`` and ``.xz`` by extension.
 
-    Read errors (a truncated or mislabelled compressed file) raise ``ValueError("<path>: ...")``.
+    Read errors (a truncated or mislabelled compressed file) raise ``ValueError("<path>: ...")``,
+    and so does decompressed data that breaks the decompression bound of
+    :func:`svbop.io.inflate_bounds` (more than ``SVBOP_INFLATE_RATIO`` times the compressed
+    bytes read so far, beyond ``SVBOP_INFLATE_FLOOR_MB``).
     """
     path = Path(path)
     opener = _OPENERS.get(path.suffix.lower())
     try:
-        raw = opener(path, "rb") if opener else open(path, "rb")
+        source = open(path, "rb")
     except OSError as exc:
         raise ValueError(f"{path}: cannot open ({exc.strerror or exc})") from None
-    return _NamedErrors(raw, path)
+    if opener is None:
+        return _NamedErrors(source, path)
+    try:
+        raw = opener(fileobj=source) if opener is gzip.GzipFile else opener(source)
+    except READ_ERRORS as exc:
+        source.close()
+        raise ValueError(f"{path}: cannot open ({type(exc).__name__}: {exc})") from None
+    return _NamedErrors(raw, path, source)
+
+
+def is_compressed(path: str | os.PathLike) -> bool:
+    """Whether :func:`open_binary` decompresses ``path`` (by its extension)."""
+    return Path(path).suffix.lower() in _OPENERS
 
 
 def open_text(path: str | os.PathLike, encoding: str = "utf-8") -> IO[str]:

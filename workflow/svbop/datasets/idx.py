@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._files import describe_parts, open_binary, part_array, part_list, resolve
+from ..io import inflate_problem
+from ._files import describe_parts, is_compressed, open_binary, part_array, part_list, resolve
 from .base import Dataset
 
 __all__ = ["IDX_DTYPES", "read_idx", "read_mnist_idx"]
@@ -51,7 +52,9 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     ValueError
         ``"<path>: ..."`` for a missing file, a bad magic number, an unknown type code, or a
         data size that differs from the one the header announces (truncated or extra bytes);
-        the message says what was expected and what was found.
+        the message says what was expected and what was found.  The header is checked against
+        the file's size (compressed: against the decompression bound of
+        :func:`svbop.io.inflate_bounds`) before the array is allocated.
     """
     path = resolve(None, path)
     try:
@@ -72,7 +75,24 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
                 raise ValueError(f"{path}: truncated IDX header: {ndim} dimensions need {4 * ndim} bytes, found {len(head)}")
             dims = struct.unpack(f">{ndim}I", head)
             dtype = IDX_DTYPES[code]
-            expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+            expected = dtype.itemsize
+            for n in dims:  # Python ints: 10**9 x 28 x 28 x 8 does not overflow
+                expected *= n
+            shape = " x ".join(map(str, dims))
+            size = path.stat().st_size
+            # Check the header against the file before allocating what it announces.
+            if not is_compressed(path):
+                found = size - 4 - 4 * ndim
+                if found != expected:
+                    raise ValueError(
+                        f"{path}: the IDX header announces {shape} values of {dtype.name} = {expected} bytes of data, "
+                        f"found {found} bytes ({'truncated' if found < expected else 'extra bytes at the end'})"
+                    )
+            else:
+                problem = inflate_problem(expected, size)
+                if problem is not None:
+                    raise ValueError(f"{path}: the IDX header announces {shape} values of {dtype.name} = {expected} "
+                                     f"bytes of data; {problem}")
             data = bytearray(expected)  # writable, so the array needs no copy
             view, got = memoryview(data), 0
             while got < expected:
@@ -82,8 +102,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
                 got += n
             extra = len(fh.read(1 << 20)) if got == expected else 0
             if got != expected or extra:
-                found = got + extra + len(fh.read())  # the rest, to say how much there is
-                shape = " x ".join(map(str, dims))
+                found = got + extra + len(fh.read())  # the rest, to say how much there is (bounded)
                 raise ValueError(
                     f"{path}: the IDX header announces {shape} values of {dtype.name} = {expected} bytes of data, "
                     f"found {found} bytes ({'truncated' if found < expected else 'extra bytes at the end'})"

@@ -59,10 +59,18 @@ _CLASS[ord(",")] = _COMMA
 _TO_NEWLINE = bytes.maketrans(b" \t\r\x0b\x0c:,", b"\n" * 7)
 _ALLOWED = bytes(np.flatnonzero(_CLASS != _BAD).astype(np.uint8))
 _COMMENT = re.compile(rb"#[^\n]*")
+#: A comma followed by blanks, as in ``3, 7 1:2``: read as ``3,7`` (PD-Sparse's reader, which the
+#: LSHTC1 and DMOZ files come from, replaces ", " by ",").
+_COMMA_BLANKS = re.compile(rb",[ \t]+")
 _NUMBER = re.compile(rb"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _MULTILABEL = ("error", "first", "skip")
 #: Feature indices must stay below this (scipy's int32 sparse indices).
 _MAX_INDEX = 2**31 - 1
+#: Columns read without ``n_features``: a larger feature index is refused (a damaged or hostile
+#: file must not make every later step allocate per-feature buffers of its largest index).  The
+#: paper's widest data (LSHTC1, DMOZ) has about 1.2 million features; ``n_features`` in the
+#: dataset's ``format`` raises the bound for data that really has more.
+MAX_FEATURES = 2**24
 #: Values are stored as float32: a larger magnitude would become inf.
 _MAX_VALUE = float(np.finfo(np.float32).max)
 
@@ -79,12 +87,14 @@ class _Parsed:
     value: np.ndarray  # float32
 
 
-def _line_problem(line: bytes, *, zero_based: bool | None, multilabel: str, max_index: int | None) -> str | None:
+def _line_problem(line: bytes, *, zero_based: bool | None, multilabel: str, max_index: int | None,
+                  implicit: bool = False) -> str | None:
     """What is wrong with one line (``None`` when nothing is): the reference check.
 
-    ``zero_based`` False rejects index 0; ``max_index`` is the largest index allowed.
+    ``zero_based`` False rejects index 0; ``max_index`` is the largest index allowed (from
+    :data:`MAX_FEATURES` when ``implicit``, else from ``n_features``).
     """
-    body = line.split(b"#", 1)[0]
+    body = _COMMA_BLANKS.sub(b",", line.split(b"#", 1)[0])
     tokens = body.split()
     if not tokens:
         return None
@@ -128,6 +138,9 @@ def _line_problem(line: bytes, *, zero_based: bool | None, multilabel: str, max_
         if idx == 0 and zero_based is False:
             return "feature index 0 in a one-based file (zero_based=False)"
         if max_index is not None and idx > max_index:
+            if implicit:
+                return (f"feature index {idx} is beyond the {MAX_FEATURES} features read without n_features (largest "
+                        f"allowed index {max_index}; set n_features in the dataset's format if the data has that many)")
             return f"feature index {idx} is beyond n_features (largest allowed index {max_index})"
         if idx in seen:
             return f"feature index {idx} appears twice"
@@ -153,23 +166,36 @@ def _raise_at(path: Path, suspect: int, reason: str, **check) -> NoReturn:
     raise ValueError(f"{path}:{suspect}: {reason}: {shown!r}")
 
 
-def _blocks(path: Path) -> Iterator[bytes]:
-    """The file's bytes in blocks of whole lines, each ending with a newline."""
-    pending = b""
+def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The file's bytes in blocks of whole lines, each ending with a newline, with the line
+    number of each block's first line.
+
+    A line longer than a block is gathered in pieces; a piece with a byte no libSVM line may
+    hold (binary data, a decompression bomb of zeros) is refused at once, before the rest of
+    its line is read.
+    """
+    pending: list[bytes] = []
+    line = 1
     with open_binary(path) as fh:
         while True:
             block = fh.read(_BLOCK)
             if not block:
                 break
-            data = pending + block if pending else block
-            cut = data.rfind(b"\n")
+            cut = block.rfind(b"\n")
             if cut < 0:
-                pending = data
+                bad = block.translate(None, _ALLOWED)
+                if bad:
+                    shown = shorten(b"".join(pending[:1]).decode("utf-8", "replace") or block[:80].decode("utf-8", "replace"))
+                    raise ValueError(f"{path}:{line}: unexpected character {bad[:1]!r} in a line of more than "
+                                     f"{sum(map(len, pending)) + len(block)} bytes: {shown!r}")
+                pending.append(block)
                 continue
-            yield data[: cut + 1]
-            pending = data[cut + 1 :]
+            data = b"".join([*pending, block[: cut + 1]]) if pending else block[: cut + 1]
+            yield line, data
+            line += data.count(b"\n")
+            pending = [block[cut + 1 :]] if cut + 1 < len(block) else []
     if pending:
-        yield pending + b"\n"
+        yield line, b"".join(pending) + b"\n"
 
 
 def _parse_block(data: bytes, first_line: int, path: Path, check: dict) -> _Parsed:
@@ -180,6 +206,8 @@ def _parse_block(data: bytes, first_line: int, path: Path, check: dict) -> _Pars
     """
     if b"#" in data:
         data = _COMMENT.sub(b"", data)  # newlines stay, so line numbers do too
+    if b"," in data:
+        data = _COMMA_BLANKS.sub(b",", data)  # "3, 7" is "3,7" (newlines stay)
     buf = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buf == 10)
 
@@ -295,10 +323,8 @@ def _row_of_entry(p: _Parsed, entry: int) -> int:
 def _parse_file(path: Path, check: dict) -> _Parsed:
     """Parse one file and apply the checks that need whole rows (labels, index range)."""
     parsed: list[_Parsed] = []
-    line = 1
-    for data in _blocks(path):
+    for line, data in _blocks(path):
         parsed.append(_parse_block(data, line, path, check))
-        line += data.count(b"\n")
     if not parsed:
         p = _empty()
     elif len(parsed) == 1:
@@ -357,10 +383,13 @@ def read_libsvm(
     multilabel : {"error", "first", "skip"}
         What to do with a line that has several labels (``3,7 1:2``) or none: ``"error"``
         raises, ``"first"`` keeps the first label written (a line without a label is still an
-        error), ``"skip"`` drops the row (and logs how many rows were dropped).
+        error), ``"skip"`` drops the row (and logs how many rows were dropped).  Blanks after a
+        comma are allowed (``3, 7 1:2`` is ``3,7 1:2``, as PD-Sparse's reader takes it).
     n_features : int, optional
         Number of columns before ``ignore_features`` are removed (in the zero- or one-based
-        column numbering above); a larger index is an error.  Default: the largest index seen.
+        column numbering above); a larger index is an error.  Default: the largest index seen,
+        which may not exceed :data:`MAX_FEATURES` (2**24; a larger index is an error naming the
+        file and line: a damaged file must not size every later step's buffers).
 
     Returns
     -------
@@ -402,10 +431,10 @@ def read_libsvm(
         raise ValueError(f"n_features: expected a positive integer, got {n_features!r}")
     plist = part_list(parts)
 
-    max_index = None
-    if n_features is not None:
-        max_index = int(n_features) - 1 if zero_based is True else (int(n_features) if zero_based is False else None)
-    check = {"zero_based": None if zero_based == "auto" else bool(zero_based), "multilabel": multilabel, "max_index": max_index}
+    cap = int(n_features) if n_features is not None else MAX_FEATURES
+    max_index = cap - 1 if zero_based is True else (cap if zero_based is False else None)
+    check = {"zero_based": None if zero_based == "auto" else bool(zero_based), "multilabel": multilabel,
+             "max_index": max_index, "implicit": n_features is None}
     files: list[tuple[str, Path, _Parsed]] = []
     for part, names in plist:
         for name in names:
@@ -429,31 +458,30 @@ def read_libsvm(
         zero_based = any(p.index.size and int(p.index.min()) == 0 for _, _, p in files)
     shift = 0 if zero_based else 1
     width = max((int(p.index.max()) + 1 - shift for _, _, p in files if p.index.size), default=0)
+    if width > cap:  # only possible with zero_based="auto" (else _parse_file raised)
+        limit = cap - 1 + shift
+        for _, path, p in files:
+            over = np.flatnonzero(p.index > limit)
+            if over.size:
+                row = _row_of_entry(p, int(over[0]))
+                _raise_at(path, int(p.line[row]), "index beyond n_features", **{**check, "max_index": limit})
     if n_features is not None:
-        if width > n_features:  # only possible with zero_based="auto" (else _parse_file raised)
-            limit = int(n_features) - 1 + shift
-            for _, path, p in files:
-                over = np.flatnonzero(p.index > limit)
-                if over.size:
-                    row = _row_of_entry(p, int(over[0]))
-                    _raise_at(path, int(p.line[row]), "index beyond n_features", **{**check, "max_index": limit})
         width = int(n_features)
     width = max(width, 1)
 
-    # Assemble one CSR matrix, dropping the ignored columns.
-    keep_col = np.ones(width, dtype=bool)
-    keep_col[[i for i in ignore if i < width]] = False
-    new_col = (np.cumsum(keep_col) - 1).astype(np.int32)
-    n_cols = int(keep_col.sum())
+    # Assemble one CSR matrix, dropping the ignored columns (no array of the width is made).
+    ignored = np.asarray([i for i in ignore if i < width], dtype=np.int64)
+    n_cols = width - ignored.size
     data, indices, indptrs, done = [], [], [np.zeros(1, dtype=np.int64)], 0
     for _, _, p in files:
         ptr = np.concatenate([[0], np.cumsum(p.nnz)])
         col = p.index - np.int32(shift) if shift else p.index
         val = p.value
         if ignore:
-            kept = keep_col[col]
+            kept = ~np.isin(col, ignored)
             ptr = np.concatenate([[0], np.cumsum(kept)])[ptr]
-            col, val = new_col[col[kept]], val[kept]
+            col = col[kept]
+            col, val = (col - np.searchsorted(ignored, col)).astype(np.int32), val[kept]
         indices.append(col)
         data.append(val)
         indptrs.append(ptr[1:] + done)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_path
+from ..io import NpzReader, atomic_path
 
 __all__ = ["SPLIT_KEYS", "make_split", "save_split", "load_split"]
 
@@ -252,11 +252,6 @@ def load_split(path: str | os.PathLike) -> dict[str, np.ndarray]:
         names the file).
     """
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            split = {k: data[k] for k in data.files}
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error here
-        raise ValueError(f"{path}: not a readable .npz file ({exc})") from None
+    with NpzReader(path, "split file") as data:  # each member's header checked against its size
+        split = {k: data[k] for k in sorted(data.files)}
     return _check_split(split, str(path))
