@@ -239,3 +239,12 @@ def test_check_config_command_refuses_unpack_outside_the_raw_folder(tmp_path, ca
     err = capsys.readouterr().err
     assert err.startswith("svbop: error: config: datasets.mine.unpack[1]: '/abs/victim.tar' is an absolute path"), err
     assert err.count("\n") == 1
+
+
+def test_domain_files_read_from_csv_must_be_the_datasets_own():
+    cfg = {"files": {"a.csv": {"url": "http://127.0.0.1:9/a.csv"}, "fams.txt": {"url": "http://127.0.0.1:9/f"}},
+           "format": {"kind": "csv_text", "parts": {"all": ["a.csv"]}},
+           "features": {"kind": "tfidf", "domains": {"families": "fams.txt",
+                                                     "from_csv": {"files": ["a.csv", "../b.csv"], "column": "fund"}}}}
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.features\.domains\.from_csv\.files\[1\]"):
+        check_dataset("mine", cfg)

@@ -8,6 +8,8 @@ import http.server
 import logging
 import os
 import re
+import shutil
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -615,3 +617,20 @@ def test_bounds_are_checked(tmp_path):
         get(tmp_path / "x", url="http://127.0.0.1/x", size_mb="big")
     with pytest.raises(ValueError, match="deadline"):
         get(tmp_path / "x", url="http://127.0.0.1/x", deadline=0)
+
+
+def test_git_blob_pins_a_file_by_gits_object_id(server, tmp_path):
+    """The id git lists for a file in a commit's tree: sha1 of b"blob <size>\\0" + content."""
+    blob = hashlib.sha1(b"blob %d\0" % len(DATA) + DATA).hexdigest()
+    server.routes["/a.csv"], server.routes["/b.csv"] = Route(BAD), Route(DATA)
+    dest = tmp_path / "TEST.csv"
+    get(dest, urls=[server.url("/a.csv"), server.url("/b.csv")], git_blob=blob)  # the first is refused
+    assert dest.read_bytes() == DATA and not (tmp_path / "TEST.csv.sha256").exists()
+    assert file_digest(dest, "git_blob") == blob
+    if shutil.which("git"):  # the same id git itself computes
+        assert subprocess.run(["git", "hash-object", str(dest)], capture_output=True, text=True).stdout.strip() == blob
+    other = hashlib.sha1(b"blob %d\0" % (len(DATA) + 1) + DATA).hexdigest()  # same bytes, another size
+    with pytest.raises(ChecksumError, match=f"git_blob expected {other}, actual {blob}"):
+        verify(dest, git_blob=other)
+    with pytest.raises(ValueError, match="40 hexadecimal digits"):
+        verify(tmp_path / "TEST.csv.corrupt", git_blob="abc")

@@ -122,11 +122,11 @@ def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path)
     # the figures are svbop's and say how small their text is; all four are there and loaded
     assert len(seen["images"]) == 4 and all(im["min_font_px"] for im in seen["images"])
     html = Path(path).read_text(encoding="utf-8")
-    # the compact status: the two datasets run, the three behind manual downloads, the rest on one line
+    # the compact status: the two datasets run, the one behind a manual download, the rest on one line
     rows = re.findall(r'<tr data-dataset="([^"]*)" data-status="[^"]*">', html)
-    assert rows == ["digits", "synthetic1000", "dbpedia", "bacteria", "proteins"]
-    assert re.search(r"Not in this run \((\d+)\)", html).group(1) == str(len(config["datasets"]) - 5)
-    assert "data/dbpedia/downloads/" in html and "https://www.kaggle.com/datasets/danofer/dbpedia-classes" in html
+    assert rows == ["digits", "synthetic1000", "bacteria"]
+    assert re.search(r"Not in this run \((\d+)\)", html).group(1) == str(len(config["datasets"]) - 3)
+    assert "data/bacteria/downloads/" in html and "no public copy" in html
     # the paper's numbering, never a LaTeX label
     for text in ("Table 1", "Table 2: the datasets", "Table 3: SVBOP-Full vs.", "Table 4: SVBOP-Full vs.",
                  "Table 5: hyper-parameters", "Figure 1: the utilities g(s), K = 100", "Figure 2: set-valued",

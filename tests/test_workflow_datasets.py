@@ -24,7 +24,6 @@ PAPER_DATASETS = (
 
 MANUAL = {
     "bacteria": ("bacteria_16S.fasta",),
-    "proteins": ("proteins.fasta", "proteins_pfam.domtblout"),
 }
 
 

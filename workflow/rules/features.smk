@@ -37,7 +37,7 @@ rule features_tfidf:
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
         raw=lambda wc: raw_folder(wc) if dataset_config(wc)["features"].get("domains") else [],
-        code=library_sources("features/__init__", "features/tfidf", "features/domains"),
+        code=library_sources("features/__init__", "features/tfidf", "features/domains", "datasets/text"),
     output:
         features="results/{dataset}/features/tfidf.npz",
     params:

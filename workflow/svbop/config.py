@@ -321,7 +321,7 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
         1 or more; ``hf.trees`` with ``predefined`` but no hierarchy; an ``unpack`` entry that is
         neither a listed file nor a relative path inside the raw folder (absolute, ``..``, ``.``
         or empty segments) of an earlier archive, or a listed file that is not an archive; a file
-        of ``format.parts``, ``hierarchy.file`` or ``features.domains`` that is absolute, holds
+        of ``format.parts``, ``hierarchy.file`` or ``features.domains`` (``from_csv.files`` too) that is absolute, holds
         ``..``, or that no entry of ``files`` provides (when nothing is unpacked, which could
         provide it).
     """
@@ -402,6 +402,8 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
     for key in ("families", "annotations"):
         if key in domains:
             _raw_file_check(f"{base}.features.domains.{key}", domains[key], files, unpack)
+    for j, file in enumerate((domains.get("from_csv") or {}).get("files") or []):
+        _raw_file_check(f"{base}.features.domains.from_csv.files[{j}]", file, files, unpack)
 
 
 def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = None) -> None:
