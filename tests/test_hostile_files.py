@@ -373,3 +373,27 @@ def test_hnsw_index_without_checksums_is_refused_with_rebuild_advice(tmp_path):
     sidecar.write_text(json.dumps(info))
     with pytest.raises(ValueError, match=r"old.bin.json: format version 2 records no checksums .* rebuild the index"):
         HNSWIndex.load(path)
+
+
+def test_score_files_are_checked_when_the_pipeline_reads_them(tmp_path):
+    """The baselines, evaluate, summarise and illustrate jobs read results/<ds>/scores.npz."""
+    from svbop.io import load_score_arrays
+
+    P = np.full((3, 4), 0.25)
+    y = np.array([0, 3, 1])
+    good = tmp_path / "scores.npz"
+    np.savez(good, P_test=P, y_test=y)
+    P_read, y_read = load_score_arrays(good, "P_test", "y_test")
+    assert np.array_equal(P_read, P) and np.array_equal(y_read, y)
+    for name, arrays, message in [
+        ("nan.npz", {"P_test": np.where(np.eye(3, 4) > 0, np.nan, P), "y_test": y}, r"row 0, column 0 is not finite"),
+        ("neg.npz", {"P_test": P - 0.5, "y_test": y}, r"outside \[0, 1\]"),
+        ("flat.npz", {"P_test": P.ravel(), "y_test": y}, r"expected a 2-D float matrix"),
+        ("labels.npz", {"P_test": P, "y_test": np.array([0, -1, 2])}, r"non-negative integer labels"),
+        ("missing.npz", {"P_test": P}, r"missing key 'y_test'"),
+    ]:
+        path = tmp_path / name
+        np.savez(path, **arrays)
+        with pytest.raises(ValueError, match=message) as info:
+            load_score_arrays(path, "P_test", "y_test")
+        assert str(path) in str(info.value) and "\n" not in str(info.value)

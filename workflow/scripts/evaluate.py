@@ -4,16 +4,14 @@ test time and agreement with SVBOP-Full (rule evaluate)."""
 import csv
 import logging
 
-import numpy as np
 
 from svbop.evaluation import evaluate_methods, timing_columns
-from svbop.io import SetFiles, write_tsv
+from svbop.io import SetFiles, load_score_arrays, write_tsv
 from svbop.logs import to_log_file
 from svbop.timing import read_timing
 
 to_log_file(snakemake.log[0])
-with np.load(snakemake.input.scores) as scores:
-    y = scores["y_test"]
+(y,) = load_score_arrays(snakemake.input.scores, "y_test")
 # read when used, one method at a time (a conformal method's sets can take GBs)
 sets = SetFiles(dict(zip(snakemake.params.methods, snakemake.input.sets)))
 extra = {}

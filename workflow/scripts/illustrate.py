@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from svbop.datasets import Dataset, load_split
-from svbop.io import atomic_path
+from svbop.io import atomic_path, load_score_arrays
 from svbop.logs import to_log_file
 from svbop.report.figures import save_figure
 from svbop.report.illustrations import (
@@ -31,8 +31,7 @@ to_log_file(snakemake.log[0])
 kind, cfg, title = snakemake.params.kind, snakemake.params.illustration, snakemake.params.title
 dataset = Dataset.load(snakemake.input.dataset)
 test = load_split(snakemake.input.split)["test"]
-with np.load(snakemake.input.scores) as scores:
-    P, y = scores["P_test"], scores["y_test"]
+P, y = load_score_arrays(snakemake.input.scores, "P_test", "y_test")
 names = [str(c) for c in dataset.class_names]
 specs = list(cfg["utilities"]) if kind == "entropy" else [cfg["utility"]]
 labels = [utility(spec).label for spec in specs]

@@ -2,15 +2,13 @@
 
 import logging
 
-import numpy as np
 
 from svbop import ConformalSetPredictor
-from svbop.io import save_sets
+from svbop.io import load_score_arrays, save_sets
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
-with np.load(snakemake.input.scores) as scores:
-    P_cal, y_cal, P_test = scores["P_calibration"], scores["y_calibration"], scores["P_test"]
+P_cal, y_cal, P_test = load_score_arrays(snakemake.input.scores, "P_calibration", "y_calibration", "P_test")
 predictor = ConformalSetPredictor(snakemake.params.epsilon).fit(P_cal, y_cal)
 sets = predictor.predict(P_test)
 del P_cal, P_test  # at small epsilon the sets hold most classes: GBs to write

@@ -2,15 +2,13 @@
 
 import logging
 
-import numpy as np
 
 from svbop import ThresholdSetPredictor, utility
-from svbop.io import save_sets, write_tsv
+from svbop.io import load_score_arrays, save_sets, write_tsv
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
-with np.load(snakemake.input.scores) as scores:
-    P_val, y_val, P_test = scores["P_validation"], scores["y_validation"], scores["P_test"]
+P_val, y_val, P_test = load_score_arrays(snakemake.input.scores, "P_validation", "y_validation", "P_test")
 predictor = ThresholdSetPredictor(utility(snakemake.params.utility, K=P_test.shape[1]), snakemake.params.grid)
 predictor.fit(P_val, y_val)
 write_tsv(snakemake.output.tuning, [

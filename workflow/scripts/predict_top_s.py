@@ -2,15 +2,13 @@
 
 import logging
 
-import numpy as np
 
 from svbop import top_s_sets
-from svbop.io import save_sets
+from svbop.io import load_score_arrays, save_sets
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
-with np.load(snakemake.input.scores) as scores:
-    P = scores["P_test"]
+(P,) = load_score_arrays(snakemake.input.scores, "P_test")
 s = snakemake.params.s
 if s > P.shape[1]:  # a dataset with fewer classes than s: every set is all the classes
     logging.warning("top-%d on %d classes: returning all %d classes", s, P.shape[1], P.shape[1])

@@ -3,17 +3,15 @@
 import json
 import logging
 
-import numpy as np
 
 from svbop.datasets import Dataset, load_split
 from svbop.evaluation import dataset_summary
-from svbop.io import atomic_path
+from svbop.io import atomic_path, load_score_arrays
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
 dataset = Dataset.load(snakemake.input.dataset)
-with np.load(snakemake.input.scores) as scores:
-    P_test, y_test = scores["P_test"], scores["y_test"]
+P_test, y_test = load_score_arrays(snakemake.input.scores, "P_test", "y_test")
 with open(snakemake.input.model_info) as fh:
     info = json.load(fh)
 summary = dataset_summary(

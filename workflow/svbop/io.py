@@ -426,6 +426,44 @@ def check_scores(arr: np.ndarray, where: str, *, probabilities: bool = False, ch
             raise ValueError(f"{where}: value {float(value)!r} at row {lo + int(i)}, column {int(j)} is {what}")
 
 
+def load_score_arrays(path: str | os.PathLike, *keys: str) -> list[np.ndarray]:
+    """Arrays of a held-out score file (the pipeline's ``scores.npz``), each checked on load.
+
+    ``P_<part>`` must be a 2-D matrix of probabilities (finite, in [0, 1]) and ``y_<part>`` a
+    1-D array of non-negative integer labels; other keys are returned as stored.  A damaged or
+    hostile file is a one-line ``ValueError`` naming it and the key (:class:`NpzReader` checks
+    every header against the file before anything is allocated).
+
+    Parameters
+    ----------
+    path : path
+        The ``.npz`` file.
+    *keys : str
+        The arrays to read, e.g. ``"P_test", "y_test"``.
+
+    Returns
+    -------
+    list of ndarray
+        In the order of ``keys``.
+    """
+    arrays = []
+    with NpzReader(path, "score file") as data:
+        for key in keys:
+            arr = data[key]
+            where = f"{path}: key {key!r}"
+            if key.startswith("P_"):
+                if arr.ndim != 2 or arr.dtype.kind != "f":
+                    raise ValueError(f"{where}: expected a 2-D float matrix of probabilities, got {arr.dtype.name} "
+                                     f"of shape {arr.shape}")
+                check_scores(arr, where, probabilities=True)
+            elif key.startswith("y_"):
+                if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr.size and arr.min() < 0):
+                    raise ValueError(f"{where}: expected a 1-D array of non-negative integer labels, got "
+                                     f"{arr.dtype.name} of shape {arr.shape}")
+            arrays.append(arr)
+    return arrays
+
+
 def save_sets(path: str | os.PathLike, sets: SetPredictions) -> None:
     """Write sets: ``.npz`` (compact, with expected utilities) or text, one set per line.
 
