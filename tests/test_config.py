@@ -248,3 +248,20 @@ def test_domain_files_read_from_csv_must_be_the_datasets_own():
                                                      "from_csv": {"files": ["a.csv", "../b.csv"], "column": "fund"}}}}
     with pytest.raises(ConfigError, match=r"datasets\.mine\.features\.domains\.from_csv\.files\[1\]"):
         check_dataset("mine", cfg)
+
+
+def test_large_parameters_print_as_size_and_digest():
+    """Snakemake prints a changed parameter's repr in its `reason:` line: the whole config, twice,
+    for the report rules. Summarised keeps the dict and shortens what is printed."""
+    import pickle
+
+    from svbop.config import Summarised
+
+    config = {"datasets": {f"d{i}": {"files": {"x.csv": {"url": "http://127.0.0.1/" + "x" * 200}}} for i in range(50)}}
+    short = Summarised(config)
+    assert short == config and isinstance(short, dict)
+    assert re.fullmatch(r"\{1 keys, sha256 [0-9a-f]{12}\}", repr(short)) and len(repr(config)) > 10_000
+    changed = Summarised({"datasets": {**config["datasets"], "d0": {}}})
+    assert repr(changed) != repr(short)  # a change of content is still a change of the parameter
+    assert repr(Summarised(dict(reversed(list(config.items()))))) == repr(short)  # key order does not matter
+    assert pickle.loads(pickle.dumps(short)) == config and repr(pickle.loads(pickle.dumps(short))) == repr(short)

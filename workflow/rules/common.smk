@@ -10,6 +10,7 @@ import svbop.report.browser
 import svbop.report.illustrations
 import svbop.report.status
 from snakemake.exceptions import WorkflowError
+from svbop.config import Summarised
 from snakemake.logging import logger
 
 LIBRARY = "workflow/svbop"

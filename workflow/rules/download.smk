@@ -45,7 +45,7 @@ rule unpack_dataset:
     output:
         directory("data/{dataset}/raw"),
     params:
-        files=lambda wc: {name: file_spec(wc.dataset, name) for name in dataset_config(wc)["files"]},
+        files=lambda wc: Summarised({name: file_spec(wc.dataset, name) for name in dataset_config(wc)["files"]}),
         unpack=lambda wc: dataset_config(wc)["unpack"],
         downloads=lambda wc: f"data/{wc.dataset}/downloads",
         where=lambda wc: f"datasets.{wc.dataset}",

@@ -135,12 +135,13 @@ rule tables:
             )
         ]
         + ["results/tables/dataset_status.csv", "results/tables/claims.json"],
+    # large dicts print as their size and digest in Snakemake's reasons (svbop.config.Summarised)
     params:
-        datasets=config["datasets"],
+        datasets=Summarised(config["datasets"]),
         run=config["run"],
-        not_run=NOT_RUN,
-        missing=MISSING,
-        train_time_files=lambda wc: {d: train_time_files(d) for d in DATASETS},
+        not_run=Summarised(NOT_RUN),
+        missing=Summarised(MISSING),
+        train_time_files=lambda wc: Summarised({d: train_time_files(d) for d in DATASETS}),
     log:
         "results/logs/tables/tables.log",
     benchmark:
@@ -172,12 +173,12 @@ rule report_html:
             labels={"page": "results/report.html"},
         ),
     params:
-        config=config,
+        config=Summarised(config),
         utilities=config["utilities"],
         title=config["report"]["title"],
-        not_run=NOT_RUN,
-        missing=MISSING,
-        illustrations=lambda wc: illustration_files(),
+        not_run=Summarised(NOT_RUN),
+        missing=Summarised(MISSING),
+        illustrations=lambda wc: Summarised(illustration_files()),
         train_time_files=rules.tables.params.train_time_files,
         # the page a failed run left (Snakefile, onerror): out of date once this report is written
         partial=PARTIAL_REPORT,

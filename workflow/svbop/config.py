@@ -19,6 +19,8 @@ format kind 'csv_text')``.  ``svbop check-config FILE...`` runs all three on con
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +39,7 @@ __all__ = [
     "check_dataset",
     "check_yaml",
     "load_yaml",
+    "Summarised",
     "merge_configs",
     "validate_config",
     "vgg16_weights_key",
@@ -404,6 +407,27 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
             _raw_file_check(f"{base}.features.domains.{key}", domains[key], files, unpack)
     for j, file in enumerate((domains.get("from_csv") or {}).get("files") or []):
         _raw_file_check(f"{base}.features.domains.from_csv.files[{j}]", file, files, unpack)
+
+
+class Summarised(dict):
+    """A dict that prints as its size and a digest of its content.
+
+    For a workflow's large parameters (the whole config, every dataset's entry): a workflow
+    engine that records parameters by ``repr`` still reruns a job when the content changes (the
+    digest changes), but its log says ``{12 keys, sha256 3f2a...}`` instead of thousands of
+    characters.  Everything else is a plain dict; it pickles as one.
+
+    Examples
+    --------
+    >>> Summarised({"b": 1, "a": [1, 2]})
+    {2 keys, sha256 94a786c3662b}
+    """
+
+    def __repr__(self) -> str:
+        text = json.dumps(self, sort_keys=True, default=repr, separators=(",", ":"))
+        return f"{{{len(self)} keys, sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]}}}"
+
+    __str__ = __repr__
 
 
 def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = None) -> None:
