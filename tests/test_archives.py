@@ -280,3 +280,24 @@ def test_build_raw_folder_refuses_file_names_that_are_not_plain(tmp_path, name):
     (tmp_path / "downloads").mkdir()
     with pytest.raises(ValueError, match="not a plain file name"):
         build_raw_folder(tmp_path / "downloads", tmp_path / "data/raw", [name])
+
+
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_a_decompression_bomb_cannot_fill_the_disk(tmp_path, kind):
+    """A few KB that unpack to 8 MB, with a bound of 1 MB (the default bound is the free disk
+    space less 1 GB): refused while unpacking, the partial member removed with the folder."""
+    archive = tmp_path / f"bomb.{kind}"
+    zeros = b"\0" * (8 << 20)
+    if kind == "zip":
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("zeros.bin", zeros)
+    else:
+        with tarfile.open(archive, "w:gz") as tf:
+            info = tarfile.TarInfo("zeros.bin")
+            info.size = len(zeros)
+            tf.addfile(info, io.BytesIO(zeros))
+    assert archive.stat().st_size < 100_000
+    with pytest.raises(ValueError, match=r"unsafe member 'zeros.bin' refused \(the archive unpacks to more than 1 MB"):
+        unpack_archive(archive, tmp_path / "out", max_bytes=1 << 20)
+    assert (tmp_path / "out" / "zeros.bin").stat().st_size <= 1 << 20
+    assert unpack_archive(archive, tmp_path / "fine", max_bytes=9 << 20) == 1

@@ -43,6 +43,7 @@ _CHUNK = 1 << 20
 _MAX_LINK_TARGET = 4096  # bytes of a zip symlink entry's target (its content)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _SEP = re.compile(r"[/\\]")
+_DISK_RESERVE = 1 << 30  # bytes an archive may not take from the free disk space
 
 
 def _show(name: str, width: int = 120) -> str:
@@ -107,9 +108,10 @@ class _Extractor:
     files this archive wrote before them. Every path is walked with ``lstat`` from ``root``, so
     no symbolic link (one already in the folder, such as a linked download) is ever followed."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_bytes: int):
         self.root = root
         self.files: set[tuple[str, ...]] = set()  # regular files written from this archive
+        self.max_bytes, self.written = max_bytes, 0  # a bound on the bytes unpacked (the disk)
 
     def _folder(self, name: str, parts: tuple[str, ...]) -> Path:
         """The folder ``root/parts``, created as needed; refused if a segment is a link or a file."""
@@ -166,6 +168,10 @@ class _Extractor:
             raise _WriteError(name, exc) from None
         with os.fdopen(fd, "wb") as out:
             while chunk := source.read(_CHUNK):  # a read error is the archive's (caller's except)
+                self.written += len(chunk)
+                if self.written > self.max_bytes:
+                    raise _Unsafe(name, f"the archive unpacks to more than {self.max_bytes / (1 << 20):,.0f} MB "
+                                        "(the free disk space, less 1 GB kept free)")
                 try:
                     out.write(chunk)
                 except OSError as exc:
@@ -239,7 +245,7 @@ def _unpack_zip(archive: Path, out: _Extractor) -> int:
     return len(members)
 
 
-def unpack_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> int:
+def unpack_archive(archive: str | os.PathLike, dest: str | os.PathLike, max_bytes: int | None = None) -> int:
     """Unpack a tar (plain, gz, bz2, xz) or zip archive into ``dest``; return the member count.
 
     Only folders and regular files are created, below ``dest``: a member with an absolute name,
@@ -258,6 +264,10 @@ def unpack_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> int:
     dest : path
         The folder to unpack into (created if missing). On an error it may hold the members
         before the failing one; nothing is ever written outside it.
+    max_bytes : int, optional
+        The most bytes the members may add up to; more is refused while unpacking (a
+        decompression bomb cannot fill the disk).  Default: the free space on ``dest``'s file
+        system less 1 GB.
 
     Returns
     -------
@@ -274,7 +284,9 @@ def unpack_archive(archive: str | os.PathLike, dest: str | os.PathLike) -> int:
     archive, dest = Path(archive), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    out = _Extractor(dest.resolve())
+    if max_bytes is None:
+        max_bytes = shutil.disk_usage(dest).free - _DISK_RESERVE
+    out = _Extractor(dest.resolve(), max_bytes)
     try:
         if not archive.is_file():
             raise ValueError(f"{archive}: no such file")
