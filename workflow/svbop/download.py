@@ -688,23 +688,24 @@ def _download(mirrors: list[str], target: Path, *, sha256, md5, git_blob, retrie
     if mismatches and len(mismatches) == len(errors):  # every URL served a file, none the right one
         if len(mismatches) == 1:
             raise mismatches[0]
-        raise ChecksumError("\n".join([f"no URL of {target}{_key(where)} served the file with its checksum:",
-                                        *(f"  {m}" for m in mismatches)])) from last
-    lines = [f"could not download {target}{_key(where)} from {len(mirrors)} URL(s):"]
-    lines += [f"  {url}: {error}" for url, error in errors]
+        raise ChecksumError(f"no URL of {target}{_key(where)} served the file with its checksum: "
+                            + " | ".join(str(m) for m in mismatches)) from last
+    # one line (the report's status table and the run's summary show it whole): each URL and why
+    tried = "; ".join(f"{url}: {error}" for url, error in errors)
     if gone:
-        lines.append(
+        advice = (
             "The source may no longer be served there. Get the file by other means and put it at "
             f"exactly {target}, or set `path:` {_under(where)} to a local copy, then rerun."
         )
     else:
         kept = f" (the partial download {part} is kept and resumed)" if part.exists() else ""
-        lines.append(
+        advice = (
             f"Check the network connection and rerun{kept}; or put the file at exactly {target}, "
             f"or set `path:` {_under(where)} to a local copy."
         )
     bad_content = refused + len(mismatches) == len(errors)  # every URL answered, none with the file
-    raise (ContentError if bad_content else DownloadError)("\n".join(lines)) from last
+    message = f"could not download {target}{_key(where)} from {len(mirrors)} URL(s): {tried}. {advice}"
+    raise (ContentError if bad_content else DownloadError)(message) from last
 
 
 def _link(path: str | os.PathLike, target: Path, *, sha256, md5, git_blob, where: str) -> None:
