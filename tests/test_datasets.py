@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 from svbop.datasets import (
     Dataset,
     Hierarchy,
+    drop_small_classes,
     load_digits,
     load_split,
     make_hierarchical_text,
@@ -330,3 +331,55 @@ def test_from_source():
         from_source("x", {"builtin": "mnist"})
     with pytest.raises(ValueError, match="source.synthetic"):
         from_source("x", {"synthetic": {"n_classes": 6, "branching": [2, 3], "bogus": 1}})
+
+
+# ------------------------------------------------------------------------------ small_classes: drop
+def _ragged() -> Dataset:
+    """Classes a (1 row), b (6), c (2), d (5) below the tree of small_tree(); ids and parts per row."""
+    y = np.array([1, 0, 1, 2, 3, 1, 3, 1, 3, 2, 1, 3, 3, 1])
+    X = sp.csr_matrix(np.arange(y.size * 2, dtype=np.float32).reshape(-1, 2))
+    return Dataset("ragged", X, y, ["a", "b", "c", "d"], hierarchy=small_tree(), x_kind="sparse",
+                   part=np.array(["train"] * 10 + ["test"] * 4), ids=[f"r{i}" for i in range(y.size)])
+
+
+def test_drop_small_classes_removes_their_rows_renumbers_and_prunes_the_hierarchy(tmp_path, caplog):
+    data = _ragged()
+    with caplog.at_level("WARNING"):  # train, validation, calibration, test: a class needs 4 rows
+        out = drop_small_classes(data, {"validation": 0.1, "calibration": 2, "test": 0.2}, where="datasets.r.split.small_classes")
+    assert out.class_names == ["b", "d"] and out.n_samples == 11
+    keep = np.isin(data.y, [1, 3])
+    assert out.y.tolist() == [{1: 0, 3: 1}[int(c)] for c in data.y[keep]]
+    assert out.ids.tolist() == data.ids[keep].tolist() and out.part.tolist() == data.part[keep].tolist()
+    assert (out.X.toarray() == data.X.toarray()[keep]).all()
+    # leaves b, d under ab, cd under the root; nothing refers to a dropped class
+    assert out.hierarchy.n_classes == 2 and out.hierarchy.node_names == ["b", "d", "ab", "cd", "root"]
+    assert [out.hierarchy.node_names[n] for n in out.hierarchy.path(1)] == ["root", "cd", "d"]
+    assert ("datasets.r.split.small_classes: drop: dropped 2 of 4 classes with fewer rows than the split's 4 parts "
+            "(train, validation, calibration, test), e.g. 'a' (1 row), 'c' (2 rows), and their 3 of 14 rows; "
+            "2 classes and 11 rows left; hierarchy pruned to 5 of 7 nodes") in caplog.text
+    out.save(tmp_path / "d.npz")  # a consistent dataset file: the split and the models read it
+    again = Dataset.load(tmp_path / "d.npz")
+    assert again.class_names == ["b", "d"] and again.hierarchy.parent.tolist() == out.hierarchy.parent.tolist()
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # every class left has a row for every part
+        split = make_split(again.n_samples, {"validation": 0.1, "calibration": 2, "test": 0.2}, y=again.y,
+                           small_classes="drop")
+    assert "fewer rows than the split's" not in caplog.text
+    assert set(again.y[split["train"]].tolist()) == set(again.y[split["test"]].tolist()) == {0, 1}
+
+
+def test_drop_small_classes_counts_only_the_parts_the_split_fills(caplog):
+    data = _ragged()
+    out = drop_small_classes(data, {"test": "source", "validation": 0, "calibration": 0.0})
+    assert out.class_names == ["b", "c", "d"]  # train and test: a class needs 2 rows
+    assert drop_small_classes(data, {"validation": 0, "calibration": 0, "test": 0}) is data  # train only
+    one_big = Dataset("one", np.zeros((8, 1)), [0] * 5 + [1, 2, 3], ["a", "b", "c", "d"])
+    with pytest.raises(ValueError, match=r"^split\.small_classes: drop would leave 1 of 4 classes \(the others have "
+                                         r"fewer rows than the split's 4 parts, train, validation, calibration, test\)"):
+        drop_small_classes(one_big, {"validation": 1, "calibration": 1, "test": 1})
+
+
+def test_make_split_accepts_drop_and_refuses_other_modes():
+    make_split(10, {"test": 0.2}, y=np.repeat([0, 1], 5), small_classes="drop")
+    with pytest.raises(ValueError, match=r"small_classes: expected one of \['warn', 'error', 'drop'\], got 'ignore'"):
+        make_split(10, {"test": 0.2}, small_classes="ignore")

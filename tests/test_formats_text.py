@@ -464,3 +464,74 @@ def test_csv_text_row_ids_keep_their_numbers_when_rows_are_skipped(tmp_path):
     ds = read_csv_text(tmp_path, {"all": ["m.csv"]}, text_column="enzyme", label_column="label", label_sep=";",
                        multilabel="skip", row_ids=True)
     assert ds.ids.tolist() == ["m.csv:1", "m.csv:3"] and ds.X.tolist() == ["AAA", "GGG"]
+
+
+# ---------------------------------------------------------------- silent label changes are logged
+def test_libsvm_multilabel_first_warns_with_the_count_and_the_file(tmp_path, caplog):
+    write(tmp_path, "ml.svm", "1 1:1\n2,3 1:1\n4 2:1\n5, 6 2:1\n7 1:2\n")
+    with caplog.at_level("WARNING"):
+        first = read_libsvm(tmp_path, {"train": ["ml.svm"]}, multilabel="first")
+    assert first.class_names == ["1", "2", "4", "5", "7"]
+    assert (f"libsvm: 2 of 5 rows (40.0 %) had more than one label; kept the first (multilabel: first), "
+            f"in {tmp_path / 'ml.svm'}, e.g. {tmp_path / 'ml.svm'}:2") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        read_libsvm(tmp_path, {"train": [write(tmp_path, "one.svm", "1 1:1\n2 1:1\n")]}, multilabel="first")
+    assert "more than one label" not in caplog.text
+
+
+def test_csv_text_multilabel_first_warns_with_the_count_and_an_example(tmp_path, caplog):
+    write(tmp_path, "ec.csv", "seq,ec\nMKV,1.1.1.1; 3.1.1.3\nMAA,2.7.1.1\nMGG,1.1.1.1\n")
+    with caplog.at_level("WARNING"):
+        ds = read_csv_text(tmp_path, {"all": ["ec.csv"]}, text_column="seq", label_column="ec", label_sep=";",
+                           multilabel="first")
+    assert ds.class_names == ["1.1.1.1", "2.7.1.1"]
+    assert (f"csv_text: 1 of 3 rows (33.3 %) had more than one label; kept the first (multilabel: first), "
+            f"e.g. {tmp_path / 'ec.csv'}:2 '1.1.1.1; 3.1.1.3' -> '1.1.1.1'") in caplog.text
+
+
+def test_csv_text_labels_holding_a_separator_without_label_sep_warn(tmp_path, caplog):
+    write(tmp_path, "ec.tsv", "seq\tec\nMKV\t1.1.1.1; 3.1.1.3\nMAA\t2.7.1.1\nMGG\t1.1.1.1;2.7.1.1\nMCC\t1.1.1.1|4.2.1.1\n")
+    with caplog.at_level("WARNING"):
+        ds = read_csv_text(tmp_path, {"all": ["ec.tsv"]}, text_column="seq", label_column="ec", sep="\t")
+    assert ds.n_classes == 4  # each combined field is a class of its own
+    assert (f"csv_text: 2 of 4 rows (50.0 %) have a label containing ';', e.g. '1.1.1.1; 3.1.1.3' at "
+            f"{tmp_path / 'ec.tsv'}:2, and are read as 2 classes of their own (label_sep is unset); "
+            "if ';' separates several labels, set `label_sep: \";\"` in the format") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # label_sep given: nothing silent left to warn about
+        read_csv_text(tmp_path, {"all": ["ec.tsv"]}, text_column="seq", label_column="ec", sep="\t",
+                      label_sep=";", multilabel="skip")
+    assert "label_sep is unset" not in caplog.text
+    with caplog.at_level("WARNING"):  # clean labels: no warning
+        read_csv_text(FIXTURES, {"train": ["dbpedia_small.csv"]}, text_column="text", label_column="l3")
+    assert "label_sep is unset" not in caplog.text
+
+
+@pytest.mark.parametrize("header, sep, named, shown", [
+    ("Entry\tEC number\tSequence", ",", "tab", '"\\t"'),
+    ("Entry;EC number;Sequence", ",", "semicolon", '";"'),
+    ("Entry|EC number|Sequence", ",", "pipe", '"|"'),
+    ("Entry,EC number,Sequence", "\t", "comma", '","'),
+])
+def test_csv_header_read_as_one_column_names_the_sep_to_set(tmp_path, header, sep, named, shown):
+    from svbop.datasets import read_dataset
+
+    field = {"tab": "\t", "semicolon": ";", "pipe": "|", "comma": ","}[named]
+    write(tmp_path, "u.tsv", f"{header}\nP1{field}1.1.1.1{field}MKV\n")
+    fmt = {"kind": "csv_text", "parts": {"all": ["u.tsv"]}, "text_column": "Sequence", "label_column": "EC number",
+           "sep": sep}
+    with pytest.raises(ValueError) as exc:
+        read_dataset(tmp_path, fmt, name="enzymes", where="datasets.enzymes.format")
+    assert str(exc.value) == (
+        f"{tmp_path / 'u.tsv'}: no column 'Sequence'; the header {header!r} is one column and looks "
+        f"{named}-separated: set `sep: {shown}` under datasets.enzymes.format"
+    )
+    with pytest.raises(ValueError, match=r"looks .*-separated: set `sep: .*`$"):  # read directly: no config key
+        read_csv_text(tmp_path, {"all": ["u.tsv"]}, text_column="Sequence", label_column="EC number", sep=sep)
+
+
+def test_csv_header_of_several_columns_lists_them_without_a_sep_hint(tmp_path):
+    write(tmp_path, "u.csv", "Entry,Sequence\nP1,MKV\n")
+    msg = error_of(read_csv_text, tmp_path, {"all": ["u.csv"]}, text_column="Sequence", label_column="EC")
+    assert msg == f"{tmp_path / 'u.csv'}: no column 'EC' (columns: Entry, Sequence)"

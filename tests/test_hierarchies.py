@@ -244,3 +244,46 @@ def test_read_dataset_names_unknown_kinds_and_options(tmp_path):
         read_dataset(tmp_path, {"kind": "libsvm", "parts": {"train": ["a"]}, "colour": 1}, where="datasets.x.format")
     with pytest.raises(ValueError, match=r"format.parts: expected a mapping"):
         read_dataset(tmp_path, {"kind": "libsvm"})
+
+
+# ------------------------------------------------------------------ a flat from_label hierarchy
+def test_from_label_hierarchy_one_level_deep_warns_and_names_the_separator_the_names_hold(tmp_path, caplog):
+    classes = ["Arts/Music", "Arts/Film", "Science/Physics", "Sports"]
+    with caplog.at_level("WARNING"):
+        tree = read_hierarchy(tmp_path, {"from_label": {"sep": "."}}, classes, where="datasets.mine.hierarchy")
+    assert int(tree.depth().max()) == 1
+    assert ("datasets.mine.hierarchy.from_label: no class name contains the separator '.', so the hierarchy is flat "
+            "(one level deep: all 4 classes hang directly below the root, which a tree model cannot use); "
+            "3 of 4 class names hold '/' (e.g. 'Arts/Music'): if that separates the levels, set "
+            '`from_label: {sep: "/"}`') in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        read_hierarchy(tmp_path, {"from_label": {"sep": "."}}, ["alpha", "beta"])
+    assert "the hierarchy is flat" in caplog.text and "set from_label.sep to the separator" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # the separator that the names hold: a real tree, no warning
+        tree = read_hierarchy(tmp_path, {"from_label": {"sep": "/"}}, classes)
+    assert int(tree.depth().max()) == 2 and "flat" not in caplog.text
+
+
+def test_from_label_errors_name_the_datasets_hierarchy_key(tmp_path):
+    with pytest.raises(ValueError, match=r"^datasets\.mine\.hierarchy\.from_label\.depth: unknown option"):
+        read_hierarchy(tmp_path, {"from_label": {"depth": 2}}, ["a"], where="datasets.mine.hierarchy")
+    np.savez(tmp_path / "d.npz", X=np.eye(3), y=np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"^datasets\.x\.hierarchy\.from_label\.sep: expected a non-empty"):
+        read_dataset(tmp_path, {"kind": "npz", "parts": {"all": ["d.npz"]}}, hierarchy={"from_label": {"sep": ""}},
+                     where="datasets.x.format")
+
+
+# ------------------------------------------------------------------ pruning classes
+def test_keep_classes_prunes_leaves_and_inner_nodes_left_without_a_class():
+    tree = hierarchy_from_paths([["a", "b", "x"], ["a", "b", "y"], ["a", "c", "z"], ["d", "w"]], ["w", "x", "y", "z"])
+    kept = tree.keep_classes([1, 3])  # x and z: b and c keep one child each, d goes
+    assert kept.n_classes == 2 and kept.node_names[:2] == ["x", "z"]
+    assert sorted(kept.node_names[2:]) == ["<root>", "a", "b", "c"]
+    assert [kept.node_names[n] for n in kept.path(0)] == ["<root>", "a", "b", "x"]
+    assert [kept.node_names[n] for n in kept.path(1)] == ["<root>", "a", "c", "z"]
+    with pytest.raises(ValueError, match=r"class ids must be in 0\.\.3, got 4"):
+        tree.keep_classes([0, 4])
+    with pytest.raises(ValueError, match="non-empty"):
+        tree.keep_classes([])

@@ -66,7 +66,7 @@ rule prepare_dataset:
         raw=raw_folder,
         code=library_sources(
             "io", "datasets/__init__", "datasets/base", "datasets/builtin", "datasets/synthetic",
-            "datasets/read", "datasets/hierarchies", "datasets/_files", *reader_modules(),
+            "datasets/read", "datasets/hierarchies", "datasets/_files", "datasets/splits", *reader_modules(),
         ),
     output:
         "data/{dataset}/dataset.npz",
@@ -76,6 +76,12 @@ rule prepare_dataset:
         hierarchy=lambda wc: dataset_config(wc).get("hierarchy"),
         where=lambda wc: f"datasets.{wc.dataset}",
         seed=config["seed"],
+        # split.small_classes: drop removes small classes here, before the split (None otherwise,
+        # so other split settings do not rerun the parse)
+        drop_small_classes=lambda wc: (
+            {k: v for k, v in dataset_config(wc)["split"].items() if k in ("validation", "calibration", "test")}
+            if dataset_config(wc)["split"].get("small_classes") == "drop" else None
+        ),
     resources:
         mem_mb=lambda wc: dataset_config(wc)["features"]["mem_mb"],
         runtime=60,

@@ -8,7 +8,7 @@ from svbop.report.status import failure_path, failure_recorded
 
 to_log_file(snakemake.log[0])
 sizes = dict(snakemake.params.sizes)
-small_classes = sizes.pop("small_classes", "warn")  # what to do about them; it changes no row
+small_classes = sizes.pop("small_classes", "warn")  # warn / error here; drop already happened in prepare_dataset
 with failure_recorded(failure_path(snakemake.wildcards.dataset, "split_dataset"), stage="split_dataset",
                       log=snakemake.log[0]):
     dataset = Dataset.load(snakemake.input.dataset)

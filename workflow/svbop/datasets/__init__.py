@@ -6,7 +6,8 @@ Reading         read_dataset (config ``format`` -> Dataset), one module per file
                 with taxonomy), images (image folders, Pascal VOC, image lists), npz (features)
 Hierarchies     read_hierarchy, hierarchy_from_paths / _nested_lists / _edges
 Offline data    load_digits, make_hierarchical_text, from_source ({builtin: ...} / {synthetic: ...})
-Splits          make_split, save_split, load_split (seeded, stratified, or the source's own parts)
+Splits          make_split, save_split, load_split (seeded, stratified, or the source's own parts),
+                drop_small_classes (``split.small_classes: drop``)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .hierarchies import (
     read_hierarchy,
 )
 from .read import FORMATS, get_reader, read_dataset
-from .splits import load_split, make_split, save_split
+from .splits import drop_small_classes, load_split, make_split, save_split, split_parts
 from .synthetic import balanced_tree, make_hierarchical_text, random_tree
 
 __all__ = [
@@ -40,10 +41,12 @@ __all__ = [
     "hierarchy_from_paths",
     "load_digits",
     "load_split",
+    "drop_small_classes",
     "make_hierarchical_text",
     "random_tree",
     "make_split",
     "read_dataset",
     "read_hierarchy",
     "save_split",
+    "split_parts",
 ]

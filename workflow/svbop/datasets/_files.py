@@ -16,7 +16,10 @@ import numpy as np
 
 from ..io import inflate_bounds, inflate_problem
 
-__all__ = ["resolve", "open_binary", "is_compressed", "open_text", "part_list", "encode_labels", "describe_parts", "part_array", "shorten"]
+__all__ = [
+    "resolve", "open_binary", "is_compressed", "open_text", "part_list", "encode_labels", "describe_parts",
+    "part_array", "shorten", "OptionHint", "SEPARATORS", "separator_in", "share",
+]
 
 _OPENERS = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
 #: Largest piece a line is read in (so that the decompression bound is checked within a long line).
@@ -214,3 +217,55 @@ def shorten(text: str, width: int = 80) -> str:
     """``text`` cut to ``width`` characters (``...`` marks a cut), for error messages."""
     text = text.rstrip("\r\n")
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+#: Characters that separate fields or labels in the wild, and their names for messages.
+SEPARATORS = {"\t": "tab", ";": "semicolon", "|": "pipe", ",": "comma"}
+
+
+def separator_in(texts: Sequence[str], candidates: Sequence[str] = tuple(SEPARATORS)) -> tuple[str | None, int]:
+    """The candidate separator found in the most of ``texts``, and in how many (``(None, 0)``: none).
+
+    Ties go to the earlier candidate.
+
+    Examples
+    --------
+    >>> separator_in(["a;b", "c", "d;e,f"])
+    (';', 2)
+    """
+    best, best_n = None, 0
+    for c in candidates:
+        n = sum(c in t for t in texts)
+        if n > best_n:
+            best, best_n = c, n
+    return best, best_n
+
+
+def share(n: int, total: int) -> str:
+    """``"66 of 1,000 rows (6.6 %)"``: a count, its total and the percentage, for log lines."""
+    return f"{n:,} of {total:,} rows ({100.0 * n / max(total, 1):.1f} %)"
+
+
+class OptionHint(ValueError):
+    """A parse error whose likely fix is a reader option: the message ends in the option to set.
+
+    ``str(error)`` is ``"<message>: set `<setting>`"`` followed by ``" under <where>"`` once the
+    config key is known: :func:`svbop.datasets.read_dataset` sets ``where`` to the dataset's
+    ``format`` key (``datasets.<name>.format``), so a user reads which key of which entry to edit.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, naming the file.
+    setting : str
+        The option as it would be written in the config, e.g. ``sep: "\\t"``.
+    where : str, optional
+        The config key the option goes under.
+    """
+
+    def __init__(self, message: str, setting: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.setting, self.where = message, setting, where
+
+    def __str__(self) -> str:
+        return f"{self.message}: set `{self.setting}`" + (f" under {self.where}" if self.where else "")

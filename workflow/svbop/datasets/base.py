@@ -196,6 +196,45 @@ class Hierarchy:
             node = int(self.parent[node])
         return out
 
+    def keep_classes(self, classes) -> Hierarchy:
+        """The tree over some of the classes: the others' leaves go, and so does every inner node
+        left without a class below it.
+
+        Parameters
+        ----------
+        classes : array-like of int
+            The classes to keep (leaf ids in ``0 .. n_classes - 1``, at least one).
+
+        Returns
+        -------
+        Hierarchy
+            Leaf ``i`` is the ``i``-th kept class in increasing order; inner nodes keep their
+            order and names (single-child chains that pruning leaves behind are kept, as the
+            builders keep them).
+
+        Examples
+        --------
+        >>> h = Hierarchy(np.array([4, 4, 5, 5, 6, 6, -1]), n_classes=4)
+        >>> h.keep_classes([0, 1]).parent.tolist()  # node 5 is left without a class
+        [2, 2, 3, -1]
+        """
+        kept = np.asarray(classes)
+        if kept.ndim != 1 or kept.size == 0 or (kept.dtype.kind not in "iu"):
+            raise ValueError(f"classes: expected a non-empty 1-D array of class ids, got {kept!r}")
+        kept = np.unique(kept.astype(np.int64))
+        if kept[0] < 0 or kept[-1] >= self.n_classes:
+            raise ValueError(f"classes: class ids must be in 0..{self.n_classes - 1}, got {int(kept[0] if kept[0] < 0 else kept[-1])}")
+        alive = np.zeros(self.n_nodes, dtype=bool)
+        alive[kept] = True
+        for d in range(int(self._depth.max()), 0, -1):  # a node lives when a child of it does
+            alive[self.parent[alive & (self._depth == d)]] = True
+        new_id = np.full(self.n_nodes, -1, dtype=np.int64)
+        new_id[alive] = np.arange(int(alive.sum()))  # leaves (ids < K) first, as before
+        old_parent = self.parent[alive]
+        parent = np.where(old_parent >= 0, new_id[np.maximum(old_parent, 0)], -1)
+        names = [self.node_names[i] for i in np.flatnonzero(alive)] if self.node_names is not None else None
+        return Hierarchy(parent, n_classes=int(kept.size), node_names=names)
+
     def ancestors_at_depth(self, nodes: np.ndarray, d: int) -> np.ndarray:
         """Ancestor at depth ``d`` of every node in ``nodes`` (a node of depth ``<= d`` maps to itself).
 
@@ -365,6 +404,36 @@ class Dataset:
         return (
             f"Dataset(name={self.name!r}, X {self.X.shape} {kind}, n_classes={self.n_classes}"
             f"{tree}, synthetic={self.synthetic})"
+        )
+
+    def keep_classes(self, classes) -> Dataset:
+        """The rows of some classes only, the classes renumbered in their order.
+
+        Parameters
+        ----------
+        classes : array-like of int
+            The classes to keep (ids in ``0 .. n_classes - 1``, at least one).
+
+        Returns
+        -------
+        Dataset
+            A new dataset: the kept classes' rows in their order (with their ``part`` and
+            ``ids``), ``class_names`` of the kept classes, ``y`` renumbered to match, and the
+            hierarchy pruned to them (:meth:`Hierarchy.keep_classes`).
+        """
+        kept = np.unique(np.asarray(classes, dtype=np.int64))
+        if kept.size == 0 or kept[0] < 0 or kept[-1] >= self.n_classes:
+            raise ValueError(f"classes: expected at least one class id in 0..{self.n_classes - 1}, got {np.asarray(classes)!r}")
+        new_label = np.full(self.n_classes, -1, dtype=np.int64)
+        new_label[kept] = np.arange(kept.size)
+        rows = np.flatnonzero(new_label[self.y] >= 0)
+        return Dataset(
+            name=self.name, X=self.X[rows], y=new_label[self.y[rows]],
+            class_names=[self.class_names[c] for c in kept],
+            hierarchy=self.hierarchy.keep_classes(kept) if self.hierarchy is not None else None,
+            description=self.description, synthetic=self.synthetic, x_kind=self.x_kind,
+            part=self.part[rows] if self.part is not None else None,
+            ids=self.ids[rows] if self.ids is not None else None,
         )
 
     # ------------------------------------------------------------------ storage

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ._files import open_text, resolve
+from ._files import open_text, resolve, separator_in
 from .base import Hierarchy
 
 __all__ = [
@@ -355,7 +355,9 @@ def hierarchy_from_labels(class_names: Sequence[str], *, sep: str = ".", where: 
     Every class ``a<sep>b<sep>c`` hangs below the node ``a<sep>b``, which hangs below ``a``; the
     nodes are named by their whole prefix (so ``2`` under ``1`` is ``1.2``, not ``2``).  A class
     that is also a prefix of another class (``1.2`` and ``1.2.3``) becomes a leaf below the inner
-    node of the same name.  Several top-level prefixes get a common root ``"<root>"``.
+    node of the same name.  Several top-level prefixes get a common root ``"<root>"``.  A tree
+    that comes out one level deep (no class name holds ``sep``) is logged as a WARNING that names
+    the separator the names do hold, if any.
 
     Parameters
     ----------
@@ -379,7 +381,31 @@ def hierarchy_from_labels(class_names: Sequence[str], *, sep: str = ".", where: 
         if any(not level.strip() for level in levels):
             raise ValueError(f"{where}: class {str(name)!r} has an empty level between separators {sep!r}")
         paths.append([sep.join(levels[: i + 1]) for i in range(len(levels))])
-    return hierarchy_from_paths(paths, class_names, identity="label", where=f"class names split at {sep!r}")
+    tree = hierarchy_from_paths(paths, class_names, identity="label", where=f"class names split at {sep!r}")
+    if tree.n_classes > 1 and int(tree.depth().max()) == 1:
+        _warn_flat(class_names, sep, where)
+    return tree
+
+
+#: Separators of levels that class names are often written with (suggested by the flat warning).
+LEVEL_SEPARATORS = (".", "/", ":", ">", "|", ";", ",", "-", "_")
+
+
+def _warn_flat(class_names: Sequence[str], sep: str, where: str) -> None:
+    """Warn that no class name holds ``sep``, so every class hangs below the root; suggest the
+    separator the names do hold, if any."""
+    names = [str(c) for c in class_names]
+    found, n = separator_in(names, [c for c in LEVEL_SEPARATORS if c != sep])
+    if found is not None:
+        example = next(c for c in names if found in c)
+        hint = (f"{n} of {len(names)} class names hold {found!r} (e.g. {example!r}): if that separates the levels, "
+                f"set `from_label: {{sep: {json.dumps(found)}}}`")
+    else:
+        hint = "set from_label.sep to the separator of the levels in the class names, or give a hierarchy file"
+    logger.warning(
+        "%s: no class name contains the separator %r, so the hierarchy is flat (one level deep: all %d classes "
+        "hang directly below the root, which a tree model cannot use); %s", where, sep, len(names), hint,
+    )
 
 
 # ------------------------------------------------------------------------- files
@@ -452,7 +478,9 @@ def read_edges(path: str | os.PathLike, *, sep: str | None = None) -> tuple[list
     return edges, lines
 
 
-def read_hierarchy(root: str | os.PathLike | None, spec: Mapping[str, Any], class_names: Sequence[str]) -> Hierarchy:
+def read_hierarchy(
+    root: str | os.PathLike | None, spec: Mapping[str, Any], class_names: Sequence[str], *, where: str = "hierarchy"
+) -> Hierarchy:
     """The hierarchy a dataset's config describes, over ``class_names``.
 
     Parameters
@@ -463,7 +491,9 @@ def read_hierarchy(root: str | os.PathLike | None, spec: Mapping[str, Any], clas
         ``format`` (one of :data:`HIERARCHY_FORMATS`), ``file``, and per format: ``ids``
         (nested_lists: ``"position"`` or ``"name"``), ``sep`` (taxonomy, edges); or
         ``{"from_label": {"sep": "."}}``: the levels written in the class names
-        (:func:`hierarchy_from_labels`).
+        (:func:`hierarchy_from_labels`; a WARNING when no name holds ``sep``, so the tree is flat).
+    where : str
+        Config key of ``spec``, for messages (e.g. ``"datasets.enzymes.hierarchy"``).
 
     Raises
     ------
@@ -475,25 +505,25 @@ def read_hierarchy(root: str | os.PathLike | None, spec: Mapping[str, Any], clas
     if "from_label" in spec:
         options = spec.pop("from_label")
         if spec:
-            raise ValueError(f"hierarchy.{sorted(spec)[0]}: not with from_label (the hierarchy comes from the labels, not a file)")
+            raise ValueError(f"{where}.{sorted(spec)[0]}: not with from_label (the hierarchy comes from the labels, not a file)")
         options = dict(options or {})
         unknown = sorted(set(options) - {"sep"})
         if unknown:
-            raise ValueError(f"hierarchy.from_label.{unknown[0]}: unknown option (known: sep)")
-        tree = hierarchy_from_labels(class_names, sep=options.get("sep", "."), where="hierarchy.from_label")
+            raise ValueError(f"{where}.from_label.{unknown[0]}: unknown option (known: sep)")
+        tree = hierarchy_from_labels(class_names, sep=options.get("sep", "."), where=f"{where}.from_label")
         logger.info("hierarchy from the class names (levels split at %r): %d nodes over %d classes, depth %d",
                     options.get("sep", "."), tree.n_nodes, tree.n_classes, int(tree.depth().max()))
         return tree
     fmt = spec.pop("format", None)
     if fmt not in HIERARCHY_FORMATS:
-        raise ValueError(f"hierarchy.format: {fmt!r} is not one of {list(HIERARCHY_FORMATS)}")
+        raise ValueError(f"{where}.format: {fmt!r} is not one of {list(HIERARCHY_FORMATS)}")
     if "file" not in spec:
-        raise ValueError(f"hierarchy.file: missing (the {fmt} file to read)")
+        raise ValueError(f"{where}.file: missing (the {fmt} file to read)")
     path = resolve(root, spec.pop("file"), "hierarchy file")
     allowed = {"lshtc_paths": set(), "nested_lists": {"ids"}, "taxonomy": {"sep"}, "edges": {"sep"}}[fmt]
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise ValueError(f"hierarchy.{unknown[0]}: unknown option for format {fmt!r} (known: {sorted(allowed) or 'none'})")
+        raise ValueError(f"{where}.{unknown[0]}: unknown option for format {fmt!r} (known: {sorted(allowed) or 'none'})")
     where = str(path)
     if fmt == "lshtc_paths":
         paths, lines = read_lshtc_paths(path)

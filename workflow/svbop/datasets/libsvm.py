@@ -31,7 +31,7 @@ from typing import NoReturn
 import numpy as np
 import scipy.sparse as sp
 
-from ._files import describe_parts, encode_labels, open_binary, part_array, part_list, resolve, shorten
+from ._files import describe_parts, encode_labels, open_binary, part_array, part_list, resolve, share, shorten
 from .base import Dataset
 
 __all__ = ["read_libsvm"]
@@ -383,7 +383,8 @@ def read_libsvm(
     multilabel : {"error", "first", "skip"}
         What to do with a line that has several labels (``3,7 1:2``) or none: ``"error"``
         raises, ``"first"`` keeps the first label written (a line without a label is still an
-        error), ``"skip"`` drops the row (and logs how many rows were dropped).  Blanks after a
+        error), ``"skip"`` drops the row; both log a WARNING with the number and share of such
+        rows.  Blanks after a
         comma are allowed (``3, 7 1:2`` is ``3,7 1:2``, as PD-Sparse's reader takes it).
     n_features : int, optional
         Number of columns before ``ignore_features`` are removed (in the zero- or one-based
@@ -451,7 +452,16 @@ def read_libsvm(
                 entries = np.repeat(keep, p.nnz)
                 files[k] = (part, path, _Parsed(p.label[keep], p.n_labels[keep], p.line[keep], p.nnz[keep], p.index[entries], p.value[entries]))
         if n_skipped:
-            logger.warning("libsvm: skipped %d rows with several labels or none (multilabel='skip')", n_skipped)
+            logger.warning("libsvm: skipped %d rows with several labels or none, %s read (multilabel='skip')",
+                           n_skipped, share(n_skipped, sum(p.n_labels.size for _, _, p in files) + n_skipped))
+    elif multilabel == "first":
+        n_multi = sum(int((p.n_labels > 1).sum()) for _, _, p in files)
+        if n_multi:
+            path, p = next((path, p) for _, path, p in files if (p.n_labels > 1).any())
+            line = int(p.line[np.flatnonzero(p.n_labels > 1)[0]])
+            in_files = ", ".join(str(path) for _, path, p in files if (p.n_labels > 1).any())
+            logger.warning("libsvm: %s had more than one label; kept the first (multilabel: first), in %s, e.g. %s:%d",
+                           share(n_multi, sum(p.n_labels.size for _, _, p in files)), in_files, path, line)
 
     # Index base, width, index range.
     if zero_based == "auto":

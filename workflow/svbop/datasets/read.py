@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from ._files import OptionHint
 from .base import Dataset
 
 __all__ = ["FORMATS", "get_reader", "read_dataset"]
@@ -74,7 +75,10 @@ def read_dataset(
     ------
     ValueError
         For an unknown kind or option (the message names the config key and the known
-        options), a missing required option or ``parts``, or any parse error of the reader (which names file and line).
+        options), a missing required option or ``parts``, or any parse error of the reader (which
+        names file and line); an error whose fix is an option of the reader
+        (:class:`~svbop.datasets._files.OptionHint`, e.g. ``set `sep: "\\t"```) names the key
+        it goes under, ``where``.
     """
     from .hierarchies import read_hierarchy
 
@@ -96,9 +100,14 @@ def read_dataset(
     if required:
         raise ValueError(f"{where}.{required[0]}: missing (kind {kind!r} needs {', '.join(required)})")
     t0 = time.perf_counter()
-    dataset = reader(root, parts, **spec)
+    try:
+        dataset = reader(root, parts, **spec)
+    except OptionHint as exc:  # the option to set goes under this dataset's format key
+        exc.where = where
+        raise
     if hierarchy:
-        dataset.hierarchy = read_hierarchy(root, hierarchy, dataset.class_names)
+        key = f"{where[: -len('.format')]}.hierarchy" if where.endswith(".format") else "hierarchy"
+        dataset.hierarchy = read_hierarchy(root, hierarchy, dataset.class_names, where=key)
     dataset.name = str(name)
     logger.info(
         "read %s (%s): %d rows, %d classes, X %s, parts %s, in %.1f s",

@@ -11,14 +11,18 @@ from pathlib import Path
 import numpy as np
 
 from ..io import NpzReader, atomic_path
+from .base import Dataset
 
-__all__ = ["SPLIT_KEYS", "make_split", "save_split", "load_split"]
+__all__ = ["SPLIT_KEYS", "SMALL_CLASSES", "drop_small_classes", "make_split", "split_parts", "save_split", "load_split"]
 
 logger = logging.getLogger(__name__)
 
 #: The parts of a split, in the order they are dealt.
 SPLIT_KEYS = ("train", "validation", "calibration", "test")
 _SIZED_KEYS = SPLIT_KEYS[1:]
+
+#: What to do about classes with fewer rows than the split has parts (``split.small_classes``).
+SMALL_CLASSES = ("warn", "error", "drop")
 
 
 def _count(key: str, value, n_samples: int) -> int:
@@ -89,10 +93,13 @@ def make_split(
     part : ndarray of str, shape (n_samples,), optional
         The source part of every row (:attr:`Dataset.part`), needed for ``"source"`` sizes.
         Rows of source parts that no size names are in the training pool.
-    small_classes : {"warn", "error"}
+    small_classes : {"warn", "error", "drop"}
         What to do about classes with fewer rows than the split has non-empty parts: they cannot
         appear in every part (a class with one row is only ever in train, never tested).
         ``"warn"`` logs a WARNING with their number and examples, ``"error"`` raises.
+        ``"drop"`` means the caller removed them before the split
+        (:func:`drop_small_classes`, which counts rows before ``subsample``): classes that the
+        subsample leaves small are warned about.
     class_names : sequence of str, optional
         Names of the classes of ``y``, for those messages.
 
@@ -118,8 +125,8 @@ def make_split(
     >>> s["test"].tolist()
     [4, 5]
     """
-    if small_classes not in ("warn", "error"):
-        raise ValueError(f"small_classes: expected 'warn' or 'error', got {small_classes!r}")
+    if small_classes not in SMALL_CLASSES:
+        raise ValueError(f"small_classes: expected one of {list(SMALL_CLASSES)}, got {small_classes!r}")
     if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 1:
         raise ValueError(f"n_samples: expected an integer >= 1, got {n_samples!r}")
     n = int(n_samples)
@@ -197,8 +204,84 @@ def _check_small_classes(split: Mapping[str, np.ndarray], y: np.ndarray, mode: s
         + ", ".join(f"{k}: {v}" for k, v in missing.items())
     )
     if mode == "error":
-        raise ValueError(f"split: {message} (split.small_classes: error; use warn to go on)")
-    logger.warning("%s (split.small_classes: warn; error stops instead)", message)
+        raise ValueError(f"split: {message} (split.small_classes: error; use warn to go on, or drop)")
+    if mode == "drop":
+        logger.warning("%s (split.small_classes: drop removed the classes small before subsample; these are small "
+                       "after it)", message)
+    else:
+        logger.warning("%s (split.small_classes: warn; error stops instead, drop removes them)", message)
+
+
+def split_parts(n_samples: int, sizes: Mapping[str, float | int | str]) -> list[str]:
+    """The parts that a split with ``sizes`` fills: train, and every part with a non-zero size
+    (a fraction of ``n_samples`` that rounds to at least one row, a count >= 1, or ``"source"``).
+
+    Examples
+    --------
+    >>> split_parts(100, {"validation": 0.1, "calibration": 0, "test": "source"})
+    ['train', 'validation', 'test']
+    """
+    parts = ["train"]
+    for key in _SIZED_KEYS:
+        value = sizes.get(key, 0)
+        if value == "source" or (not isinstance(value, str) and _count(key, value, n_samples) > 0):
+            parts.append(key)
+    return parts
+
+
+def drop_small_classes(dataset: Dataset, sizes: Mapping[str, float | int | str], *,
+                       where: str = "split.small_classes") -> Dataset:
+    """Remove the classes with fewer rows than a split with ``sizes`` has parts (``small_classes: drop``).
+
+    Such a class cannot appear in every part (a class with one row is only ever in train, never
+    tested); dropping its rows before the split keeps every tested class trainable and testable.
+    The rows are counted in the whole dataset, before any ``subsample``.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        The parsed dataset.
+    sizes : mapping
+        The split's sizes, as for :func:`make_split` (other keys, such as ``seed`` or
+        ``small_classes``, are ignored).
+    where : str
+        Config key, for messages.
+
+    Returns
+    -------
+    Dataset
+        ``dataset`` itself when no class is small; else :meth:`Dataset.keep_classes` of the others
+        (classes renumbered, the hierarchy pruned).  A WARNING says how many classes and rows went,
+        with examples.
+
+    Raises
+    ------
+    ValueError
+        When fewer than two classes would be left.
+    """
+    parts = split_parts(dataset.n_samples, {k: v for k, v in sizes.items() if k in _SIZED_KEYS})
+    counts = np.bincount(dataset.y, minlength=dataset.n_classes)
+    small = np.flatnonzero(counts < len(parts))
+    if not small.size:
+        logger.info("%s: drop: no class has fewer rows than the split's %d parts", where, len(parts))
+        return dataset
+    kept = np.flatnonzero(counts >= len(parts))
+    if kept.size < 2:
+        raise ValueError(
+            f"{where}: drop would leave {kept.size} of {dataset.n_classes} classes (the others have fewer rows than "
+            f"the split's {len(parts)} parts, {', '.join(parts)}); nothing to classify"
+        )
+    out = dataset.keep_classes(kept)
+    shown = ", ".join(f"{dataset.class_names[c]!r} ({counts[c]} row{'s' if counts[c] != 1 else ''})" for c in small[:3])
+    tree = (f"; hierarchy pruned to {out.hierarchy.n_nodes} of {dataset.hierarchy.n_nodes} nodes"
+            if dataset.hierarchy is not None else "")
+    logger.warning(
+        "%s: drop: dropped %d of %d classes with fewer rows than the split's %d parts (%s), e.g. %s, and their "
+        "%d of %d rows; %d classes and %d rows left%s", where, small.size, dataset.n_classes, len(parts),
+        ", ".join(parts), shown, dataset.n_samples - out.n_samples, dataset.n_samples, out.n_classes,
+        out.n_samples, tree,
+    )
+    return out
 
 
 def _check_split(split: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._files import describe_parts, encode_labels, open_binary, part_array, part_list, resolve
+from ._files import (
+    SEPARATORS, OptionHint, describe_parts, encode_labels, open_binary, part_array, part_list, resolve, separator_in,
+    share, shorten,
+)
 from .base import Dataset
 
 __all__ = ["csv_row_id", "read_csv_columns", "read_csv_text"]
@@ -32,6 +36,23 @@ logger = logging.getLogger(__name__)
 
 #: Rows with several labels in the label column (``label_sep`` given): what to do with them.
 MULTILABEL = ("error", "first", "skip")
+
+#: Separators that, found in labels while ``label_sep`` is unset, suggest several labels per field.
+LABEL_SEPARATORS = (";", "|", ",")
+
+
+def _no_column(path: Path, column: str, header: list[str], sep: str) -> ValueError:
+    """The error for a missing column; a header read as one column that holds another separator
+    gets a hint naming the ``sep`` to set (a TSV file read as CSV, say)."""
+    if len(header) == 1:
+        found, _ = separator_in(header, [c for c in SEPARATORS if c != sep])
+        if found is not None:
+            return OptionHint(
+                f"{path}: no column {column!r}; the header {shorten(header[0])!r} is one column and looks "
+                f"{SEPARATORS[found]}-separated",
+                f"sep: {json.dumps(found)}",
+            )
+    return ValueError(f"{path}: no column {column!r} (columns: {', '.join(header)})")
 
 
 def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[dict[str, list[str]], list[int]]:
@@ -67,7 +88,7 @@ def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[
                         seen[name] = i
                     missing = [c for c in columns if c not in seen]
                     if missing:
-                        raise ValueError(f"{path}: no column {missing[0]!r} (columns: {', '.join(header)})")
+                        raise _no_column(path, missing[0], header, sep)
                     take = [seen[c] for c in columns]
                     continue
                 if len(record) != len(header):
@@ -111,7 +132,8 @@ def read_csv_columns(
     Raises
     ------
     ValueError
-        As :func:`read_csv_text`: a missing column, a malformed record or an empty file, naming
+        As :func:`read_csv_text`: a missing column (with the ``sep`` to set when the header reads
+        as one column holding another separator), a malformed record or an empty file, naming
         the file (and line).
     """
     if not isinstance(sep, str) or len(sep) != 1:
@@ -134,10 +156,15 @@ def csv_row_id(name: str | os.PathLike, row: int) -> str:
 
 
 def _split_labels(path: Path, labels: list[str], lines: list[int], label_sep: str | None, multilabel: str):
-    """Apply ``multilabel`` to the label column; return the labels and the kept row positions."""
+    """Apply ``multilabel`` to the label column.
+
+    Returns the labels, the kept row positions (None: all), and the rows with several labels:
+    their number and the first of them as ``(line, field, label kept)`` (None when there is none).
+    """
     if label_sep is None:
-        return labels, None
+        return labels, None, 0, None
     out, keep = [], []
+    n_multi, example = 0, None
     for row, (text, line) in enumerate(zip(labels, lines)):
         parts = [p.strip() for p in text.split(label_sep)]
         parts = [p for p in parts if p]
@@ -147,11 +174,37 @@ def _split_labels(path: Path, labels: list[str], lines: list[int], label_sep: st
                     f"{path}:{line}: {len(parts)} labels {text!r} (data row {row + 1}), expected one "
                     f"(set multilabel: first or skip to accept such rows)"
                 )
+            n_multi += 1
+            if example is None:
+                example = (line, text, parts[0])
             if multilabel == "skip":
                 continue
         out.append(parts[0] if parts else "")
         keep.append(row)
-    return out, keep
+    return out, keep, n_multi, example
+
+
+def _warn_separator_in_labels(labels: np.ndarray, where) -> None:
+    """Warn when labels hold a separator (``;``, ``|``, ``,``) while ``label_sep`` is unset: each
+    such field becomes a class of its own (and, split into levels, a deep hierarchy of them)."""
+    import pandas as pd
+
+    series = pd.Series(labels, dtype=object)
+    best, hits = None, None
+    for c in LABEL_SEPARATORS:
+        found = series.str.contains(c, regex=False).to_numpy(dtype=bool)
+        if found.any() and (hits is None or found.sum() > hits.sum()):
+            best, hits = c, found
+    if best is None:
+        return
+    first = int(np.flatnonzero(hits)[0])
+    logger.warning(
+        "csv_text: %s have a label containing %r, e.g. %r at %s, and are read as %d classes of their own "
+        "(label_sep is unset); if %r separates several labels, set `label_sep: %s` in the format, with multilabel: "
+        "first or skip",
+        share(int(hits.sum()), labels.size), best, str(labels[first]), where(first),
+        np.unique(labels[hits].astype(np.str_)).size, best, json.dumps(best),
+    )
 
 
 def read_csv_text(
@@ -188,11 +241,13 @@ def read_csv_text(
         class must give the same path.
     label_sep : str, optional
         Separator of several labels in one label field (e.g. ``";"`` for ``1.1.1.1;3.1.1.3``).
-        Without it a label is taken as written.
+        Without it a label is taken as written; labels that then hold a ``;``, ``|`` or ``,``
+        (each such field becomes a class of its own) are counted in a WARNING that suggests
+        ``label_sep``.
     multilabel : {"error", "first", "skip"}
         With ``label_sep``, what to do with a row that has several labels (as libsvm's option):
         ``"error"`` raises naming the line, ``"first"`` keeps the first label written, ``"skip"``
-        drops the row (the number dropped is logged).
+        drops the row; both log a WARNING with the number and share of such rows and an example.
     row_ids : bool
         Give every row the id :func:`csv_row_id` of its file name (as in ``parts``) and data row
         number, to join per-row annotations to it (Proteins: the domains of the ``fund`` column,
@@ -209,7 +264,11 @@ def read_csv_text(
     Raises
     ------
     ValueError
-        ``"<path>: no column 'x' (columns: ...)"``; ``"<path>:<line>: ..."`` for a header naming a
+        ``"<path>: no column 'x' (columns: ...)"``, or, when the header is one column holding a tab,
+        ``;``, ``|`` or ``,``, an :class:`~svbop.datasets._files.OptionHint` ``"<path>: no column 'x';
+        the header '...' is one column and looks tab-separated: set `sep: "\\t"`"`` (followed by
+        ``under datasets.<name>.format`` when read through :func:`~svbop.datasets.read_dataset`);
+        ``"<path>:<line>: ..."`` for a header naming a
         column twice, a record with another number of fields than the header, a stray or
         unterminated quote, several labels with ``multilabel="error"``;
         ``"<path>:<line>: empty label (data row <n>)"`` (also for an
@@ -238,12 +297,17 @@ def read_csv_text(
     import pandas as pd
 
     texts, labels, paths, part_names, counts, sources, lines_of, ids = [], [], [], [], [], [], [], []
-    n_skipped = 0
+    n_skipped = n_read = n_multi = 0
+    multi_example = None
     for part, names in plist:
         for name in names:
             path = resolve(root, name)
             data, lines = _read_one(path, columns, sep, encoding)
-            data[label_column], keep = _split_labels(path, data[label_column], lines, label_sep, multilabel)
+            n_read += len(lines)
+            data[label_column], keep, n, example = _split_labels(path, data[label_column], lines, label_sep, multilabel)
+            n_multi += n
+            if multi_example is None and example is not None:
+                multi_example = (path, *example)
             if row_ids:  # numbered before any row is skipped, as read_csv_columns sees the file
                 ids.extend(csv_row_id(name, row + 1) for row in (range(len(lines)) if keep is None else keep))
             if keep is not None and len(keep) != len(lines):
@@ -274,7 +338,12 @@ def read_csv_text(
             part_names.append(part)
             counts.append(len(df))
     if n_skipped:
-        logger.warning("csv_text: skipped %d rows with several labels (multilabel='skip')", n_skipped)
+        logger.warning("csv_text: skipped %d rows with several labels, %s read (multilabel='skip')",
+                       n_skipped, share(n_skipped, n_read))
+    elif n_multi:
+        path, line, text, kept = multi_example
+        logger.warning("csv_text: %s had more than one label; kept the first (multilabel: first), e.g. %s:%d %r -> %r",
+                       share(n_multi, n_read), path, line, text, kept)
 
     def _where(file: int, row: int) -> str:
         return f"{sources[file]}:{lines_of[file][row]}"
@@ -282,6 +351,14 @@ def read_csv_text(
     all_labels = np.concatenate(labels)
     if all_labels.size == 0:
         raise ValueError(f"{sources[0]}: no rows in {describe_parts(plist)}")
+    if label_sep is None:
+        starts = np.cumsum([0, *counts])
+
+        def _where_row(i: int) -> str:  # row i of all files -> "<file>:<line>"
+            file = int(np.searchsorted(starts, i, side="right")) - 1
+            return _where(file, i - int(starts[file]))
+
+        _warn_separator_in_labels(all_labels, _where_row)
     class_names, y = encode_labels(all_labels.astype(np.str_))
     X = np.concatenate(texts)
     desc_files = describe_parts(plist)
