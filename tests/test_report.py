@@ -21,7 +21,7 @@ from svbop.report import (
     plot_utilities,
     read_metrics,
     save_figure,
-    table1,
+    table2,
     table3,
     write_utility_table,
 )
@@ -159,9 +159,9 @@ def test_report_is_one_self_contained_html_page(inputs, tmp_path):
     assert "<details>" in html and "seed: 7" in html
 
 
-def test_table1_equals_the_summaries(inputs, tmp_path):
+def test_table2_equals_the_summaries(inputs, tmp_path):
     _, page = _report(inputs, tmp_path)
-    (t1,) = [t for t in page.tables if t["attrs"].get("class") == "table1"]
+    (t1,) = [t for t in page.tables if t["attrs"].get("class") == "table2"]
     header = [c["text"] for c in t1["rows"][0]]
     # the paper's notation: N<sub>train</sub> (the parser joins it to "Ntrain")
     assert header == ["Dataset", "K", "D", "Ntrain", "Nvalidation", "Ncalibration", "Ntest", "top-1 %"]
@@ -174,7 +174,7 @@ def test_table1_equals_the_summaries(inputs, tmp_path):
         for col, value in zip(header[1:7], cells[1:7]):
             assert int(value) == s[col.replace("N", "N_") if col.startswith("N") else col]
         assert float(cells[7]) == pytest.approx(s["top1_pct"], abs=0.005)
-    frame = table1(SUMMARIES)
+    frame = table2(SUMMARIES)
     assert frame["Dataset"].tolist() == ["Digits (scikit-learn)", "Synthetic 1000 (synthetic)"]
 
 
@@ -280,7 +280,7 @@ def test_bad_summaries_and_figures_are_refused(inputs, tmp_path):
     broken = dict(SUMMARIES[0])
     del broken["N_test"]
     with pytest.raises(ValueError, match="N_test"):
-        table1([broken])
+        table2([broken])
     not_png = tmp_path / "fig.png"
     not_png.write_text("hello")
     with pytest.raises(ValueError, match="fig.png"):
@@ -301,3 +301,21 @@ def test_plot_utilities_draws_one_line_per_utility(tmp_path):
     assert (tmp_path / "g.png").read_bytes().startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="g.pdf"):
         save_figure(fig, tmp_path / "g.pdf")
+
+
+def test_output_files_are_named_by_the_papers_numbering(inputs, tmp_path):
+    """The datasets table is the paper's Table 2: its files are table2_*, the downloads say what each
+    holds without explaining an older numbering, and no rule, caption or doc names table1_* files."""
+    root = Path(__file__).resolve().parents[1]
+    rules = (root / "workflow/rules/report.smk").read_text()
+    assert "results/tables/table2_datasets.tsv" in rules and '("table2", 2)' in rules
+    docs = [root / "workflow/rules/report.smk", root / "workflow/README.md", root / "report/README.md",
+            root / "report/workflow.rst", *sorted((root / "report/captions").glob("*.rst")), root / "README.md"]
+    for path in docs:
+        assert not re.search(r"table1_(datasets|vs_paper)|table\{1,", path.read_text()), path
+    files = ["table2_datasets.tsv", "table2_vs_paper.csv", "table2_vs_paper.tex", "claims.json"]
+    html, _ = _report(inputs, tmp_path, downloads={f: f"tables/{f}" for f in files})
+    downloads = html[html.index('<section id="downloads">'):]
+    assert re.search(r'href="tables/table2_datasets.tsv">table2_datasets.tsv</a> <small>&mdash; Table 2 \(the datasets\)',
+                     downloads)
+    assert "older numbering" not in html and "table1" not in downloads

@@ -18,7 +18,7 @@ from svbop.report.compare import (
     ALGORITHMS,
     check_claims,
     read_train_seconds,
-    table1_vs_paper,
+    table2_vs_paper,
     table3_vs_paper,
     table4_vs_paper,
     table5_vs_paper,
@@ -84,7 +84,7 @@ def test_table3_vs_paper_pairs_every_cell_with_the_paper():
     assert other["paper"].isna().all() and (other["paper_dataset"] == "").all()
 
 
-def test_table1_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
+def test_table2_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
     summaries = [
         {"dataset": "mnist_copy", "title": "MNIST copy", "synthetic": False, "description": "", "features": "cnn",
          "K": 10, "D": 32, "N_train": 25200, "N_validation": 4200, "N_calibration": 4200, "N_test": 8400,
@@ -93,7 +93,7 @@ def test_table1_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
          "K": 3, "D": 2, "N_train": 5, "N_validation": 1, "N_calibration": 1, "N_test": 2,
          "top1_pct": 50.0, "train_seconds": 1.0},
     ]
-    t = table1_vs_paper(summaries, {"mnist_copy": ("MNIST", "same")})
+    t = table2_vs_paper(summaries, {"mnist_copy": ("MNIST", "same")})
     assert list(t["paper_dataset"])[:11] == paper_datasets()
     mnist = t.iloc[0]
     assert mnist["dataset"] == "mnist_copy" and mnist["N_train"] == 33600 == mnist["N_train_paper"]
@@ -309,7 +309,7 @@ def test_speed_claims_say_against_which_full_and_at_what_scale():
     assert "large (stand-in for LSHTC1; K = 1,000; 5,000 test rows)" in c[1]["context"]
 
 
-def test_the_status_view_lists_what_ran_failed_or_needs_files_and_collapses_the_rest(tmp_path):
+def test_the_status_view_lists_the_runs_datasets_and_collapses_the_rest_even_manual_ones(tmp_path):
     datasets = {
         "ran": {"title": "Ran", "paper": "MNIST"},
         "broken": {"title": "Broken"},
@@ -323,17 +323,16 @@ def test_the_status_view_lists_what_ran_failed_or_needs_files_and_collapses_the_
     run = ["ran", "broken", "gated"]
     status = dataset_status(datasets, run, {"gated": missing["gated"]}, {"broken": "fetch failed: HTTP 404"}, missing=missing)
     view = status_view(status, missing)
+    # a row per dataset of run only
     assert [(r["dataset"], r["state"]) for r in view["rows"]] == [
-        ("ran", "ran"), ("broken", "failed"), ("gated", "data missing"), ("kaggle", "needs files")]
-    # the manual files of one dataset, grouped by folder and page
-    (group,) = view["rows"][3]["files"]
-    assert group["files"] == ["a.csv", "b.csv"] and group["folder"].endswith("data/kaggle/downloads/")
-    assert group["url"] == "https://example.org/k" and group["note"] == "login" and not group["local"]
-    # a local copy that is absent, and a dataset merely not in run: one line, not a row
-    assert [r["dataset"] for r in view["not_in_run"]] == ["local", "plain"]
+        ("ran", "ran"), ("broken", "failed"), ("gated", "data missing")]
+    (group,) = view["rows"][2]["files"]
+    assert group["files"] == ["x.csv"] and group["folder"].endswith("data/gated/downloads/")
+    # the others on one line, also the one whose files are fetched by hand (flagged) and an absent local copy
+    assert [(r["dataset"], r["manual"]) for r in view["not_in_run"]] == [("kaggle", True), ("local", False), ("plain", False)]
     assert len(view["not_configured"]) == 11 - 3  # the paper's datasets no entry covers (MNIST, DBpedia, VOC 2006 are)
-    assert view["counts"] == {"ran": 1, "failed": 1, "data missing": 1, "needs files": 1, "not in run": 2,
-                              "not configured": 8}
+    assert view["counts"] == {"ran": 1, "failed": 1, "data missing": 1, "not in run": 3, "not configured": 8,
+                              "by hand": 1}
     detail = status.set_index("dataset").loc["kaggle", "detail"]
     assert detail.startswith("first put a.csv at ") and "add kaggle to run:" in detail
 
@@ -358,5 +357,25 @@ def test_orange_marks_a_difference_only_on_the_papers_own_datasets(tmp_path):
 
     assert "far" in block('class="table3" data-dataset="voc"')
     assert "far" not in block('class="table3" data-dataset="lshtc_like"')
-    rows = dict(re.findall(r'<tr data-dataset="(voc|lshtc_like)" data-paper="[^"]*">(.*?)</tr>', block('class="table1-paper"'), re.S))
+    rows = dict(re.findall(r'<tr data-dataset="(voc|lshtc_like)" data-paper="[^"]*">(.*?)</tr>', block('class="table2-paper"'), re.S))
     assert "differs" in rows["voc"] and "differs" not in rows["lshtc_like"]  # D = 5, the paper's is not
+
+
+def test_an_illustration_of_a_dataset_not_in_run_names_the_files_to_fetch_by_hand(tmp_path):
+    """The status lists a manual dataset outside run on one line; the empty panel it would fill
+    still says which file to put where before adding it to run."""
+    config = {"utilities": UTILITIES, "run": ["voc"],
+              "datasets": {"voc": {"paper": "VOC 2006"},
+                           "gated": {"title": "Gated texts", "files": {"x.csv": {"manual": {"url": "https://example.org/x"}}}}},
+              "report": {"illustrations": {"text_top": {"dataset": "gated"}}}}
+    summaries = [{"dataset": "voc", "title": "voc", "synthetic": False, "description": "", "features": "vgg16", "K": 10,
+                  "D": 5, "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 4, "top1_pct": 50.0,
+                  "train_seconds": 1.0}]
+    missing = {d: missing_inputs(d, cfg, root=tmp_path) for d, cfg in config["datasets"].items()}
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=_metrics_from_paper("voc", "VOC 2006", 0.0),
+                        figures=None, config=config, utilities=UTILITIES, missing=missing).read_text()
+    status = html[html.index('<section id="status">'):html.index('<section id="utilities">')]
+    assert re.findall(r'<tr data-dataset="([^"]*)"', status) == ["voc"]
+    assert "<code>gated</code><sup>*</sup>" in status and "x.csv" not in status
+    panel = html[html.index('id="illustration-text_top"'):][:1500]
+    assert "Gated texts was not run" in panel and "<code>x.csv</code>" in panel and "https://example.org/x" in panel

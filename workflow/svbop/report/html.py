@@ -22,10 +22,10 @@ from markupsafe import Markup
 
 from ..io import atomic_path
 from ..utilities import utility
-from .compare import check_claims, table1_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
+from .compare import check_claims, table2_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
 from .illustrations import ILLUSTRATIONS, entropy_text
 from .names import PAPER_ITEMS, DisplayNames, algorithm_name, html_name, paper_caption, paper_ref
-from .status import dataset_status, paper_link, status_view
+from .status import _file_groups, dataset_status, paper_link, status_view
 from .tables import (
     METRICS_COLUMNS,
     _check_summary,
@@ -33,7 +33,7 @@ from .tables import (
     dataset_label,
     read_metrics,
     read_summaries,
-    table1,
+    table2,
     table3,
     utility_label,
     utility_name,
@@ -57,11 +57,11 @@ _PACKAGES = {
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-#: What each exported table holds, by file name without extension (the downloads list).  Files
-#: keep their names (other tools read them); the paper's number of each table is said here.
+#: What each exported table holds, by file name without extension (the downloads list); files are
+#: named by the paper's numbering of its tables.
 DOWNLOADS = {
-    "table1_datasets": "Table 2 (the datasets), as computed from the files run",
-    "table1_vs_paper": "Table 2 (the datasets) beside the paper's",
+    "table2_datasets": "Table 2 (the datasets), as computed from the files run",
+    "table2_vs_paper": "Table 2 (the datasets) beside the paper's",
     "table3_utilities": "Table 3, every cell in the long format of the paper's CSV",
     "table3_vs_paper": "Table 3 beside the paper's: each cell, the paper's value and the difference",
     "table4_vs_paper": "Table 4 (SVBOP-Full vs. SVBOP-HSG vs. SVBOP-HF) beside the paper's",
@@ -69,7 +69,6 @@ DOWNLOADS = {
     "dataset_status": "the status of every dataset (the first section)",
     "claims": "the paper's claims checked (evidence names datasets, utilities and methods by their keys)",
 }
-_DOWNLOADS_NOTE = "File names keep their older numbering: the table1_* files hold the paper's Table 2 (the datasets)."
 
 
 def environment_versions() -> dict[str, str]:
@@ -258,15 +257,12 @@ def _files_html(groups: Sequence[Mapping[str, object]], capital: bool = False) -
 
 def _todo_html(row: Mapping[str, object]) -> Markup:
     """The status table's "what to do" of one dataset, keys and paths as code."""
-    state, key = row["state"], row["dataset"]
+    state = row["state"]
     if state == "ran":
         return Markup("")
     if state == "failed":
         return Markup("{} Fix the cause and rerun <code>snakemake</code> (finished work is kept).").format(row["detail"])
-    files = _files_html(row["files"], capital=True)
-    if state == "data missing":
-        return Markup("{}; then rerun <code>snakemake</code>.").format(files)
-    return Markup("{}; then add {} under <code>run:</code>.").format(files, _code(key))
+    return Markup("{}; then rerun <code>snakemake</code>.").format(_files_html(row["files"], capital=True))
 
 
 def _illustration_reason(name: str, entry: Mapping[str, object], rows: Mapping[str, Mapping[str, object]],
@@ -306,13 +302,18 @@ def _illustration_reason(name: str, entry: Mapping[str, object], rows: Mapping[s
 
 def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | None, config: Mapping[str, object],
                            view: Mapping[str, object], names: DisplayNames,
-                           links: Mapping[str, tuple[str | None, str]]) -> list[dict[str, object]]:
+                           links: Mapping[str, tuple[str | None, str]],
+                           missing: Mapping[str, Sequence[Mapping[str, str]]] | None = None) -> list[dict[str, object]]:
     """The paper's three panels of Figure 2: records and figure of each, or one line saying why
     it is empty and how to fill it."""
     configured = dict((config.get("report") or {}).get("illustrations") or {})
     illustrations = dict(illustrations or {})
     rows = {r["dataset"]: r for r in view["rows"]}
-    rows |= {r["dataset"]: {**r, "state": "not in run", "files": []} for r in view["not_in_run"]}
+    # a dataset not in run: the files to fetch by hand before adding it (the status only lists it)
+    rows |= {r["dataset"]: {**r, "state": "not in run",
+                            "files": _file_groups([m for m in (missing or {}).get(r["dataset"], [])
+                                                   if m.get("kind", "manual") == "manual"])}
+             for r in view["not_in_run"]}
     out = []
     for name, (panel, kind, paper) in ILLUSTRATIONS.items():
         if name not in configured and name not in illustrations:
@@ -483,7 +484,7 @@ def build_report(
              "g1": _fmt(float(u.values()[0]), 3), "gK": _fmt(float(u.values()[-1]), 3), **p.as_dict()}
         )
 
-    t1 = table1(summaries)
+    t1 = table2(summaries)
     run = [str(d) for d in (config.get("run") or [])]
     links = {name: paper_link(cfg) for name, cfg in configured.items()}
     paired = table3_vs_paper(metrics, links)
@@ -500,7 +501,7 @@ def build_report(
     status = dataset_status(configured, run, not_run, failed, missing=missing) if configured else dataset_status(
         {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
     view = status_view(status, {**dict(missing or {}), **dict(not_run or {})})
-    t1p = table1_vs_paper(summaries, links)
+    t1p = table2_vs_paper(summaries, links)
     t1p_rows, t1p_not_run, t1p_outside = [], [], []
     for r in t1p.to_dict("records"):
         if not r["dataset"]:  # a paper dataset nothing ran for: one line below the table
@@ -560,7 +561,7 @@ def build_report(
         "utilities_K100": props100,
         "config_yaml": _config_text(config),
         "versions": versions,
-        "table1": {
+        "table2": {
             "columns": [html_name(re.sub(r"^N_(\w+)$", r"N_{\1}", c)) for c in t1.columns],
             "rows": [
                 {"synthetic": bool(s.get("synthetic")), "cells": [_fmt(v) for v in row]}
@@ -575,18 +576,17 @@ def build_report(
         "status": view,
         "n_run": view["counts"]["ran"],
         "n_failed": view["counts"]["failed"],
-        "table1_paper": t1p_rows,
-        "table1_paper_not_run": t1p_not_run,
-        "table1_paper_outside": t1p_outside,
+        "table2_paper": t1p_rows,
+        "table2_paper_not_run": t1p_not_run,
+        "table2_paper_outside": t1p_outside,
         "table4": _context_table4(t4, names),
         "table5": t5_rows,
         "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
         "claims": claims,
-        "illustrations": _context_illustrations(illustrations, config, view, names, links),
+        "illustrations": _context_illustrations(illustrations, config, view, names, links, missing),
         "fbeta_figure": fbeta_figure,
         "genreject_figure": genreject_figure,
         "downloads": downloads,
-        "downloads_note": _DOWNLOADS_NOTE if any(d["stem"].startswith("table1_") for d in downloads) else "",
     }
     template_path = _resolve_template(template)
     env = jinja2.Environment(
