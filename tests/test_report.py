@@ -229,7 +229,10 @@ def test_what_was_run_lists_convexity_and_versions(inputs, tmp_path):
 def test_table3_and_best_mask_frames(inputs):
     metrics = read_metrics(inputs["metrics"])
     t = table3(metrics, "digits", UTILITIES)
-    assert list(t.columns) == ["u_{δ=1.6,γ=0.6}", "u_{F1}", "u_{δ=2.2,γ=1.2}", "u_{F5}", "recall %", "mean set size"]
+    assert list(t.columns) == ["u_{δ=1.6,γ=0.6}", "u_{F1}", "u_{δ=2.2,γ=1.2}", "u_{F5}", "recall %", "mean set size", "θ"]
+    # the tuned theta on the Threshold rows only
+    threshold = [m == "threshold" for m, _ in t.attrs["keys"]]
+    assert t["θ"][threshold].notna().all() and t["θ"][[not x for x in threshold]].isna().all()
     assert t.index[0] == "SVBOP-Full-u_{δ=1.6,γ=0.6}" and t.index[4] == "Threshold-u_{δ=1.6,γ=0.6}"
     mask = best_mask(t)
     assert mask["u_{F1}"].sum() >= 1 and not mask["recall %"].any()
@@ -319,3 +322,42 @@ def test_output_files_are_named_by_the_papers_numbering(inputs, tmp_path):
     assert re.search(r'href="tables/table2_datasets.tsv">table2_datasets.tsv</a> <small>&mdash; Table 2 \(the datasets\)',
                      downloads)
     assert "older numbering" not in html and "table1" not in downloads
+
+
+def test_threshold_rows_show_their_theta_and_flag_an_edge_of_the_grid(inputs, tmp_path):
+    """Table 3's θ column holds each Threshold row's tuned theta (from metrics.tsv); a theta at a
+    binding edge of the grid is marked, listed under the table, and named in the claims."""
+    path = inputs["metrics"][1]  # synth1000: 2,000 test rows, judged by the claims
+    df = pd.read_csv(path, sep="\t", dtype={"param": str})
+    thresholds = df["method"] == "threshold"
+    df.loc[thresholds, "theta"] = [0.01, 0.01, 0.3, 1.0]
+    df["theta_edge"] = ""
+    df.loc[thresholds, "theta_edge"] = ["smallest", "smallest", "", "largest"]
+    df.to_csv(path, sep="\t", index=False)
+    html, page = _report(inputs, tmp_path)
+    (t,) = [t for t in page.tables if t["attrs"].get("data-dataset") == "synth1000"]
+    header = [c["text"] for c in t["rows"][0]]
+    j = header.index("θ")
+    shown = {r[0]["text"]: r[j]["text"] for r in t["rows"][1:]}
+    assert [v for k, v in shown.items() if k.startswith("Threshold")] == ["0.01†", "0.01†", "0.3", "1†"]
+    assert all(v == "–" for k, v in shown.items() if not k.startswith("Threshold"))
+    block = html[html.index('data-dataset="synth1000"'):]
+    note = re.search(r'<p class="caption theta-edge" data-count="3">(.*?)</p>', block, re.S).group(1)
+    assert "Threshold-u<sub>δ=1.6,γ=0.6</sub> (θ = 0.01, the smallest value)" in note
+    assert "Threshold-u<sub>F5</sub> (θ = 1, the largest value)" in note
+    # the other dataset has no edge: no note
+    digits = html[html.index('data-dataset="digits"'):html.index('data-dataset="synth1000"')]
+    assert "theta-edge" not in digits
+    # the caption says what θ is, and that the paper does not give its grid
+    assert "without giving them" in html and "often identical" in html
+    # the claims name the edge
+    claims = html[html.index('<section id="claims">'):html.index('<section id="hyperparameters">')]
+    assert re.search(r"θ at the edge of its grid.*Synthetic 1000, u<sub>δ=1.6,γ=0.6</sub> \(θ = 0.01, the smallest\)",
+                     claims, re.S)
+    # and the tables' file: theta beside every cell of a Threshold row
+    from svbop.report.compare import table3_vs_paper
+
+    t3 = table3_vs_paper(read_metrics(inputs["metrics"]), {})
+    rows = t3[(t3.dataset == "synth1000") & (t3.method == "threshold") & (t3.param == "fbeta_5")]
+    assert (rows["theta"] == 1.0).all() and (rows["theta_edge"] == "largest").all()
+    assert (t3[t3.method != "threshold"]["theta_edge"] == "").all() and t3[t3.method != "threshold"]["theta"].isna().all()

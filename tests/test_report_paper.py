@@ -291,22 +291,69 @@ def read_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_speed_claims_say_against_which_full_and_at_what_scale():
     """HSG and HF beat the paper's Full (all K probabilities sorted) but not svbop's: the verdict says
-    exactly that, and that it rests on small synthetic data."""
+    exactly that, and that it rests on synthetic data; datasets with too few test rows are not judged."""
     m = _claims_metrics(0.5)
     m.loc[m["method"] == "svbop_full", "t_test_ms"] = 0.05  # faster than HSG (0.5) and HF (0.1)
     summaries = [{"dataset": "small", "K": 10, "N_test": 300, "synthetic": True},
                  {"dataset": "large", "K": 1000, "N_test": 400, "synthetic": True}]
     c = check_claims(m, summaries)
+    assert [x["verdict"] for x in c] == ["not judged: too few test rows"] * 4 + ["not testable"]
+    assert c[1]["evidence"] == ["small, large could judge it but have fewer than 1,000 test rows"]
+    assert c[1]["context"].endswith("not judged, fewer than 1,000 test rows: small (300), large (400)")
+    summaries = [{**s, "N_test": 5000} for s in summaries]
+    c = check_claims(m, summaries)
     expected = ("supported against the paper's SVBOP-Full; contradicted against svbop's SVBOP-Full "
-                "(judged on synthetic data only; on fewer than 1,000 test rows)")
+                "(judged on synthetic data only)")
     assert c[1]["verdict"] == c[2]["verdict"] == expected
-    assert "small (synthetic; K = 10; 300 test rows), large (synthetic; K = 1,000; 400 test rows)" in c[1]["context"]
-    # with one real dataset of 5,000 test rows among them, no qualifier
-    summaries[1] = {"dataset": "large", "K": 1000, "N_test": 5000}
+    assert "small (synthetic; K = 10; 5,000 test rows), large (synthetic; K = 1,000; 5,000 test rows)" in c[1]["context"]
+    # one real dataset among them: no qualifier; the small synthetic one is left out and named
+    summaries = [{"dataset": "small", "K": 10, "N_test": 300, "synthetic": True}, {"dataset": "large", "K": 1000, "N_test": 5000}]
     links = {"large": ("LSHTC1", "stand-in")}
     c = check_claims(m, summaries, links=links)
     assert c[1]["verdict"] == "supported against the paper's SVBOP-Full; contradicted against svbop's SVBOP-Full"
     assert "large (stand-in for LSHTC1; K = 1,000; 5,000 test rows)" in c[1]["context"]
+    assert "small (" not in c[1]["context"].split("not judged")[0]
+    assert c[1]["context"].endswith("not judged, fewer than 1,000 test rows: small (300)")
+    assert not any("small" in e for e in c[1]["evidence"])
+
+
+def test_claims_treat_ties_as_ties():
+    """Compared as shown (two decimals): SVBOP-Full at 100.00 beside a Top-1 at 100.00 is a tie, not a
+    loss; HF_p equal to Full decides nothing; a test time equal at three decimals is no slower."""
+    summaries = [{"dataset": "small", "K": 10, "N_test": 5000}, {"dataset": "large", "K": 1000, "N_test": 5000}]
+    m = _claims_metrics(0.0)
+    for u in LABELS:  # every method scores 100 (a perfect classifier); Full just below, within rounding
+        m[f"{u}_pct"] = 100.0
+    m.loc[m["method"] == "svbop_full", [f"{u}_pct" for u in LABELS]] = 99.996
+    m.loc[m["method"] == "svbop_hf_kmeans", "t_test_ms"] = 0.0504  # = svbop's Full at three decimals
+    m.loc[m["method"] == "svbop_full", "t_test_ms"] = 0.05
+    hf_p = m[m["method"] == "svbop_hf_kmeans"].assign(method="svbop_hf_predefined")
+    m = pd.concat([m, hf_p])
+    c = check_claims(m, summaries, links={"small": ("Bacteria", "stand-in")})
+    assert c[0]["verdict"] == "supported"
+    assert "in 8 of 8 (dataset, utility) cases, 8 of them ties (equal at 2 decimals, as shown)" in c[0]["evidence"][0]
+    assert c[2]["verdict"] == "supported"  # HF ties svbop's Full: no slower
+    assert c[4]["verdict"] == "tied (1 of 1)" and "ties for best" in c[4]["evidence"][0]
+
+
+def test_the_domain_decides_what_is_biological():
+    """Claim 5 judges the datasets whose domain is biological: the config key domain, not only stand_in_for."""
+    from svbop.report.status import dataset_domain
+
+    assert dataset_domain({"stand_in_for": "Bacteria"}) == "biological"
+    assert dataset_domain({"paper": "VOC 2006"}) == "images" and dataset_domain({"features": {"kind": "cnn"}}) == "images"
+    assert dataset_domain({"paper": "LSHTC1"}) == "text" and dataset_domain({}) == "other"
+    assert dataset_domain({"domain": "biological", "paper": "LSHTC1"}) == "biological"
+    with pytest.raises(ValueError, match="domain: 'fish'"):
+        dataset_domain({"domain": "fish"})
+    summaries = [{"dataset": "small", "K": 10, "N_test": 5000}, {"dataset": "large", "K": 1000, "N_test": 5000}]
+    m = _claims_metrics(0.5)
+    hf_p = m[m["method"] == "svbop_hf_kmeans"].assign(method="svbop_hf_predefined")
+    hf_p["fbeta_1_pct"] = [85.0, 60.0]
+    m = pd.concat([m, hf_p])
+    datasets = {"small": {"domain": "biological"}, "large": {"stand_in_for": "LSHTC1"}}
+    c5 = check_claims(m, summaries, domains={d: dataset_domain(c) for d, c in datasets.items()})[4]
+    assert c5["verdict"] == "supported" and c5["evidence"][0].startswith("small (biological)")
 
 
 def test_the_status_view_lists_the_runs_datasets_and_collapses_the_rest_even_manual_ones(tmp_path):

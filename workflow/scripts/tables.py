@@ -15,7 +15,7 @@ from svbop.report.compare import (
     table4_vs_paper,
     table5_vs_paper,
 )
-from svbop.report.status import dataset_status, paper_link
+from svbop.report.status import dataset_domain, dataset_status, paper_link
 
 to_log_file(snakemake.log[0])
 params = snakemake.params
@@ -29,7 +29,8 @@ if metrics is not None:
     write_table(metrics_long(metrics), snakemake.output.table3, index=False)
     tables["table3"] = table3_vs_paper(metrics, links)
     tables["table4"] = table4_vs_paper(metrics, read_train_seconds(params.train_time_files), links)
-    claims = check_claims(metrics, summaries, links=links)
+    domains = {name: dataset_domain(cfg) for name, cfg in params.datasets.items()}
+    claims = check_claims(metrics, summaries, links=links, domains=domains)
 else:  # nothing ran: empty tables with their headers
     import pandas as pd
 

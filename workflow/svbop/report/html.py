@@ -22,12 +22,13 @@ from markupsafe import Markup
 
 from ..io import atomic_path
 from ..utilities import utility
-from .compare import check_claims, table2_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
+from .compare import SMALL_TEST, check_claims, table2_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
 from .illustrations import ILLUSTRATIONS, entropy_text
 from .names import PAPER_ITEMS, DisplayNames, algorithm_name, html_name, paper_caption, paper_ref
-from .status import _file_groups, dataset_status, paper_link, status_view
+from .status import _file_groups, dataset_domain, dataset_status, paper_link, status_view
 from .tables import (
     METRICS_COLUMNS,
+    THETA_COLUMN,
     _check_summary,
     best_mask,
     dataset_label,
@@ -140,6 +141,16 @@ def _fmt(value: object, decimals: int = 2) -> str:
     return f"{float(value):.{decimals}f}"
 
 
+def _grid_text(grid: object) -> str:
+    """``[0.01, 0.02, 0.05, 0.1, ..., 1.0]`` -> ``"0.01, 0.02, 0.05, 0.1, …, 1"`` (at most 10 values shown)."""
+    try:
+        values = [float(g) for g in grid]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return ""
+    text = [f"{v:g}" for v in values]
+    return ", ".join(text if len(text) <= 10 else [*text[:4], "…", *text[-4:]])
+
+
 def _format_created(created: object) -> str:
     if created is None:
         created = _dt.datetime.now(_dt.timezone.utc)
@@ -180,25 +191,33 @@ def _context_table3(
         header.append({"name": html_name(c), "label": lab, "utility": True, "paper": False})
         if paper:
             header.append({"name": "paper (Δ)", "label": lab, "utility": False, "paper": True})
-    header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size")]
+    header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size", THETA_COLUMN)]
     label_of = dict(zip(util_cols, labels))
     rows = []
+    edges = []
     for i, method in enumerate(t.index):
         key = t.attrs["keys"][i]
         cells = []
         for c in t.columns:
-            cells.append({"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c]), "paper": False})
+            if c == THETA_COLUMN:  # a threshold's tuned theta, marked at a binding edge of the grid
+                theta, edge = t.iloc[i][c], t.attrs["theta_edge"][i]
+                cells.append({"text": "–" if theta != theta else f"{theta:g}", "best": False, "paper": False,
+                              "theta": True, "edge": edge})
+                if edge:
+                    edges.append({"method": html_name(method), "theta": f"{theta:g}", "edge": edge})
+                continue
+            cells.append({"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c]), "paper": False, "theta": False})
             lab = label_of.get(c)
             if paper and lab is not None:
                 v, d = paper.get((key[0], str(key[1]), lab), (float("nan"), float("nan")))
                 known = v == v
                 cells.append({
-                    "text": f"{v:.2f} ({d:+.2f})" if known else "–", "best": False, "paper": True,
+                    "text": f"{v:.2f} ({d:+.2f})" if known else "–", "best": False, "paper": True, "theta": False,
                     "paper_best": known and paper_best[lab] is not None and round(v, 2) == paper_best[lab],
                     "far": same and known and abs(d) >= 5,
                 })
         rows.append({"name": html_name(method), "key": "/".join(map(str, key)), "cells": cells})
-    return {"header": header, "rows": rows}
+    return {"header": header, "rows": rows, "theta_edges": edges}
 
 
 def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, object]]:
@@ -531,7 +550,8 @@ def build_report(
                                        "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}"}
                                       for k in TABLE5_KEYS]})
     claims = []
-    for c in check_claims(metrics, summaries, links=links, names=names):
+    domains = {name: dataset_domain(cfg) for name, cfg in configured.items()}
+    for c in check_claims(metrics, summaries, links=links, names=names, domains=domains or None):
         claims.append({**c, "claim": html_name(c["claim"]), "context": html_name(c["context"]),
                        "evidence": [html_name(e) for e in c["evidence"]]})
     for r in view["rows"]:
@@ -570,6 +590,8 @@ def build_report(
         },
         "any_synthetic": any(bool(s.get("synthetic")) for s in summaries),
         "predictions": predictions,
+        "any_paper_t3": bool(paired["paper"].notna().any()),
+        "threshold_grid": _grid_text((config.get("baselines") or {}).get("threshold_grid")),
         "utilities_figure": images.pop("utilities"),
         "other_figures": [{"name": k, "src": v} for k, v in images.items()],
         "n_methods": int(metrics.groupby(["method", "param"]).ngroups),
@@ -583,6 +605,7 @@ def build_report(
         "table5": t5_rows,
         "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
         "claims": claims,
+        "min_test_rows": SMALL_TEST,
         "illustrations": _context_illustrations(illustrations, config, view, names, links, missing),
         "fbeta_figure": fbeta_figure,
         "genreject_figure": genreject_figure,
