@@ -426,3 +426,74 @@ def test_an_illustration_of_a_dataset_not_in_run_names_the_files_to_fetch_by_han
     assert "<code>gated</code><sup>*</sup>" in status and "x.csv" not in status
     panel = html[html.index('id="illustration-text_top"'):][:1500]
     assert "Gated texts was not run" in panel and "<code>x.csv</code>" in panel and "https://example.org/x" in panel
+
+
+def _smk_functions(path: Path, names: list[str], namespace: dict) -> dict:
+    """The named top-level functions of a Snakemake file (plain Python defs), run in ``namespace``."""
+    text = path.read_text()
+    for name in names:
+        m = re.search(rf"^def {name}\(.*?(?=^\S)", text, re.S | re.M)
+        assert m, f"{path}: no def {name}"
+        exec(m.group(0), namespace)
+    return namespace
+
+
+def test_training_time_includes_every_model_a_method_needs(tmp_path):
+    """A dataset whose features are a CNN's hidden layer: the CNN's training is part of every
+    method's training time (Table 4) and of the dataset's (summary.json); the features job's own
+    time is a separate number."""
+    from svbop.evaluation import dataset_summary, read_seconds
+
+    root = Path(__file__).resolve().parents[1]
+    config = {"datasets": {"digits": {"features": {"kind": "cnn"}, "hsg": {"enabled": True}, "hf": {"enabled": False}},
+                           "voc": {"features": {"kind": "vgg16"}, "hsg": {"enabled": False}, "hf": {"enabled": False}}}}
+    ns = _smk_functions(root / "workflow/rules/common.smk",
+                        ["svbop_methods", "cnn_history", "features_benchmark", "train_time_files"], {"config": config})
+    files = ns["train_time_files"]("digits")
+    assert set(files) == {"svbop_full", "svbop_full_naive", "svbop_hsg"}
+    assert all(fs[0] == "results/digits/features/cnn_history.tsv" for fs in files.values())
+    assert ns["train_time_files"]("voc") == {m: ["results/voc/models/flat.json"] for m in ("svbop_full", "svbop_full_naive")}
+    assert ns["features_benchmark"]("voc") == "results/benchmarks/features_vgg16/voc.tsv"
+    # the files: the CNN's epochs, the flat model's JSON, Snakemake's benchmark of the features job
+    (tmp_path / "cnn_history.tsv").write_text("epoch\tval_loss\tseconds\n1\t0.5\t20.0\n2\t0.4\t37.0\n")
+    (tmp_path / "flat.json").write_text(json.dumps({"train_seconds": 0.1}))
+    (tmp_path / "hnsw.json").write_text(json.dumps({"build_seconds": 2.0}))
+    (tmp_path / "bench.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n61.5\t0:01:01\t300\t120.0\n")
+    assert read_seconds(tmp_path / "cnn_history.tsv") == 57.0 and read_seconds(tmp_path / "bench.tsv") == 61.5
+    got = read_train_seconds({"digits": {"svbop_full": [tmp_path / "cnn_history.tsv", tmp_path / "flat.json"],
+                                         "svbop_hsg": [tmp_path / "cnn_history.tsv", tmp_path / "flat.json",
+                                                       tmp_path / "hnsw.json"]}})
+    assert got == {"digits": {"svbop_full": pytest.approx(57.1), "svbop_hsg": pytest.approx(59.1)}}
+    (tmp_path / "empty.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(ValueError, match=r"empty\.tsv: no rows with a 'seconds'"):
+        read_seconds(tmp_path / "empty.tsv")
+    # the dataset's summary: training = CNN + liblinear, the features' time apart
+    summary = dataset_summary(dataset="digits", title="Digits", n_classes=2, n_features=32,
+                              split={p: np.arange(3) for p in ("train", "validation", "calibration", "test")},
+                              P_test=np.eye(2)[[0, 1, 0]], y_test=np.array([0, 1, 0]), features="cnn",
+                              train_parts={"cnn": 57.0, "flat": 0.1}, features_seconds=4.5)
+    assert summary["train_seconds"] == pytest.approx(57.1) and summary["features_seconds"] == 4.5
+    assert summary["train_seconds_parts"] == {"cnn": 57.0, "flat": 0.1}
+
+
+def test_the_report_shows_training_with_the_cnn_and_the_features_time_apart(tmp_path):
+    metrics = _claims_metrics(0.5).assign(n_test=5000)
+    summaries = [
+        {"dataset": d, "title": d.capitalize(), "synthetic": False, "description": "", "features": f, "K": K, "D": 5,
+         "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 5000, "top1_pct": 50.0, "train_seconds": t,
+         "train_seconds_parts": parts, "features_seconds": fs}
+        for d, f, K, t, parts, fs in (("small", "cnn", 10, 57.1, {"cnn": 57.0, "flat": 0.1}, 4.5),
+                                      ("large", "vgg16", 1000, 3.0, {"flat": 3.0}, 812.34))
+    ]
+    config = {"utilities": UTILITIES, "run": ["small", "large"],
+              "datasets": {"small": {"features": {"kind": "cnn"}}, "large": {"features": {"kind": "vgg16"}}}}
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES, train_seconds={"large": {"svbop_hsg": 9.0}}).read_text()
+    run = html[html.index('<table class="run-datasets">'):]
+    run = run[:run.index("</table>")]
+    assert re.search(r'train-seconds">57.1 <small>\(CNN 57.0, liblinear 0.1\)</small>', run)
+    assert 'features-seconds">4.5<' in run and 'features-seconds">812.3<' in run
+    t4 = html[html.index('id="table4-large"'):]
+    assert re.search(r'<small class="t-features" data-seconds="812\.3">t<sub>features</sub> 812\.3 s</small>', t4[:600])
+    t = table4_vs_paper(metrics, {"large": {"svbop_hsg": 9.0}}, {}, features_seconds={"large": 812.34})
+    assert (t[t.dataset == "large"]["t_features_s"] == 812.34).all() and t[t.dataset == "small"]["t_features_s"].isna().all()

@@ -8,7 +8,6 @@ come from :mod:`svbop.report.paper`; a difference is always ``ours - paper``.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..evaluation import read_seconds
 from .names import ALGORITHM_NAMES, DisplayNames
 from .paper import paper_datasets, paper_table, table4_long
 from .status import DOMAINS, PAPER_DOMAINS
@@ -158,6 +158,7 @@ def table4_vs_paper(
     train_seconds: Mapping[str, Mapping[str, float]],
     links: Links,
     utilities: Sequence[str] = TABLE4_UTILITIES,
+    features_seconds: Mapping[str, float | None] | None = None,
 ) -> pd.DataFrame:
     """Table 4: SVBOP-Full (as the paper runs it, and svbop's), -HSG, -HF_p and -HF_c per dataset,
     with the paper's values beside.
@@ -167,19 +168,24 @@ def table4_vs_paper(
     metrics : DataFrame
         Wide metrics table; rows ``svbop_*`` with ``param`` = the utility optimised.
     train_seconds : mapping
-        dataset -> method -> training seconds (HSG includes the flat model it indexes, as in
-        the paper; HF includes building its tree).
+        dataset -> method -> training seconds of every model the method needs
+        (:func:`read_train_seconds`: HSG includes the flat model it indexes, as in the paper; HF
+        includes building its tree; where the features are a CNN's hidden layer, its training).
     links : mapping
         dataset -> (paper dataset, relation).
     utilities : sequence of str
         Utility labels (Table 4: ``fbeta_1`` and ``credal_2.2_1.2``); those not in ``metrics`` are
         left out.
+    features_seconds : mapping, optional
+        dataset -> seconds spent computing its features beyond any model training (e.g. VGG16's
+        convolutional features; the summary's ``features_seconds``): column ``t_features_s``,
+        not part of ``t_train_s``.
 
     Returns
     -------
     DataFrame
         One row per (dataset, algorithm, utility), algorithms as in :data:`ALGORITHMS`:
-        ``dataset, paper_dataset, relation, algorithm, utility, t_train_s, top1_pct,
+        ``dataset, paper_dataset, relation, algorithm, utility, t_train_s, t_features_s, top1_pct,
         utility_pct, recall_pct, set_size, t_test_ms, index_recall_pct`` (HSG: recall@k of its
         index), ``speedup_vs_full_naive`` (the test time of SVBOP-Full as the paper runs it over
         this algorithm's: the paper's speed-up, reproduced), ``speedup_vs_full`` (svbop's
@@ -201,6 +207,7 @@ def table4_vs_paper(
                 row = {"dataset": dataset, "paper_dataset": paper or "", "relation": relation,
                        "algorithm": algorithm, "utility": label,
                        "t_train_s": float(train_seconds.get(dataset, {}).get(method, math.nan)),
+                       "t_features_s": _number((features_seconds or {}).get(dataset)),
                        "top1_pct": float(r["top1_pct"])}
                 for m, col in measures.items():
                     row[m] = float(r[f"{label}_pct"] if col is None else r.get(col, math.nan))
@@ -208,7 +215,7 @@ def table4_vs_paper(
                 rows.append(row)
     cols = ["t_train_s", "top1_pct", "utility_pct", "recall_pct", "set_size", "t_test_ms"]
     out = pd.DataFrame(rows, columns=["dataset", "paper_dataset", "relation", "algorithm", "utility", *cols,
-                                      "index_recall_pct"])
+                                      "index_recall_pct", "t_features_s"])
     paper = table4_long().rename(columns={"dataset": "paper_dataset"})
     paper = paper.rename(columns={c: f"{c}_paper" for c in cols})
     out = out.merge(paper, how="left", on=["paper_dataset", "algorithm", "utility"])
@@ -232,33 +239,25 @@ def _number(value: object) -> float:
 
 
 def read_train_seconds(files: Mapping[str, Mapping[str, Sequence[str | os.PathLike]]]) -> dict[str, dict[str, float]]:
-    """Training seconds of each SVBOP method from the pipeline's model JSON files.
+    """Training seconds of each SVBOP method: the sum over every model it needs.
 
     Parameters
     ----------
     files : mapping
-        dataset -> method -> JSON files whose ``train_seconds`` or ``build_seconds`` add up to the
-        method's training time (e.g. HSG: ``models/flat.json`` and ``indexes/hnsw.json``).
+        dataset -> method -> files whose seconds (:func:`svbop.evaluation.read_seconds`) add up to
+        the method's training time: model JSON files (``train_seconds`` or ``build_seconds``; HSG:
+        ``models/flat.json`` and ``indexes/hnsw.json``) and, for features from a CNN, its
+        training history (``features/cnn_history.tsv``, the sum of its epochs' seconds).
 
     Raises
     ------
     ValueError
-        A file is missing, is not JSON, or has neither key (the message names the file).
+        A file is missing, unreadable, or records no seconds (the message names the file).
     """
     out: dict[str, dict[str, float]] = {}
     for dataset, methods in files.items():
         for method, paths in methods.items():
-            total = 0.0
-            for path in paths:
-                try:
-                    info = json.loads(open(path).read())
-                except (OSError, json.JSONDecodeError) as exc:
-                    raise ValueError(f"{path}: cannot read training time ({exc})") from None
-                key = next((k for k in ("train_seconds", "build_seconds") if k in info), None)
-                if key is None:
-                    raise ValueError(f"{path}: neither 'train_seconds' nor 'build_seconds'")
-                total += float(info[key])
-            out.setdefault(str(dataset), {})[str(method)] = total
+            out.setdefault(str(dataset), {})[str(method)] = float(sum(read_seconds(path) for path in paths))
     return out
 
 

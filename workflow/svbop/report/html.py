@@ -245,8 +245,9 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
             algos.append({"name": html_name(algorithm_name(algorithm)), "key": algorithm,
                           "cells": [{"ours": _fmt(o, d), "paper": _fmt(p, d) if p == p else ""} for o, p, d in cells]})
         first = df.iloc[0]
+        features = first.get("t_features_s", float("nan"))
         out.append({"id": dataset, "title": names.dataset(dataset), "paper": first["paper_dataset"],
-                    "relation": first["relation"],
+                    "relation": first["relation"], "features_seconds": "" if features != features else _fmt(features, 1),
                     "utilities": [html_name(utility_name(u)) for u in utilities], "rows": algos})
     return out
 
@@ -475,8 +476,12 @@ def build_report(
 
     def info(d: str) -> dict[str, object]:
         s = by_id.get(d, {"dataset": d, "title": names.dataset(d), "synthetic": False})
+        parts = dict(s.get("train_seconds_parts") or {})
+        names_of = {"cnn": "CNN", "flat": "liblinear"}
         return {"id": d, "title": names.dataset(d), "label": dataset_label(s), "synthetic": bool(s.get("synthetic")),
-                "summary": s}
+                "summary": s,
+                "train_parts": ", ".join(f"{names_of.get(k, k)} {v:.1f}" for k, v in parts.items()) if len(parts) > 1 else "",
+                "features_seconds": "–" if s.get("features_seconds") is None else _fmt(float(s["features_seconds"]), 1)}
 
     datasets = [info(d) for d in dataset_ids]
     Ks = sorted({int(s["K"]) for s in summaries})
@@ -537,7 +542,8 @@ def build_report(
                           and int(ours) != int(theirs)})
         t1p_rows.append({"dataset": r["dataset"], "title": r["title"], "paper": r["paper_dataset"], "relation": r["relation"],
                          "synthetic": bool(by_id.get(r["dataset"], {}).get("synthetic")), "cells": cells})
-    t4 = table4_vs_paper(metrics, train_seconds or {}, links)
+    t4 = table4_vs_paper(metrics, train_seconds or {}, links,
+                         features_seconds={d: s.get("features_seconds") for d, s in by_id.items()})
     t5 = table5_vs_paper(configured, [d for d in run if d in by_id], links) if configured else None
     t5_rows = []
     if t5 is not None:
