@@ -361,3 +361,15 @@ def test_threshold_rows_show_their_theta_and_flag_an_edge_of_the_grid(inputs, tm
     rows = t3[(t3.dataset == "synth1000") & (t3.method == "threshold") & (t3.param == "fbeta_5")]
     assert (rows["theta"] == 1.0).all() and (rows["theta_edge"] == "largest").all()
     assert (t3[t3.method != "threshold"]["theta_edge"] == "").all() and t3[t3.method != "threshold"]["theta"].isna().all()
+
+
+def test_the_banner_says_there_are_no_paper_numbers_to_compare(inputs, tmp_path):
+    """A run of no paper dataset: the top of the page says so and where the paper's numbers come from,
+    and no caption promises the paper's value beside ours."""
+    html, _ = _report(inputs, tmp_path)
+    banner = re.search(r'<div class="banner banner-none" id="compared"[^>]*>(.*?)</div>', html, re.S).group(1)
+    assert html.index('id="compared"') < html.index('<section id="status">')
+    assert "No paper numbers to compare" in banner and "Digits (scikit-learn); Synthetic 1000 (synthetic)" in banner
+    assert "<code>config.yaml</code>" in banner and "workflow/configs/shared_data.yaml" in banner
+    assert "the paper's value below each" not in html and "followed by the paper's value" not in html
+    assert "there are no paper values to put beside" in html

@@ -68,6 +68,10 @@ def quickstart_report(tmp_path):
                          _metrics("synthetic1000", 1).assign(dataset="synthetic1000"),
                          _approximate_rows("synthetic1000", labels, 2)], ignore_index=True)
     metrics.loc[metrics["method"] == "svbop_full", "t_test_ms"] = 0.1
+    # the quickstart's finding: a threshold tuned to the smallest theta of the grid
+    metrics["theta_edge"] = ""
+    edge = (metrics["dataset"] == "synthetic1000") & (metrics["method"] == "threshold") & (metrics["param"] == "fbeta_1")
+    metrics.loc[edge, ["theta", "theta_edge"]] = [0.01, "smallest"]
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(300, 10)) * rng.uniform(0.1, 6, size=(300, 1))
     P = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
@@ -122,6 +126,19 @@ def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path)
     # the figures are svbop's and say how small their text is; all four are there and loaded
     assert len(seen["images"]) == 4 and all(im["min_font_px"] for im in seen["images"])
     html = Path(path).read_text(encoding="utf-8")
+    # the banner, on the first screen: no paper dataset in the quickstart, and where to find the paper's numbers
+    banner = seen["banner"]
+    assert banner["visible"] and banner["top"] + banner["height"] < 900, banner
+    assert banner["text"].startswith("No paper numbers to compare: no dataset of this run — Digits")
+    assert "config.yaml" in banner["text"] and "workflow/configs/shared_data.yaml" in banner["text"]
+    # no caption promises paper values that are not there
+    assert "the paper's value below each" not in seen["prose"] and "followed by the paper's value" not in seen["prose"]
+    # Table 3: a theta column, its Threshold rows tuned, the edge of the grid marked and explained
+    table3 = [t for t in seen["tables"] if t["class"] == "table3"]
+    assert [t["dataset"] for t in table3] == ["digits", "synthetic1000"]
+    assert all(t["headers"][-1] == "θ" and t["columns"] == len(config["utilities"]) + 4 for t in table3)
+    assert re.search(r"θ at the edge of the grid: Threshold-u ?F1 \(θ = 0\.01, the smallest value\)", seen["prose"])
+    assert "does not give" not in seen["prose"] and "without giving them" in seen["prose"]
     # the compact status: the two datasets run; every other one on one line, even Bacteria (files by hand)
     rows = re.findall(r'<tr data-dataset="([^"]*)" data-status="[^"]*">', html)
     assert rows == ["digits", "synthetic1000"]

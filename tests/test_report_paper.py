@@ -283,6 +283,13 @@ def test_the_report_puts_the_paper_beside_each_number(tmp_path):
     assert "not run" in ill[:800] and "gated" in ill[:800]
     assert 'href="tables/table3_vs_paper.csv"' in html
     assert html.count("stand-in") >= 2
+    # the banner: what this run compares with the paper, and what only for reference
+    banner = re.search(r'<div class="banner banner-some" id="compared"[^>]*>(.*?)</div>', html, re.S).group(1)
+    banner = " ".join(banner.split())
+    assert "Compared with the paper</strong>: voc (the paper's VOC 2006), beside the paper's numbers" in banner
+    assert "stand-ins, for reference only</strong>" in banner and "lshtc_like for LSHTC1" in banner
+    assert "9 of the paper's 11 datasets have nothing of this run to compare with" in banner
+    assert "followed by the paper's value" in html and "the paper's value below each where it has one" in html
 
 
 def read_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from ..io import atomic_path
 from ..utilities import utility
 from .compare import SMALL_TEST, check_claims, table2_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
 from .illustrations import ILLUSTRATIONS, entropy_text
+from .paper import paper_datasets
 from .names import PAPER_ITEMS, DisplayNames, algorithm_name, html_name, paper_caption, paper_ref
 from .status import _file_groups, dataset_domain, dataset_status, paper_link, status_view
 from .tables import (
@@ -218,6 +219,32 @@ def _context_table3(
                 })
         rows.append({"name": html_name(method), "key": "/".join(map(str, key)), "cells": cells})
     return {"header": header, "rows": rows, "theta_edges": edges}
+
+
+def _comparable(ran: Sequence[str], links: Mapping[str, tuple[str | None, str]], names: DisplayNames,
+                synthetic: Mapping[str, bool]) -> dict[str, object]:
+    """What this run can compare with the paper (the banner at the top of the page).
+
+    Returns
+    -------
+    dict
+        ``same``: ``{"title", "paper"}`` of the datasets run that are the paper's own (their numbers
+        are compared with the paper's); ``stand_in``: those standing in for one (for reference
+        only); ``outside``: titles of the others (no paper numbers); ``paper_not_run``: how many
+        of the paper's ``n_paper`` datasets nothing of this run covers; ``any``: whether anything
+        is compared; ``ran``: how many datasets ran.
+    """
+    same, stand_in, outside, covered = [], [], [], set()
+    for d in ran:
+        paper, relation = links.get(d, (None, ""))
+        title = names.dataset(d) + (" (synthetic)" if synthetic.get(d) else "")
+        if paper:
+            covered.add(paper)
+            (same if relation == "same" else stand_in).append({"title": title, "paper": paper})
+        else:
+            outside.append(title)
+    return {"same": same, "stand_in": stand_in, "outside": outside, "any": bool(same or stand_in), "ran": len(ran),
+            "n_paper": len(paper_datasets()), "paper_not_run": len([p for p in paper_datasets() if p not in covered])}
 
 
 def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, object]]:
@@ -609,6 +636,9 @@ def build_report(
         "table2_paper_outside": t1p_outside,
         "table4": _context_table4(t4, names),
         "table5": t5_rows,
+        "table5_has_paper": any(c["paper"] for r in t5_rows for c in r["cells"]),
+        "comparable": _comparable([d["id"] for d in datasets if d["id"] in present or d["id"] in by_id], links, names,
+                                  {d["id"]: d["synthetic"] for d in datasets}),
         "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
         "claims": claims,
         "min_test_rows": SMALL_TEST,
