@@ -18,8 +18,10 @@ with open(snakemake.input.model_info) as fh:
 # training: the flat model, and the CNN when its hidden layer is the features (the sum of its epochs);
 # features: the features job's wall time (Snakemake's benchmark), less the CNN's training counted above
 parts = {"flat": float(info["train_seconds"])}
-if snakemake.input.cnn_history:
-    parts = {"cnn": read_seconds(snakemake.input.cnn_history), **parts}
+history = snakemake.input.cnn_history  # a list, empty unless the features are a CNN's hidden layer
+history = [history] if isinstance(history, str) else list(history)
+if history:
+    parts = {"cnn": sum(read_seconds(path) for path in history), **parts}
 features_seconds = max(0.0, read_seconds(snakemake.input.features_benchmark) - parts.get("cnn", 0.0))
 summary = dataset_summary(
     dataset=snakemake.params.dataset, title=snakemake.params.title, n_classes=dataset.n_classes,
