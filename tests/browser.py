@@ -215,7 +215,8 @@ def inspect_page(
     complete or with naturalWidth 0), ``tables`` (``class``, ``id``, ``dataset`` (its
     ``data-dataset``), ``rows`` = tbody rows, ``columns`` = header cells, ``headers`` = the
     rendered text of the first header row's cells), ``banner`` (the ``#compared`` box at the top of
-    the report: ``text``, ``top``, ``height``, ``visible``; None without one), ``sections`` (ids of <section>), ``section_boxes`` (``id``,
+    the report: ``text``, ``top``, ``height``, ``visible``; None without one), ``sections`` (ids of
+    <section>), ``section_boxes`` (``id``,
     ``top``, ``height`` in px), ``headings`` (text of <h2>), ``prose`` (the rendered text outside
     code, pre and the downloads section), ``smallest_fonts`` (the 20 smallest rendered texts:
     ``px``, ``where``, ``text``), ``errors`` (JavaScript errors), ``body_text_length`` and
