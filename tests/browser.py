@@ -95,9 +95,12 @@ _COLLECT = """<script>window.addEventListener("load", function () { setTimeout(f
     if (!head && t.rows.length && !t.rows[0].querySelector("td")) {  /* header row without <thead> */
       head = t.rows[0]; rows = Math.max(0, rows - 1);
     }
-    var columns = 0;
-    if (head) { for (i = 0; i < head.cells.length; i++) { columns += head.cells[i].colSpan || 1; } }
-    return {"class": t.getAttribute("class") || "", "id": t.id || "", "rows": rows, "columns": columns};
+    var columns = 0, headers = [];
+    if (head) {
+      for (i = 0; i < head.cells.length; i++) { columns += head.cells[i].colSpan || 1; headers.push(squash(head.cells[i].innerText)); }
+    }
+    return {"class": t.getAttribute("class") || "", "id": t.id || "", "rows": rows, "columns": columns,
+            "headers": headers, "dataset": t.getAttribute("data-dataset") || ""};
   });
   /* every rendered text node: its computed font size, and the prose outside NOT_PROSE */
   var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -128,6 +131,13 @@ _COLLECT = """<script>window.addEventListener("load", function () { setTimeout(f
     "smallest_fonts": fonts.slice(0, 20),
     "tables": tables,
     "sections": Array.prototype.map.call(document.querySelectorAll("section[id]"), function (s) { return s.id; }),
+    "banner": (function () {
+      var b = document.getElementById("compared");
+      if (!b) { return null; }
+      var r = b.getBoundingClientRect();
+      return {"text": squash(b.innerText), "top": r.top + window.scrollY, "height": r.height,
+              "visible": !!b.getClientRects().length};
+    })(),
     "headings": Array.prototype.map.call(document.querySelectorAll("h2"), function (h) { return squash(h.textContent); }),
     "errors": (window.__svbopErrors || []).slice(),
     "body_text_length": document.body ? document.body.innerText.length : 0,
@@ -202,8 +212,11 @@ def inspect_page(
     ``naturalHeight``, ``width`` and ``height`` as displayed, ``src_prefix``, ``min_font_px``:
     the smallest font the PNG records at its natural size, or None, and ``displayed_min_font_px``
     = that x displayed / natural width), ``broken_images`` (alt, or else src prefix, of images not
-    complete or with naturalWidth 0), ``tables`` (``class``, ``id``, ``rows`` = tbody rows,
-    ``columns`` = header cells), ``sections`` (ids of <section>), ``section_boxes`` (``id``,
+    complete or with naturalWidth 0), ``tables`` (``class``, ``id``, ``dataset`` (its
+    ``data-dataset``), ``rows`` = tbody rows, ``columns`` = header cells, ``headers`` = the
+    rendered text of the first header row's cells), ``banner`` (the ``#compared`` box at the top of
+    the report: ``text``, ``top``, ``height``, ``visible``; None without one), ``sections`` (ids of
+    <section>), ``section_boxes`` (``id``,
     ``top``, ``height`` in px), ``headings`` (text of <h2>), ``prose`` (the rendered text outside
     code, pre and the downloads section), ``smallest_fonts`` (the 20 smallest rendered texts:
     ``px``, ``where``, ``text``), ``errors`` (JavaScript errors), ``body_text_length`` and

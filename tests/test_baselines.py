@@ -173,3 +173,61 @@ def test_prefix_baselines_with_sets_of_every_class_equal_a_naive_computation_in_
         assert every.to_list() == order.tolist()  # q = 1: every class
         top = svbop.top_s_sets(P, 1000, chunk_bytes=chunk_bytes)
         np.testing.assert_array_equal(top.indices, order[:, :1000].ravel())
+
+
+def _tuning_file(path, thetas, scores, chosen):
+    rows = ["theta\tvalidation_utility_pct\tchosen"]
+    rows += [f"{t}\t{s}\t{t == chosen}" for t, s in zip(thetas, scores)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "scores, chosen, edge",
+    [
+        ([70.0, 65.0, 60.0, 50.0], 0.05, "smallest"),  # best at the smallest theta, beating its neighbour
+        ([70.0, 70.0, 60.0, 50.0], 0.05, ""),  # ties with its neighbour: the grid decided nothing there
+        ([50.0, 60.0, 65.0, 70.0], 1.0, "largest"),
+        ([50.0, 70.0, 65.0, 60.0], 0.1, ""),  # inside the grid
+    ],
+)
+def test_threshold_tuning_says_whether_theta_sits_at_an_edge_of_the_grid(tmp_path, scores, chosen, edge):
+    from svbop.evaluation import read_threshold_tuning
+
+    path = _tuning_file(tmp_path / "fbeta_1.tsv", [0.05, 0.1, 0.5, 1.0], scores, chosen)
+    assert read_threshold_tuning(path) == {"theta": chosen, "theta_edge": edge}
+
+
+def test_a_broken_threshold_tuning_file_is_named(tmp_path):
+    from svbop.evaluation import read_threshold_tuning
+
+    none = _tuning_file(tmp_path / "none.tsv", [0.1, 0.2], [1.0, 2.0], chosen=0.3)
+    with pytest.raises(ValueError, match=r"none\.tsv: expected exactly one row with chosen True, found 0"):
+        read_threshold_tuning(none)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("theta\tvalidation_utility_pct\tchosen\nabc\t1\tTrue\n")
+    with pytest.raises(ValueError, match=r"bad\.tsv: row 2: theta"):
+        read_threshold_tuning(bad)
+    (tmp_path / "cols.tsv").write_text("theta\tchosen\n0.1\tTrue\n")
+    with pytest.raises(ValueError, match=r"cols\.tsv: missing column 'validation_utility_pct'"):
+        read_threshold_tuning(tmp_path / "cols.tsv")
+    with pytest.raises(ValueError, match="missing.tsv"):
+        read_threshold_tuning(tmp_path / "missing.tsv")
+
+
+def test_the_default_threshold_grid_is_fine_near_both_ends():
+    """A theta tuned to the grid's edge is flagged in the report; the default grid has fine steps near
+    0 and 1, so the flag is about the data and not about a grid that stops at 0.1."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    schema = yaml.safe_load((root / "workflow/schemas/config.schema.yaml").read_text())
+    default = schema["properties"]["baselines"]["properties"]["threshold_grid"]["default"]
+    configs = [yaml.safe_load((root / "config.yaml").read_text())]
+    configs += [yaml.safe_load(p.read_text()) for p in sorted((root / "workflow/configs").glob("*.yaml"))]
+    grids = [default] + [c["baselines"]["threshold_grid"] for c in configs if "threshold_grid" in (c.get("baselines") or {})]
+    assert len(grids) >= 2  # the schema's default and config.yaml's
+    for grid in grids:
+        assert {0.01, 0.02, 0.05, 0.95, 0.98, 0.99, 1.0} <= set(grid) and grid == sorted(grid)

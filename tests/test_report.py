@@ -21,7 +21,7 @@ from svbop.report import (
     plot_utilities,
     read_metrics,
     save_figure,
-    table1,
+    table2,
     table3,
     write_utility_table,
 )
@@ -159,9 +159,9 @@ def test_report_is_one_self_contained_html_page(inputs, tmp_path):
     assert "<details>" in html and "seed: 7" in html
 
 
-def test_table1_equals_the_summaries(inputs, tmp_path):
+def test_table2_equals_the_summaries(inputs, tmp_path):
     _, page = _report(inputs, tmp_path)
-    (t1,) = [t for t in page.tables if t["attrs"].get("class") == "table1"]
+    (t1,) = [t for t in page.tables if t["attrs"].get("class") == "table2"]
     header = [c["text"] for c in t1["rows"][0]]
     # the paper's notation: N<sub>train</sub> (the parser joins it to "Ntrain")
     assert header == ["Dataset", "K", "D", "Ntrain", "Nvalidation", "Ncalibration", "Ntest", "top-1 %"]
@@ -174,7 +174,7 @@ def test_table1_equals_the_summaries(inputs, tmp_path):
         for col, value in zip(header[1:7], cells[1:7]):
             assert int(value) == s[col.replace("N", "N_") if col.startswith("N") else col]
         assert float(cells[7]) == pytest.approx(s["top1_pct"], abs=0.005)
-    frame = table1(SUMMARIES)
+    frame = table2(SUMMARIES)
     assert frame["Dataset"].tolist() == ["Digits (scikit-learn)", "Synthetic 1000 (synthetic)"]
 
 
@@ -229,7 +229,10 @@ def test_what_was_run_lists_convexity_and_versions(inputs, tmp_path):
 def test_table3_and_best_mask_frames(inputs):
     metrics = read_metrics(inputs["metrics"])
     t = table3(metrics, "digits", UTILITIES)
-    assert list(t.columns) == ["u_{δ=1.6,γ=0.6}", "u_{F1}", "u_{δ=2.2,γ=1.2}", "u_{F5}", "recall %", "mean set size"]
+    assert list(t.columns) == ["u_{δ=1.6,γ=0.6}", "u_{F1}", "u_{δ=2.2,γ=1.2}", "u_{F5}", "recall %", "mean set size", "θ"]
+    # the tuned theta on the Threshold rows only
+    threshold = [m == "threshold" for m, _ in t.attrs["keys"]]
+    assert t["θ"][threshold].notna().all() and t["θ"][[not x for x in threshold]].isna().all()
     assert t.index[0] == "SVBOP-Full-u_{δ=1.6,γ=0.6}" and t.index[4] == "Threshold-u_{δ=1.6,γ=0.6}"
     mask = best_mask(t)
     assert mask["u_{F1}"].sum() >= 1 and not mask["recall %"].any()
@@ -280,7 +283,7 @@ def test_bad_summaries_and_figures_are_refused(inputs, tmp_path):
     broken = dict(SUMMARIES[0])
     del broken["N_test"]
     with pytest.raises(ValueError, match="N_test"):
-        table1([broken])
+        table2([broken])
     not_png = tmp_path / "fig.png"
     not_png.write_text("hello")
     with pytest.raises(ValueError, match="fig.png"):
@@ -301,3 +304,72 @@ def test_plot_utilities_draws_one_line_per_utility(tmp_path):
     assert (tmp_path / "g.png").read_bytes().startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="g.pdf"):
         save_figure(fig, tmp_path / "g.pdf")
+
+
+def test_output_files_are_named_by_the_papers_numbering(inputs, tmp_path):
+    """The datasets table is the paper's Table 2: its files are table2_*, the downloads say what each
+    holds without explaining an older numbering, and no rule, caption or doc names table1_* files."""
+    root = Path(__file__).resolve().parents[1]
+    rules = (root / "workflow/rules/report.smk").read_text()
+    assert "results/tables/table2_datasets.tsv" in rules and '("table2", 2)' in rules
+    docs = [root / "workflow/rules/report.smk", root / "workflow/README.md", root / "report/README.md",
+            root / "report/workflow.rst", *sorted((root / "report/captions").glob("*.rst")), root / "README.md"]
+    for path in docs:
+        assert not re.search(r"table1_(datasets|vs_paper)|table\{1,", path.read_text()), path
+    files = ["table2_datasets.tsv", "table2_vs_paper.csv", "table2_vs_paper.tex", "claims.json"]
+    html, _ = _report(inputs, tmp_path, downloads={f: f"tables/{f}" for f in files})
+    downloads = html[html.index('<section id="downloads">'):]
+    assert re.search(r'href="tables/table2_datasets.tsv">table2_datasets.tsv</a> <small>&mdash; Table 2 \(the datasets\)',
+                     downloads)
+    assert "older numbering" not in html and "table1" not in downloads
+
+
+def test_threshold_rows_show_their_theta_and_flag_an_edge_of_the_grid(inputs, tmp_path):
+    """Table 3's θ column holds each Threshold row's tuned theta (from metrics.tsv); a theta at a
+    binding edge of the grid is marked, listed under the table, and named in the claims."""
+    path = inputs["metrics"][1]  # synth1000: 2,000 test rows, judged by the claims
+    df = pd.read_csv(path, sep="\t", dtype={"param": str})
+    thresholds = df["method"] == "threshold"
+    df.loc[thresholds, "theta"] = [0.01, 0.01, 0.3, 1.0]
+    df["theta_edge"] = ""
+    df.loc[thresholds, "theta_edge"] = ["smallest", "smallest", "", "largest"]
+    df.to_csv(path, sep="\t", index=False)
+    html, page = _report(inputs, tmp_path)
+    (t,) = [t for t in page.tables if t["attrs"].get("data-dataset") == "synth1000"]
+    header = [c["text"] for c in t["rows"][0]]
+    j = header.index("θ")
+    shown = {r[0]["text"]: r[j]["text"] for r in t["rows"][1:]}
+    assert [v for k, v in shown.items() if k.startswith("Threshold")] == ["0.01†", "0.01†", "0.3", "1†"]
+    assert all(v == "–" for k, v in shown.items() if not k.startswith("Threshold"))
+    block = html[html.index('data-dataset="synth1000"'):]
+    note = re.search(r'<p class="caption theta-edge" data-count="3">(.*?)</p>', block, re.S).group(1)
+    assert "Threshold-u<sub>δ=1.6,γ=0.6</sub> (θ = 0.01, the smallest value)" in note
+    assert "Threshold-u<sub>F5</sub> (θ = 1, the largest value)" in note
+    # the other dataset has no edge: no note
+    digits = html[html.index('data-dataset="digits"'):html.index('data-dataset="synth1000"')]
+    assert "theta-edge" not in digits
+    # the caption says what θ is, and that the paper does not give its grid
+    assert "without giving them" in html and "often identical" in html
+    # the claims name the edge
+    claims = html[html.index('<section id="claims">'):html.index('<section id="hyperparameters">')]
+    assert re.search(r"θ at the edge of its grid.*Synthetic 1000, u<sub>δ=1.6,γ=0.6</sub> \(θ = 0.01, the smallest\)",
+                     claims, re.S)
+    # and the tables' file: theta beside every cell of a Threshold row
+    from svbop.report.compare import table3_vs_paper
+
+    t3 = table3_vs_paper(read_metrics(inputs["metrics"]), {})
+    rows = t3[(t3.dataset == "synth1000") & (t3.method == "threshold") & (t3.param == "fbeta_5")]
+    assert (rows["theta"] == 1.0).all() and (rows["theta_edge"] == "largest").all()
+    assert (t3[t3.method != "threshold"]["theta_edge"] == "").all() and t3[t3.method != "threshold"]["theta"].isna().all()
+
+
+def test_the_banner_says_there_are_no_paper_numbers_to_compare(inputs, tmp_path):
+    """A run of no paper dataset: the top of the page says so and where the paper's numbers come from,
+    and no caption promises the paper's value beside ours."""
+    html, _ = _report(inputs, tmp_path)
+    banner = re.search(r'<div class="banner banner-none" id="compared"[^>]*>(.*?)</div>', html, re.S).group(1)
+    assert html.index('id="compared"') < html.index('<section id="status">')
+    assert "No paper numbers to compare" in banner and "Digits (scikit-learn); Synthetic 1000 (synthetic)" in banner
+    assert "<code>config.yaml</code>" in banner and "workflow/configs/shared_data.yaml" in banner
+    assert "the paper's value below each" not in html and "followed by the paper's value" not in html
+    assert "there are no paper values to put beside" in html

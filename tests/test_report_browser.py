@@ -68,6 +68,10 @@ def quickstart_report(tmp_path):
                          _metrics("synthetic1000", 1).assign(dataset="synthetic1000"),
                          _approximate_rows("synthetic1000", labels, 2)], ignore_index=True)
     metrics.loc[metrics["method"] == "svbop_full", "t_test_ms"] = 0.1
+    # the quickstart's finding: a threshold tuned to the smallest theta of the grid
+    metrics["theta_edge"] = ""
+    edge = (metrics["dataset"] == "synthetic1000") & (metrics["method"] == "threshold") & (metrics["param"] == "fbeta_1")
+    metrics.loc[edge, ["theta", "theta_edge"]] = [0.01, "smallest"]
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(300, 10)) * rng.uniform(0.1, 6, size=(300, 1))
     P = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
@@ -86,7 +90,7 @@ def quickstart_report(tmp_path):
     missing = {name: missing_inputs(name, cfg, root=tmp_path) for name, cfg in config["datasets"].items()}
     train = {"synthetic1000": {m: 10.0 for m in ("svbop_full", "svbop_full_naive", "svbop_hsg", "svbop_hf_predefined",
                                                   "svbop_hf_kmeans")}}
-    files = ["table1_datasets.tsv", "table1_vs_paper.csv", "table1_vs_paper.tex", "table3_utilities.csv",
+    files = ["table2_datasets.tsv", "table2_vs_paper.csv", "table2_vs_paper.tex", "table3_utilities.csv",
              "table3_vs_paper.csv", "dataset_status.csv", "claims.json"]
     out = build_report(
         tmp_path / "results" / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
@@ -105,7 +109,7 @@ def test_the_report_loads_with_every_image_and_table(inputs, tmp_path):  # noqa:
     assert seen["errors"] == [] and seen["broken_images"] == []
     assert len(seen["images"]) >= 3 and all(im["naturalWidth"] > 100 for im in seen["images"])
     tables = {t["class"]: t for t in seen["tables"]}
-    for cls in ("status", "table1", "table3", "claims"):
+    for cls in ("status", "table2", "table3", "claims"):
         assert tables[cls]["rows"] > 0, cls
     assert set(re.findall(r'<section id="([^"]+)"', html)) == set(seen["sections"])
     assert (tmp_path / "shot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -122,11 +126,26 @@ def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path)
     # the figures are svbop's and say how small their text is; all four are there and loaded
     assert len(seen["images"]) == 4 and all(im["min_font_px"] for im in seen["images"])
     html = Path(path).read_text(encoding="utf-8")
-    # the compact status: the two datasets run, the one behind a manual download, the rest on one line
+    # the banner, on the first screen: no paper dataset in the quickstart, and where to find the paper's numbers
+    banner = seen["banner"]
+    assert banner["visible"] and banner["top"] + banner["height"] < 900, banner
+    assert banner["text"].startswith("No paper numbers to compare: no dataset of this run — Digits")
+    assert "config.yaml" in banner["text"] and "workflow/configs/shared_data.yaml" in banner["text"]
+    # no caption promises paper values that are not there
+    assert "the paper's value below each" not in seen["prose"] and "followed by the paper's value" not in seen["prose"]
+    # Table 3: a theta column, its Threshold rows tuned, the edge of the grid marked and explained
+    table3 = [t for t in seen["tables"] if t["class"] == "table3"]
+    assert [t["dataset"] for t in table3] == ["digits", "synthetic1000"]
+    assert all(t["headers"][-1] == "θ" and t["columns"] == len(config["utilities"]) + 4 for t in table3)
+    assert re.search(r"θ at the edge of the grid: Threshold-u ?F1 \(θ = 0\.01, the smallest value\)", seen["prose"])
+    assert "does not give" not in seen["prose"] and "without giving them" in seen["prose"]
+    # the compact status: the two datasets run; every other one on one line, even Bacteria (files by hand)
     rows = re.findall(r'<tr data-dataset="([^"]*)" data-status="[^"]*">', html)
-    assert rows == ["digits", "synthetic1000", "bacteria"]
-    assert re.search(r"Not in this run \((\d+)\)", html).group(1) == str(len(config["datasets"]) - 3)
-    assert "data/bacteria/downloads/" in html and "no public copy" in html
+    assert rows == ["digits", "synthetic1000"]
+    status = html[html.index('<section id="status">'):html.index('<section id="utilities">')]
+    assert re.search(r"Not in this run \((\d+)\)", status).group(1) == str(len(config["datasets"]) - 2)
+    assert "<code>bacteria</code><sup>*</sup>" in status and "fetched by hand" in status
+    assert "data/bacteria/downloads/" not in status and "no public copy" not in status
     # the paper's numbering, never a LaTeX label
     for text in ("Table 1", "Table 2: the datasets", "Table 3: SVBOP-Full vs.", "Table 4: SVBOP-Full vs.",
                  "Table 5: hyper-parameters", "Figure 1: the utilities g(s), K = 100", "Figure 2: set-valued",
@@ -136,7 +155,7 @@ def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path)
     assert "No test image whose top-1 is wrong" in html and "300 test rows of Digits" in html
     panel_c = html[html.index('id="illustration-text_top"'):][:1500]
     assert "DBpedia was not run" in panel_c and "<code>dbpedia</code> under <code>run:</code>" in panel_c
-    assert "DBPEDIA_train.csv" not in panel_c  # downloaded like the others now: no file to fetch by hand
+    assert "DBPEDIA_train.csv" not in panel_c  # downloaded by the pipeline: nothing to fetch by hand
 
 
 @needs_chromium

@@ -18,7 +18,7 @@ from svbop.report.compare import (
     ALGORITHMS,
     check_claims,
     read_train_seconds,
-    table1_vs_paper,
+    table2_vs_paper,
     table3_vs_paper,
     table4_vs_paper,
     table5_vs_paper,
@@ -84,7 +84,7 @@ def test_table3_vs_paper_pairs_every_cell_with_the_paper():
     assert other["paper"].isna().all() and (other["paper_dataset"] == "").all()
 
 
-def test_table1_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
+def test_table2_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
     summaries = [
         {"dataset": "mnist_copy", "title": "MNIST copy", "synthetic": False, "description": "", "features": "cnn",
          "K": 10, "D": 32, "N_train": 25200, "N_validation": 4200, "N_calibration": 4200, "N_test": 8400,
@@ -93,7 +93,7 @@ def test_table1_vs_paper_follows_the_paper_order_and_marks_what_was_not_run():
          "K": 3, "D": 2, "N_train": 5, "N_validation": 1, "N_calibration": 1, "N_test": 2,
          "top1_pct": 50.0, "train_seconds": 1.0},
     ]
-    t = table1_vs_paper(summaries, {"mnist_copy": ("MNIST", "same")})
+    t = table2_vs_paper(summaries, {"mnist_copy": ("MNIST", "same")})
     assert list(t["paper_dataset"])[:11] == paper_datasets()
     mnist = t.iloc[0]
     assert mnist["dataset"] == "mnist_copy" and mnist["N_train"] == 33600 == mnist["N_train_paper"]
@@ -283,6 +283,13 @@ def test_the_report_puts_the_paper_beside_each_number(tmp_path):
     assert "not run" in ill[:800] and "gated" in ill[:800]
     assert 'href="tables/table3_vs_paper.csv"' in html
     assert html.count("stand-in") >= 2
+    # the banner: what this run compares with the paper, and what only for reference
+    banner = re.search(r'<div class="banner banner-some" id="compared"[^>]*>(.*?)</div>', html, re.S).group(1)
+    banner = " ".join(banner.split())
+    assert "Compared with the paper</strong>: voc (the paper's VOC 2006), beside the paper's numbers" in banner
+    assert "stand-ins, for reference only</strong>" in banner and "lshtc_like for LSHTC1" in banner
+    assert "9 of the paper's 11 datasets have nothing of this run to compare with" in banner
+    assert "followed by the paper's value" in html and "the paper's value below each where it has one" in html
 
 
 def read_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -291,25 +298,72 @@ def read_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_speed_claims_say_against_which_full_and_at_what_scale():
     """HSG and HF beat the paper's Full (all K probabilities sorted) but not svbop's: the verdict says
-    exactly that, and that it rests on small synthetic data."""
+    exactly that, and that it rests on synthetic data; datasets with too few test rows are not judged."""
     m = _claims_metrics(0.5)
     m.loc[m["method"] == "svbop_full", "t_test_ms"] = 0.05  # faster than HSG (0.5) and HF (0.1)
     summaries = [{"dataset": "small", "K": 10, "N_test": 300, "synthetic": True},
                  {"dataset": "large", "K": 1000, "N_test": 400, "synthetic": True}]
     c = check_claims(m, summaries)
+    assert [x["verdict"] for x in c] == ["not judged: too few test rows"] * 4 + ["not testable"]
+    assert c[1]["evidence"] == ["small, large could judge it but have fewer than 1,000 test rows"]
+    assert c[1]["context"].endswith("not judged, fewer than 1,000 test rows: small (300), large (400)")
+    summaries = [{**s, "N_test": 5000} for s in summaries]
+    c = check_claims(m, summaries)
     expected = ("supported against the paper's SVBOP-Full; contradicted against svbop's SVBOP-Full "
-                "(judged on synthetic data only; on fewer than 1,000 test rows)")
+                "(judged on synthetic data only)")
     assert c[1]["verdict"] == c[2]["verdict"] == expected
-    assert "small (synthetic; K = 10; 300 test rows), large (synthetic; K = 1,000; 400 test rows)" in c[1]["context"]
-    # with one real dataset of 5,000 test rows among them, no qualifier
-    summaries[1] = {"dataset": "large", "K": 1000, "N_test": 5000}
+    assert "small (synthetic; K = 10; 5,000 test rows), large (synthetic; K = 1,000; 5,000 test rows)" in c[1]["context"]
+    # one real dataset among them: no qualifier; the small synthetic one is left out and named
+    summaries = [{"dataset": "small", "K": 10, "N_test": 300, "synthetic": True}, {"dataset": "large", "K": 1000, "N_test": 5000}]
     links = {"large": ("LSHTC1", "stand-in")}
     c = check_claims(m, summaries, links=links)
     assert c[1]["verdict"] == "supported against the paper's SVBOP-Full; contradicted against svbop's SVBOP-Full"
     assert "large (stand-in for LSHTC1; K = 1,000; 5,000 test rows)" in c[1]["context"]
+    assert "small (" not in c[1]["context"].split("not judged")[0]
+    assert c[1]["context"].endswith("not judged, fewer than 1,000 test rows: small (300)")
+    assert not any("small" in e for e in c[1]["evidence"])
 
 
-def test_the_status_view_lists_what_ran_failed_or_needs_files_and_collapses_the_rest(tmp_path):
+def test_claims_treat_ties_as_ties():
+    """Compared as shown (two decimals): SVBOP-Full at 100.00 beside a Top-1 at 100.00 is a tie, not a
+    loss; HF_p equal to Full decides nothing; a test time equal at three decimals is no slower."""
+    summaries = [{"dataset": "small", "K": 10, "N_test": 5000}, {"dataset": "large", "K": 1000, "N_test": 5000}]
+    m = _claims_metrics(0.0)
+    for u in LABELS:  # every method scores 100 (a perfect classifier); Full just below, within rounding
+        m[f"{u}_pct"] = 100.0
+    m.loc[m["method"] == "svbop_full", [f"{u}_pct" for u in LABELS]] = 99.996
+    m.loc[m["method"] == "svbop_hf_kmeans", "t_test_ms"] = 0.0504  # = svbop's Full at three decimals
+    m.loc[m["method"] == "svbop_full", "t_test_ms"] = 0.05
+    hf_p = m[m["method"] == "svbop_hf_kmeans"].assign(method="svbop_hf_predefined")
+    m = pd.concat([m, hf_p])
+    c = check_claims(m, summaries, links={"small": ("Bacteria", "stand-in")})
+    assert c[0]["verdict"] == "supported"
+    assert "in 8 of 8 (dataset, utility) cases, 8 of them ties (equal at 2 decimals, as shown)" in c[0]["evidence"][0]
+    assert c[2]["verdict"] == "supported"  # HF ties svbop's Full: no slower
+    assert c[4]["verdict"] == "tied (1 of 1)" and "ties for best" in c[4]["evidence"][0]
+
+
+def test_the_domain_decides_what_is_biological():
+    """Claim 5 judges the datasets whose domain is biological: the config key domain, not only stand_in_for."""
+    from svbop.report.status import dataset_domain
+
+    assert dataset_domain({"stand_in_for": "Bacteria"}) == "biological"
+    assert dataset_domain({"paper": "VOC 2006"}) == "images" and dataset_domain({"features": {"kind": "cnn"}}) == "images"
+    assert dataset_domain({"paper": "LSHTC1"}) == "text" and dataset_domain({}) == "other"
+    assert dataset_domain({"domain": "biological", "paper": "LSHTC1"}) == "biological"
+    with pytest.raises(ValueError, match="domain: 'fish'"):
+        dataset_domain({"domain": "fish"})
+    summaries = [{"dataset": "small", "K": 10, "N_test": 5000}, {"dataset": "large", "K": 1000, "N_test": 5000}]
+    m = _claims_metrics(0.5)
+    hf_p = m[m["method"] == "svbop_hf_kmeans"].assign(method="svbop_hf_predefined")
+    hf_p["fbeta_1_pct"] = [85.0, 60.0]
+    m = pd.concat([m, hf_p])
+    datasets = {"small": {"domain": "biological"}, "large": {"stand_in_for": "LSHTC1"}}
+    c5 = check_claims(m, summaries, domains={d: dataset_domain(c) for d, c in datasets.items()})[4]
+    assert c5["verdict"] == "supported" and c5["evidence"][0].startswith("small (biological)")
+
+
+def test_the_status_view_lists_the_runs_datasets_and_collapses_the_rest_even_manual_ones(tmp_path):
     datasets = {
         "ran": {"title": "Ran", "paper": "MNIST"},
         "broken": {"title": "Broken"},
@@ -323,17 +377,16 @@ def test_the_status_view_lists_what_ran_failed_or_needs_files_and_collapses_the_
     run = ["ran", "broken", "gated"]
     status = dataset_status(datasets, run, {"gated": missing["gated"]}, {"broken": "fetch failed: HTTP 404"}, missing=missing)
     view = status_view(status, missing)
+    # a row per dataset of run only
     assert [(r["dataset"], r["state"]) for r in view["rows"]] == [
-        ("ran", "ran"), ("broken", "failed"), ("gated", "data missing"), ("kaggle", "needs files")]
-    # the manual files of one dataset, grouped by folder and page
-    (group,) = view["rows"][3]["files"]
-    assert group["files"] == ["a.csv", "b.csv"] and group["folder"].endswith("data/kaggle/downloads/")
-    assert group["url"] == "https://example.org/k" and group["note"] == "login" and not group["local"]
-    # a local copy that is absent, and a dataset merely not in run: one line, not a row
-    assert [r["dataset"] for r in view["not_in_run"]] == ["local", "plain"]
+        ("ran", "ran"), ("broken", "failed"), ("gated", "data missing")]
+    (group,) = view["rows"][2]["files"]
+    assert group["files"] == ["x.csv"] and group["folder"].endswith("data/gated/downloads/")
+    # the others on one line, also the one whose files are fetched by hand (flagged) and an absent local copy
+    assert [(r["dataset"], r["manual"]) for r in view["not_in_run"]] == [("kaggle", True), ("local", False), ("plain", False)]
     assert len(view["not_configured"]) == 11 - 3  # the paper's datasets no entry covers (MNIST, DBpedia, VOC 2006 are)
-    assert view["counts"] == {"ran": 1, "failed": 1, "data missing": 1, "needs files": 1, "not in run": 2,
-                              "not configured": 8}
+    assert view["counts"] == {"ran": 1, "failed": 1, "data missing": 1, "not in run": 3, "not configured": 8,
+                              "by hand": 1}
     detail = status.set_index("dataset").loc["kaggle", "detail"]
     assert detail.startswith("first put a.csv at ") and "add kaggle to run:" in detail
 
@@ -358,5 +411,96 @@ def test_orange_marks_a_difference_only_on_the_papers_own_datasets(tmp_path):
 
     assert "far" in block('class="table3" data-dataset="voc"')
     assert "far" not in block('class="table3" data-dataset="lshtc_like"')
-    rows = dict(re.findall(r'<tr data-dataset="(voc|lshtc_like)" data-paper="[^"]*">(.*?)</tr>', block('class="table1-paper"'), re.S))
+    rows = dict(re.findall(r'<tr data-dataset="(voc|lshtc_like)" data-paper="[^"]*">(.*?)</tr>', block('class="table2-paper"'), re.S))
     assert "differs" in rows["voc"] and "differs" not in rows["lshtc_like"]  # D = 5, the paper's is not
+
+
+def test_an_illustration_of_a_dataset_not_in_run_names_the_files_to_fetch_by_hand(tmp_path):
+    """The status lists a manual dataset outside run on one line; the empty panel it would fill
+    still says which file to put where before adding it to run."""
+    config = {"utilities": UTILITIES, "run": ["voc"],
+              "datasets": {"voc": {"paper": "VOC 2006"},
+                           "gated": {"title": "Gated texts", "files": {"x.csv": {"manual": {"url": "https://example.org/x"}}}}},
+              "report": {"illustrations": {"text_top": {"dataset": "gated"}}}}
+    summaries = [{"dataset": "voc", "title": "voc", "synthetic": False, "description": "", "features": "vgg16", "K": 10,
+                  "D": 5, "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 4, "top1_pct": 50.0,
+                  "train_seconds": 1.0}]
+    missing = {d: missing_inputs(d, cfg, root=tmp_path) for d, cfg in config["datasets"].items()}
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=_metrics_from_paper("voc", "VOC 2006", 0.0),
+                        figures=None, config=config, utilities=UTILITIES, missing=missing).read_text()
+    status = html[html.index('<section id="status">'):html.index('<section id="utilities">')]
+    assert re.findall(r'<tr data-dataset="([^"]*)"', status) == ["voc"]
+    assert "<code>gated</code><sup>*</sup>" in status and "x.csv" not in status
+    panel = html[html.index('id="illustration-text_top"'):][:1500]
+    assert "Gated texts was not run" in panel and "<code>x.csv</code>" in panel and "https://example.org/x" in panel
+
+
+def _smk_functions(path: Path, names: list[str], namespace: dict) -> dict:
+    """The named top-level functions of a Snakemake file (plain Python defs), run in ``namespace``."""
+    text = path.read_text()
+    for name in names:
+        m = re.search(rf"^def {name}\(.*?(?=^\S)", text, re.S | re.M)
+        assert m, f"{path}: no def {name}"
+        exec(m.group(0), namespace)
+    return namespace
+
+
+def test_training_time_includes_every_model_a_method_needs(tmp_path):
+    """A dataset whose features are a CNN's hidden layer: the CNN's training is part of every
+    method's training time (Table 4) and of the dataset's (summary.json); the features job's own
+    time is a separate number."""
+    from svbop.evaluation import dataset_summary, read_seconds
+
+    root = Path(__file__).resolve().parents[1]
+    config = {"datasets": {"digits": {"features": {"kind": "cnn"}, "hsg": {"enabled": True}, "hf": {"enabled": False}},
+                           "voc": {"features": {"kind": "vgg16"}, "hsg": {"enabled": False}, "hf": {"enabled": False}}}}
+    ns = _smk_functions(root / "workflow/rules/common.smk",
+                        ["svbop_methods", "cnn_history", "features_benchmark", "train_time_files"], {"config": config})
+    files = ns["train_time_files"]("digits")
+    assert set(files) == {"svbop_full", "svbop_full_naive", "svbop_hsg"}
+    assert all(fs[0] == "results/digits/features/cnn_history.tsv" for fs in files.values())
+    assert ns["train_time_files"]("voc") == {m: ["results/voc/models/flat.json"] for m in ("svbop_full", "svbop_full_naive")}
+    assert ns["features_benchmark"]("voc") == "results/benchmarks/features_vgg16/voc.tsv"
+    # the files: the CNN's epochs, the flat model's JSON, Snakemake's benchmark of the features job
+    (tmp_path / "cnn_history.tsv").write_text("epoch\tval_loss\tseconds\n1\t0.5\t20.0\n2\t0.4\t37.0\n")
+    (tmp_path / "flat.json").write_text(json.dumps({"train_seconds": 0.1}))
+    (tmp_path / "hnsw.json").write_text(json.dumps({"build_seconds": 2.0}))
+    (tmp_path / "bench.tsv").write_text("s\th:m:s\tmax_rss\tcpu_time\n61.5\t0:01:01\t300\t120.0\n")
+    assert read_seconds(tmp_path / "cnn_history.tsv") == 57.0 and read_seconds(tmp_path / "bench.tsv") == 61.5
+    got = read_train_seconds({"digits": {"svbop_full": [tmp_path / "cnn_history.tsv", tmp_path / "flat.json"],
+                                         "svbop_hsg": [tmp_path / "cnn_history.tsv", tmp_path / "flat.json",
+                                                       tmp_path / "hnsw.json"]}})
+    assert got == {"digits": {"svbop_full": pytest.approx(57.1), "svbop_hsg": pytest.approx(59.1)}}
+    (tmp_path / "empty.tsv").write_text("a\tb\n1\t2\n")
+    with pytest.raises(ValueError, match=r"empty\.tsv: no rows with a 'seconds'"):
+        read_seconds(tmp_path / "empty.tsv")
+    # the dataset's summary: training = CNN + liblinear, the features' time apart
+    summary = dataset_summary(dataset="digits", title="Digits", n_classes=2, n_features=32,
+                              split={p: np.arange(3) for p in ("train", "validation", "calibration", "test")},
+                              P_test=np.eye(2)[[0, 1, 0]], y_test=np.array([0, 1, 0]), features="cnn",
+                              train_parts={"cnn": 57.0, "flat": 0.1}, features_seconds=4.5)
+    assert summary["train_seconds"] == pytest.approx(57.1) and summary["features_seconds"] == 4.5
+    assert summary["train_seconds_parts"] == {"cnn": 57.0, "flat": 0.1}
+
+
+def test_the_report_shows_training_with_the_cnn_and_the_features_time_apart(tmp_path):
+    metrics = _claims_metrics(0.5).assign(n_test=5000)
+    summaries = [
+        {"dataset": d, "title": d.capitalize(), "synthetic": False, "description": "", "features": f, "K": K, "D": 5,
+         "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 5000, "top1_pct": 50.0, "train_seconds": t,
+         "train_seconds_parts": parts, "features_seconds": fs}
+        for d, f, K, t, parts, fs in (("small", "cnn", 10, 57.1, {"cnn": 57.0, "flat": 0.1}, 4.5),
+                                      ("large", "vgg16", 1000, 3.0, {"flat": 3.0}, 812.34))
+    ]
+    config = {"utilities": UTILITIES, "run": ["small", "large"],
+              "datasets": {"small": {"features": {"kind": "cnn"}}, "large": {"features": {"kind": "vgg16"}}}}
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES, train_seconds={"large": {"svbop_hsg": 9.0}}).read_text()
+    run = html[html.index('<table class="run-datasets">'):]
+    run = run[:run.index("</table>")]
+    assert re.search(r'train-seconds">57.1 <small>\(CNN 57.0, liblinear 0.1\)</small>', run)
+    assert 'features-seconds">4.5<' in run and 'features-seconds">812.3<' in run
+    t4 = html[html.index('id="table4-large"'):]
+    assert re.search(r'<small class="t-features" data-seconds="812\.3">t<sub>features</sub> 812\.3 s</small>', t4[:600])
+    t = table4_vs_paper(metrics, {"large": {"svbop_hsg": 9.0}}, {}, features_seconds={"large": 812.34})
+    assert (t[t.dataset == "large"]["t_features_s"] == 812.34).all() and t[t.dataset == "small"]["t_features_s"].isna().all()

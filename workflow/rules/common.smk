@@ -226,17 +226,34 @@ def utility_tables():
 # --- report ---------------------------------------------------------------------------------
 
 
+def cnn_history(dataset):
+    """The training history of the CNN whose hidden layer is the dataset's features (features kind
+    cnn: its epochs' seconds add up to its training time), or nothing."""
+    if config["datasets"][dataset]["features"]["kind"] == "cnn":
+        return [f"results/{dataset}/features/cnn_history.tsv"]
+    return []
+
+
+def features_benchmark(dataset):
+    """Snakemake's benchmark of the dataset's features job (its wall-clock seconds, column s)."""
+    kind = config["datasets"][dataset]["features"]["kind"]
+    return f"results/benchmarks/features_{kind}/{dataset}.tsv"
+
+
 def train_time_files(dataset):
-    """JSON files whose train/build seconds add up to each SVBOP method's training time (Table 4):
-    HSG = the flat model it indexes + the index; HF = building its tree + training the nodes."""
+    """Files whose seconds add up to each SVBOP method's training time (Table 4; svbop.evaluation.read_seconds):
+    every model the method needs. Full = the flat model; HSG = the flat model it indexes + the index;
+    HF = building its tree + training the nodes; and, where the features are a CNN's hidden layer
+    (features kind cnn), the CNN's training for each of them."""
     flat = f"results/{dataset}/models/flat.json"
-    out = {"svbop_full": [flat], "svbop_full_naive": [flat]}
+    cnn = cnn_history(dataset)
+    out = {"svbop_full": [*cnn, flat], "svbop_full_naive": [*cnn, flat]}
     for method in svbop_methods(dataset):
         if method == "svbop_hsg":
-            out[method] = [flat, f"results/{dataset}/indexes/hnsw.json"]
+            out[method] = [*cnn, flat, f"results/{dataset}/indexes/hnsw.json"]
         elif method.startswith("svbop_hf_"):
             tree = method[len("svbop_hf_"):]
-            out[method] = [f"results/{dataset}/models/tree_{tree}.json", f"results/{dataset}/models/hf_{tree}.json"]
+            out[method] = [*cnn, f"results/{dataset}/models/tree_{tree}.json", f"results/{dataset}/models/hf_{tree}.json"]
     return out
 
 

@@ -107,9 +107,9 @@ rule tables:
         train_times=lambda wc: sorted({f for d in DATASETS for fs in train_time_files(d).values() for f in fs}),
         code=library_sources("report/__init__", "report/tables", "report/paper", "report/compare", "report/status"),
     output:
-        table1=report(
-            "results/tables/table1_datasets.tsv",
-            caption="../../report/captions/table1.rst",
+        table2=report(
+            "results/tables/table2_datasets.tsv",
+            caption="../../report/captions/table2.rst",
             category="Tables",
             labels={"table": "Table 2: datasets"},
         ),
@@ -119,11 +119,10 @@ rule tables:
             category="Tables",
             labels={"table": "Table 3: utilities (long format, as the paper's CSV)"},
         ),
-        # each of the paper's Tables 2-5 beside ours (CSV in Snakemake's report, and LaTeX);
-        # the file names keep their older numbering (table1_* is the paper's Table 2)
+        # each of the paper's Tables 2-5 beside ours (CSV in Snakemake's report, and LaTeX)
         compared=[
             f
-            for name, number in (("table1", 2), ("table3", 3), ("table4", 4), ("table5", 5))
+            for name, number in (("table2", 2), ("table3", 3), ("table4", 4), ("table5", 5))
             for f in (
                 report(
                     f"results/tables/{name}_vs_paper.csv",

@@ -1,11 +1,9 @@
 """Glue: every method's test sets under every utility -> metrics table, with the SVBOP methods'
 test time and agreement with SVBOP-Full (rule evaluate)."""
 
-import csv
 import logging
 
-
-from svbop.evaluation import evaluate_methods, timing_columns
+from svbop.evaluation import evaluate_methods, read_threshold_tuning, timing_columns
 from svbop.io import SetFiles, load_score_arrays, write_tsv
 from svbop.logs import to_log_file
 from svbop.timing import read_timing
@@ -16,10 +14,8 @@ to_log_file(snakemake.log[0])
 sets = SetFiles(dict(zip(snakemake.params.methods, snakemake.input.sets)))
 extra = {}
 thresholds = [method for method in snakemake.params.methods if method[0] == "threshold"]
-for method, path in zip(thresholds, snakemake.input.tuning):  # the tuned theta of each threshold method
-    with open(path) as fh:
-        chosen = [row for row in csv.DictReader(fh, delimiter="\t") if row["chosen"] == "True"]
-    extra[method] = {"theta": float(chosen[0]["theta"])}
+for method, path in zip(thresholds, snakemake.input.tuning):  # the tuned theta, and whether at the grid's edge
+    extra[method] = read_threshold_tuning(path)
 times = {method: read_timing(path) for method, path in zip(snakemake.params.timed, snakemake.input.timings)}
 for method, columns in timing_columns(sets, times).items():  # t_test_ms, agreement and speed-up vs Full
     extra.setdefault(method, {}).update(columns)

@@ -5,9 +5,10 @@ same partial-sorting engine as :func:`svbop.predict_sets`.
 
 * **Top-s** returns the ``s`` most probable classes (ties: lower class index first).
 * **Threshold** returns the smallest prefix whose probability mass reaches ``theta`` (Eq. 9);
-  :class:`ThresholdSetPredictor` tunes ``theta`` for a utility on a validation set over ten
-  equally spaced values ``0.1, 0.2, ..., 1.0`` (the paper's protocol; ties go to the smaller
-  ``theta``).
+  :class:`ThresholdSetPredictor` tunes ``theta`` for a utility on a validation set over a grid,
+  by default ten equally spaced values ``0.1, 0.2, ..., 1.0`` (the paper tunes over "ten
+  equally-spaced values" without giving them: this is one reading; the pipeline's default grid,
+  ``baselines.threshold_grid``, is finer near both ends); ties go to the smaller ``theta``.
 * **Inductive conformal prediction** (ICP) with nonconformity ``1 - P(y|x)``: the quantile of the
   calibration scores at the finite-sample level ``ceil((n+1)(1-epsilon))/n`` gives ``q``, and the
   set is ``{c : 1 - P(c|x) <= q}``.  Marginal coverage is then at least ``1 - epsilon``.
@@ -47,7 +48,7 @@ __all__ = [
     "PAPER_THRESHOLDS",
 ]
 
-#: The ten equally spaced cumulative-probability thresholds tuned over in the paper.
+#: Ten equally spaced cumulative-probability thresholds, one reading of the paper's "ten equally-spaced values".
 PAPER_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
 
 _MASS_RTOL = 1e-9

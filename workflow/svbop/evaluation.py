@@ -10,6 +10,10 @@ label; :func:`timing_columns` adds their test time and their agreement with SVBO
 
 from __future__ import annotations
 
+import csv
+import json
+import math
+import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,7 +22,8 @@ from .metrics import check_labels, mean_scores, set_agreement, top1_accuracy
 from .sets import SetPredictions
 from .utilities import Utility
 
-__all__ = ["METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS", "evaluate_methods", "timing_columns", "dataset_summary"]
+__all__ = ["METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS", "evaluate_methods", "timing_columns", "dataset_summary",
+           "read_seconds", "read_threshold_tuning"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
 METHODS = ("svbop_full", "svbop_full_naive", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans", "threshold",
@@ -155,9 +160,24 @@ def dataset_summary(
     description: str = "",
     features: str = "",
     train_seconds: float | None = None,
+    train_parts: Mapping[str, float] | None = None,
+    features_seconds: float | None = None,
 ) -> dict:
-    """One row of the paper's Table 2 (K, D, N_train, N_test), with the held-out parts and accuracy."""
+    """One row of the paper's Table 2 (K, D, N_train, N_test), with the held-out parts and accuracy.
+
+    ``train_seconds`` is the training time of every model the flat model's probabilities need;
+    given ``train_parts`` instead (e.g. ``{"cnn": 57.0, "flat": 0.1}``: the CNN whose hidden
+    layer is the features, then liblinear), it is their sum, and the parts are kept as
+    ``train_seconds_parts``.  ``features_seconds``: the time spent computing the features
+    (beyond any model training counted in ``train_seconds``), kept as ``features_seconds``.
+    """
     y_test = check_labels(y_test, np.shape(P_test), "y_test")
+    parts = {str(k): float(v) for k, v in (train_parts or {}).items()}
+    if train_seconds is None and parts:
+        train_seconds = sum(parts.values())
+    extra = {"train_seconds_parts": parts} if parts else {}
+    if features_seconds is not None:
+        extra["features_seconds"] = float(features_seconds)
     return {
         "dataset": dataset,
         "title": title,
@@ -169,4 +189,113 @@ def dataset_summary(
         **{f"N_{part}": int(len(split[part])) for part in ("train", "validation", "calibration", "test")},
         "top1_pct": 100.0 * top1_accuracy(P_test, y_test),
         "train_seconds": None if train_seconds is None else float(train_seconds),
+        **extra,
     }
+
+
+def read_threshold_tuning(path: str | os.PathLike) -> dict[str, object]:
+    """The tuned theta of a threshold method, from its tuning file, and whether it sits at the edge of the grid.
+
+    Parameters
+    ----------
+    path : path
+        The tab-separated file of rule ``predict_threshold``: one row per theta of the grid with
+        ``theta``, ``validation_utility_pct`` and ``chosen`` (``True`` on the tuned one).
+
+    Returns
+    -------
+    dict
+        ``theta`` (float) and ``theta_edge``: ``"smallest"`` or ``"largest"`` when the tuned theta
+        is the grid's smallest (or largest) value *and* scores better on the validation rows than
+        its neighbour in the grid, so that the best theta may lie beyond the grid; ``""``
+        otherwise (also when the smallest theta only ties with larger ones: ties go to the
+        smallest theta, and there the grid decided nothing).  These are columns of
+        ``metrics.tsv`` (:func:`evaluate_methods`'s ``extra``).
+
+    Raises
+    ------
+    ValueError
+        The file is missing or unreadable, lacks a column, has a value that is not a number, or
+        has not exactly one chosen row (the message names the file and the row).
+    """
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh, delimiter="\t"))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path}: cannot read the threshold tuning file ({exc})") from None
+    if not rows:
+        raise ValueError(f"{path}: no rows (expected one per theta of the grid)")
+    for col in ("theta", "validation_utility_pct", "chosen"):
+        if col not in rows[0]:
+            raise ValueError(f"{path}: missing column {col!r}")
+    thetas, scores = [], []
+    for i, row in enumerate(rows, start=2):
+        try:
+            thetas.append(float(row["theta"]))
+            scores.append(float(row["validation_utility_pct"]))
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: row {i}: theta and validation_utility_pct must be numbers, got "
+                             f"{row['theta']!r}, {row['validation_utility_pct']!r}") from None
+        if not (math.isfinite(thetas[-1]) and math.isfinite(scores[-1])):
+            raise ValueError(f"{path}: row {i}: theta and validation_utility_pct must be finite")
+    chosen = [i for i, row in enumerate(rows) if str(row["chosen"]).strip() == "True"]
+    if len(chosen) != 1:
+        raise ValueError(f"{path}: expected exactly one row with chosen True, found {len(chosen)}")
+    i = chosen[0]
+    theta = thetas[i]
+    order = sorted(range(len(thetas)), key=thetas.__getitem__)
+    edge = ""
+    if len(order) > 1:
+        tol = 1e-7 * max(1.0, abs(scores[i]))  # the tuning's own tie tolerance (1e-9 of a utility in [0, 1])
+        for name, end, neighbour in (("smallest", order[0], order[1]), ("largest", order[-1], order[-2])):
+            if i == end and scores[i] > scores[neighbour] + tol:
+                edge = name
+    return {"theta": theta, "theta_edge": edge}
+
+
+def read_seconds(path: str | os.PathLike) -> float:
+    """Seconds a pipeline job spent, from one of its files.
+
+    * a model's JSON (``models/flat.json``, ``indexes/hnsw.json``, ...): its ``train_seconds`` or
+      ``build_seconds``;
+    * the CNN's training history (``features/cnn_history.tsv``): the sum of its ``seconds``
+      column (one row per epoch);
+    * a Snakemake benchmark file (``results/benchmarks/<rule>/<job>.tsv``): its ``s`` column, the
+      job's wall-clock seconds (the mean of its rows when the job was repeated).
+
+    Raises
+    ------
+    ValueError
+        The file is missing, unreadable, or has none of these fields (the message names the file).
+    """
+    name = os.fspath(path)
+    try:
+        with open(path, newline="") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{name}: cannot read the time it records ({exc})") from None
+    if name.endswith(".json"):
+        try:
+            info = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name}: not valid JSON ({exc})") from None
+        key = next((k for k in ("train_seconds", "build_seconds") if isinstance(info, dict) and k in info), None)
+        if key is None:
+            raise ValueError(f"{name}: neither 'train_seconds' nor 'build_seconds'")
+        values, how = [info[key]], sum
+    else:
+        rows = list(csv.DictReader(text.splitlines(), delimiter="\t"))
+        fields = rows[0].keys() if rows else ()
+        if "seconds" in fields:
+            values, how = [r["seconds"] for r in rows], sum
+        elif "s" in fields:
+            values, how = [r["s"] for r in rows], lambda v: sum(v) / len(v)
+        else:
+            raise ValueError(f"{name}: no rows with a 'seconds' (training history) or 's' (Snakemake benchmark) column")
+    try:
+        numbers = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: seconds are not numbers: {values[:3]!r}") from None
+    if not all(math.isfinite(v) and v >= 0 for v in numbers):
+        raise ValueError(f"{name}: seconds must be finite and >= 0, got {numbers[:3]!r}")
+    return float(how(numbers))

@@ -22,18 +22,20 @@ from markupsafe import Markup
 
 from ..io import atomic_path
 from ..utilities import utility
-from .compare import check_claims, table1_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
+from .compare import SMALL_TEST, check_claims, table2_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
 from .illustrations import ILLUSTRATIONS, entropy_text
+from .paper import paper_datasets
 from .names import PAPER_ITEMS, DisplayNames, algorithm_name, html_name, paper_caption, paper_ref
-from .status import dataset_status, paper_link, status_view
+from .status import _file_groups, dataset_domain, dataset_status, paper_link, status_view
 from .tables import (
     METRICS_COLUMNS,
+    THETA_COLUMN,
     _check_summary,
     best_mask,
     dataset_label,
     read_metrics,
     read_summaries,
-    table1,
+    table2,
     table3,
     utility_label,
     utility_name,
@@ -57,11 +59,11 @@ _PACKAGES = {
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-#: What each exported table holds, by file name without extension (the downloads list).  Files
-#: keep their names (other tools read them); the paper's number of each table is said here.
+#: What each exported table holds, by file name without extension (the downloads list); files are
+#: named by the paper's numbering of its tables.
 DOWNLOADS = {
-    "table1_datasets": "Table 2 (the datasets), as computed from the files run",
-    "table1_vs_paper": "Table 2 (the datasets) beside the paper's",
+    "table2_datasets": "Table 2 (the datasets), as computed from the files run",
+    "table2_vs_paper": "Table 2 (the datasets) beside the paper's",
     "table3_utilities": "Table 3, every cell in the long format of the paper's CSV",
     "table3_vs_paper": "Table 3 beside the paper's: each cell, the paper's value and the difference",
     "table4_vs_paper": "Table 4 (SVBOP-Full vs. SVBOP-HSG vs. SVBOP-HF) beside the paper's",
@@ -69,7 +71,6 @@ DOWNLOADS = {
     "dataset_status": "the status of every dataset (the first section)",
     "claims": "the paper's claims checked (evidence names datasets, utilities and methods by their keys)",
 }
-_DOWNLOADS_NOTE = "File names keep their older numbering: the table1_* files hold the paper's Table 2 (the datasets)."
 
 
 def environment_versions() -> dict[str, str]:
@@ -141,6 +142,16 @@ def _fmt(value: object, decimals: int = 2) -> str:
     return f"{float(value):.{decimals}f}"
 
 
+def _grid_text(grid: object) -> str:
+    """``[0.01, 0.02, 0.05, 0.1, ..., 1.0]`` -> ``"0.01, 0.02, 0.05, 0.1, …, 1"`` (at most 10 values shown)."""
+    try:
+        values = [float(g) for g in grid]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return ""
+    text = [f"{v:g}" for v in values]
+    return ", ".join(text if len(text) <= 10 else [*text[:4], "…", *text[-4:]])
+
+
 def _format_created(created: object) -> str:
     if created is None:
         created = _dt.datetime.now(_dt.timezone.utc)
@@ -181,25 +192,59 @@ def _context_table3(
         header.append({"name": html_name(c), "label": lab, "utility": True, "paper": False})
         if paper:
             header.append({"name": "paper (Δ)", "label": lab, "utility": False, "paper": True})
-    header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size")]
+    header += [{"name": c, "label": c, "utility": False, "paper": False} for c in ("recall %", "mean set size", THETA_COLUMN)]
     label_of = dict(zip(util_cols, labels))
     rows = []
+    edges = []
     for i, method in enumerate(t.index):
         key = t.attrs["keys"][i]
         cells = []
         for c in t.columns:
-            cells.append({"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c]), "paper": False})
+            if c == THETA_COLUMN:  # a threshold's tuned theta, marked at a binding edge of the grid
+                theta, edge = t.iloc[i][c], t.attrs["theta_edge"][i]
+                cells.append({"text": "–" if theta != theta else f"{theta:g}", "best": False, "paper": False,
+                              "theta": True, "edge": edge})
+                if edge:
+                    edges.append({"method": html_name(method), "theta": f"{theta:g}", "edge": edge})
+                continue
+            cells.append({"text": _fmt(t.iloc[i][c]), "best": bool(best.iloc[i][c]), "paper": False, "theta": False})
             lab = label_of.get(c)
             if paper and lab is not None:
                 v, d = paper.get((key[0], str(key[1]), lab), (float("nan"), float("nan")))
                 known = v == v
                 cells.append({
-                    "text": f"{v:.2f} ({d:+.2f})" if known else "–", "best": False, "paper": True,
+                    "text": f"{v:.2f} ({d:+.2f})" if known else "–", "best": False, "paper": True, "theta": False,
                     "paper_best": known and paper_best[lab] is not None and round(v, 2) == paper_best[lab],
                     "far": same and known and abs(d) >= 5,
                 })
         rows.append({"name": html_name(method), "key": "/".join(map(str, key)), "cells": cells})
-    return {"header": header, "rows": rows}
+    return {"header": header, "rows": rows, "theta_edges": edges}
+
+
+def _comparable(ran: Sequence[str], links: Mapping[str, tuple[str | None, str]], names: DisplayNames,
+                synthetic: Mapping[str, bool]) -> dict[str, object]:
+    """What this run can compare with the paper (the banner at the top of the page).
+
+    Returns
+    -------
+    dict
+        ``same``: ``{"title", "paper"}`` of the datasets run that are the paper's own (their numbers
+        are compared with the paper's); ``stand_in``: those standing in for one (for reference
+        only); ``outside``: titles of the others (no paper numbers); ``paper_not_run``: how many
+        of the paper's ``n_paper`` datasets nothing of this run covers; ``any``: whether anything
+        is compared; ``ran``: how many datasets ran.
+    """
+    same, stand_in, outside, covered = [], [], [], set()
+    for d in ran:
+        paper, relation = links.get(d, (None, ""))
+        title = names.dataset(d) + (" (synthetic)" if synthetic.get(d) else "")
+        if paper:
+            covered.add(paper)
+            (same if relation == "same" else stand_in).append({"title": title, "paper": paper})
+        else:
+            outside.append(title)
+    return {"same": same, "stand_in": stand_in, "outside": outside, "any": bool(same or stand_in), "ran": len(ran),
+            "n_paper": len(paper_datasets()), "paper_not_run": len([p for p in paper_datasets() if p not in covered])}
 
 
 def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, object]]:
@@ -227,8 +272,9 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
             algos.append({"name": html_name(algorithm_name(algorithm)), "key": algorithm,
                           "cells": [{"ours": _fmt(o, d), "paper": _fmt(p, d) if p == p else ""} for o, p, d in cells]})
         first = df.iloc[0]
+        features = first.get("t_features_s", float("nan"))
         out.append({"id": dataset, "title": names.dataset(dataset), "paper": first["paper_dataset"],
-                    "relation": first["relation"],
+                    "relation": first["relation"], "features_seconds": "" if features != features else _fmt(features, 1),
                     "utilities": [html_name(utility_name(u)) for u in utilities], "rows": algos})
     return out
 
@@ -258,15 +304,12 @@ def _files_html(groups: Sequence[Mapping[str, object]], capital: bool = False) -
 
 def _todo_html(row: Mapping[str, object]) -> Markup:
     """The status table's "what to do" of one dataset, keys and paths as code."""
-    state, key = row["state"], row["dataset"]
+    state = row["state"]
     if state == "ran":
         return Markup("")
     if state == "failed":
         return Markup("{} Fix the cause and rerun <code>snakemake</code> (finished work is kept).").format(row["detail"])
-    files = _files_html(row["files"], capital=True)
-    if state == "data missing":
-        return Markup("{}; then rerun <code>snakemake</code>.").format(files)
-    return Markup("{}; then add {} under <code>run:</code>.").format(files, _code(key))
+    return Markup("{}; then rerun <code>snakemake</code>.").format(_files_html(row["files"], capital=True))
 
 
 def _illustration_reason(name: str, entry: Mapping[str, object], rows: Mapping[str, Mapping[str, object]],
@@ -306,13 +349,18 @@ def _illustration_reason(name: str, entry: Mapping[str, object], rows: Mapping[s
 
 def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | None, config: Mapping[str, object],
                            view: Mapping[str, object], names: DisplayNames,
-                           links: Mapping[str, tuple[str | None, str]]) -> list[dict[str, object]]:
+                           links: Mapping[str, tuple[str | None, str]],
+                           missing: Mapping[str, Sequence[Mapping[str, str]]] | None = None) -> list[dict[str, object]]:
     """The paper's three panels of Figure 2: records and figure of each, or one line saying why
     it is empty and how to fill it."""
     configured = dict((config.get("report") or {}).get("illustrations") or {})
     illustrations = dict(illustrations or {})
     rows = {r["dataset"]: r for r in view["rows"]}
-    rows |= {r["dataset"]: {**r, "state": "not in run", "files": []} for r in view["not_in_run"]}
+    # a dataset not in run: the files to fetch by hand before adding it (the status only lists it)
+    rows |= {r["dataset"]: {**r, "state": "not in run",
+                            "files": _file_groups([m for m in (missing or {}).get(r["dataset"], [])
+                                                   if m.get("kind", "manual") == "manual"])}
+             for r in view["not_in_run"]}
     out = []
     for name, (panel, kind, paper) in ILLUSTRATIONS.items():
         if name not in configured and name not in illustrations:
@@ -455,8 +503,12 @@ def build_report(
 
     def info(d: str) -> dict[str, object]:
         s = by_id.get(d, {"dataset": d, "title": names.dataset(d), "synthetic": False})
+        parts = dict(s.get("train_seconds_parts") or {})
+        names_of = {"cnn": "CNN", "flat": "liblinear"}
         return {"id": d, "title": names.dataset(d), "label": dataset_label(s), "synthetic": bool(s.get("synthetic")),
-                "summary": s}
+                "summary": s,
+                "train_parts": ", ".join(f"{names_of.get(k, k)} {v:.1f}" for k, v in parts.items()) if len(parts) > 1 else "",
+                "features_seconds": "–" if s.get("features_seconds") is None else _fmt(float(s["features_seconds"]), 1)}
 
     datasets = [info(d) for d in dataset_ids]
     Ks = sorted({int(s["K"]) for s in summaries})
@@ -483,7 +535,7 @@ def build_report(
              "g1": _fmt(float(u.values()[0]), 3), "gK": _fmt(float(u.values()[-1]), 3), **p.as_dict()}
         )
 
-    t1 = table1(summaries)
+    t1 = table2(summaries)
     run = [str(d) for d in (config.get("run") or [])]
     links = {name: paper_link(cfg) for name, cfg in configured.items()}
     paired = table3_vs_paper(metrics, links)
@@ -500,7 +552,7 @@ def build_report(
     status = dataset_status(configured, run, not_run, failed, missing=missing) if configured else dataset_status(
         {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
     view = status_view(status, {**dict(missing or {}), **dict(not_run or {})})
-    t1p = table1_vs_paper(summaries, links)
+    t1p = table2_vs_paper(summaries, links)
     t1p_rows, t1p_not_run, t1p_outside = [], [], []
     for r in t1p.to_dict("records"):
         if not r["dataset"]:  # a paper dataset nothing ran for: one line below the table
@@ -517,7 +569,8 @@ def build_report(
                           and int(ours) != int(theirs)})
         t1p_rows.append({"dataset": r["dataset"], "title": r["title"], "paper": r["paper_dataset"], "relation": r["relation"],
                          "synthetic": bool(by_id.get(r["dataset"], {}).get("synthetic")), "cells": cells})
-    t4 = table4_vs_paper(metrics, train_seconds or {}, links)
+    t4 = table4_vs_paper(metrics, train_seconds or {}, links,
+                         features_seconds={d: s.get("features_seconds") for d, s in by_id.items()})
     t5 = table5_vs_paper(configured, [d for d in run if d in by_id], links) if configured else None
     t5_rows = []
     if t5 is not None:
@@ -530,7 +583,8 @@ def build_report(
                                        "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}"}
                                       for k in TABLE5_KEYS]})
     claims = []
-    for c in check_claims(metrics, summaries, links=links, names=names):
+    domains = {name: dataset_domain(cfg) for name, cfg in configured.items()}
+    for c in check_claims(metrics, summaries, links=links, names=names, domains=domains or None):
         claims.append({**c, "claim": html_name(c["claim"]), "context": html_name(c["context"]),
                        "evidence": [html_name(e) for e in c["evidence"]]})
     for r in view["rows"]:
@@ -560,7 +614,7 @@ def build_report(
         "utilities_K100": props100,
         "config_yaml": _config_text(config),
         "versions": versions,
-        "table1": {
+        "table2": {
             "columns": [html_name(re.sub(r"^N_(\w+)$", r"N_{\1}", c)) for c in t1.columns],
             "rows": [
                 {"synthetic": bool(s.get("synthetic")), "cells": [_fmt(v) for v in row]}
@@ -569,24 +623,29 @@ def build_report(
         },
         "any_synthetic": any(bool(s.get("synthetic")) for s in summaries),
         "predictions": predictions,
+        "any_paper_t3": bool(paired["paper"].notna().any()),
+        "threshold_grid": _grid_text((config.get("baselines") or {}).get("threshold_grid")),
         "utilities_figure": images.pop("utilities"),
         "other_figures": [{"name": k, "src": v} for k, v in images.items()],
         "n_methods": int(metrics.groupby(["method", "param"]).ngroups),
         "status": view,
         "n_run": view["counts"]["ran"],
         "n_failed": view["counts"]["failed"],
-        "table1_paper": t1p_rows,
-        "table1_paper_not_run": t1p_not_run,
-        "table1_paper_outside": t1p_outside,
+        "table2_paper": t1p_rows,
+        "table2_paper_not_run": t1p_not_run,
+        "table2_paper_outside": t1p_outside,
         "table4": _context_table4(t4, names),
         "table5": t5_rows,
+        "table5_has_paper": any(c["paper"] for r in t5_rows for c in r["cells"]),
+        "comparable": _comparable([d["id"] for d in datasets if d["id"] in present or d["id"] in by_id], links, names,
+                                  {d["id"]: d["synthetic"] for d in datasets}),
         "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
         "claims": claims,
-        "illustrations": _context_illustrations(illustrations, config, view, names, links),
+        "min_test_rows": SMALL_TEST,
+        "illustrations": _context_illustrations(illustrations, config, view, names, links, missing),
         "fbeta_figure": fbeta_figure,
         "genreject_figure": genreject_figure,
         "downloads": downloads,
-        "downloads_note": _DOWNLOADS_NOTE if any(d["stem"].startswith("table1_") for d in downloads) else "",
     }
     template_path = _resolve_template(template)
     env = jinja2.Environment(

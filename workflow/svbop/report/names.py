@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 #: The paper's tables and figures, numbered as the paper numbers them (its ``\\caption``s in LaTeX
-#: order): item -> (kind, number, short caption).  File names keep the pipeline's older numbering
-#: (``table1_*`` files hold the paper's Table 2, the datasets).
+#: order): item -> (kind, number, short caption).  The pipeline's files follow the same numbering
+#: (``results/tables/table2_*`` hold Table 2, the datasets).
 PAPER_ITEMS = {
     "utilities_table": ("Table", 1, "the utilities g(s)"),
     "datasets": ("Table", 2, "the datasets"),

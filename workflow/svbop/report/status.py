@@ -26,8 +26,11 @@ import pandas as pd
 from .paper import canonical_paper_name, paper_datasets
 
 __all__ = [
+    "DOMAINS",
     "FAILED_DIR",
+    "PAPER_DOMAINS",
     "STATUS_COLUMNS",
+    "dataset_domain",
     "dataset_status",
     "describe_missing",
     "failure_path",
@@ -328,6 +331,48 @@ def paper_link(dataset_config: Mapping[str, object]) -> tuple[str | None, str]:
     return None, ""
 
 
+#: The domains a dataset's data can come from (config key ``domain``).
+DOMAINS = ("images", "text", "biological", "other")
+
+#: The domain of each of the paper's datasets (its Table 2 names).
+PAPER_DOMAINS = {
+    "MNIST": "images", "VOC 2006": "images", "VOC 2007": "images", "Caltech-101": "images", "Caltech-256": "images",
+    "ALOI.BIN": "images", "DBpedia": "text", "DMOZ": "text", "LSHTC1": "text", "Bacteria": "biological",
+    "Proteins": "biological",
+}
+
+
+def dataset_domain(dataset_config: Mapping[str, object]) -> str:
+    """The domain of a configured dataset's data, one of :data:`DOMAINS` (the claims use it:
+    the paper finds a predefined hierarchy helps on biological data).
+
+    The config key ``domain`` when set; else the domain of the paper's dataset it is or stands in
+    for (:data:`PAPER_DOMAINS`); else ``"images"`` for image features (``cnn``, ``vgg16``); else
+    ``"other"``.
+
+    Examples
+    --------
+    >>> dataset_domain({"stand_in_for": "Bacteria"}), dataset_domain({"domain": "text"}), dataset_domain({})
+    ('biological', 'text', 'other')
+
+    Raises
+    ------
+    ValueError
+        ``domain`` is not one of :data:`DOMAINS`, or ``paper``/``stand_in_for`` is not a paper dataset.
+    """
+    domain = dataset_config.get("domain")
+    if domain is not None:
+        if domain not in DOMAINS:
+            raise ValueError(f"config: domain: {domain!r} is not one of {', '.join(DOMAINS)}")
+        return str(domain)
+    paper, _ = paper_link(dataset_config)
+    if paper:
+        return PAPER_DOMAINS[paper]
+    features = dataset_config.get("features")
+    kind = features.get("kind") if isinstance(features, Mapping) else features
+    return "images" if kind in ("cnn", "vgg16") else "other"
+
+
 def dataset_status(
     datasets: Mapping[str, Mapping[str, object]],
     run: Iterable[str],
@@ -414,9 +459,11 @@ def _file_groups(missing: Iterable[Mapping[str, str]]) -> list[dict[str, object]
 
 
 def status_view(status: pd.DataFrame, missing: Mapping[str, list[Mapping[str, str]]] | None = None) -> dict[str, object]:
-    """The report's compact status: one row per dataset that ran, failed or waits for files that
-    a person must fetch (a ``manual`` download); the datasets merely not in ``run`` (also those
-    whose local ``path`` files are absent) as one list.
+    """The report's compact status, limited to the run's datasets: one row per dataset of ``run``
+    (it ran, failed, or waits for files a person must fetch); every configured dataset not in
+    ``run`` on one line, also those whose files must be fetched by hand (flagged ``manual``: what
+    to fetch is said where it matters, in ``dataset_status.csv`` and when the dataset is added to
+    ``run``).
 
     Parameters
     ----------
@@ -429,12 +476,13 @@ def status_view(status: pd.DataFrame, missing: Mapping[str, list[Mapping[str, st
     -------
     dict
         ``rows``: dicts with the status frame's columns, ``state`` (``"ran"``, ``"failed"``,
-        ``"data missing"``: in ``run`` but its files are not there, ``"needs files"``: not in
-        ``run`` and its files are not there either), ``in_run`` and ``files`` (the missing files
-        grouped by folder: ``files``, ``paths``, ``folder``, ``url``, ``note``, ``local``);
-        ``not_in_run``: ``{"dataset", "title", "paper_dataset", "relation"}`` of the other
-        configured datasets; ``not_configured``: the paper's datasets no entry covers;
-        ``counts``: the number of each state and of the two lists.
+        ``"data missing"``: in ``run`` but its files are not there), ``in_run`` (True) and
+        ``files`` (the missing files grouped by folder: ``files``, ``paths``, ``folder``, ``url``,
+        ``note``, ``local``); ``not_in_run``: ``{"dataset", "title", "paper_dataset", "relation",
+        "manual"}`` of the other configured datasets (``manual``: some of its files must be
+        fetched by hand); ``not_configured``: the paper's datasets no entry covers; ``counts``:
+        the number of each state, of the two lists and, as ``"by hand"``, of the datasets not in
+        ``run`` whose files must be fetched by hand.
     """
     missing = dict(missing or {})
     rows, not_in_run, not_configured = [], [], []
@@ -443,13 +491,14 @@ def status_view(status: pd.DataFrame, missing: Mapping[str, list[Mapping[str, st
         if r["status"] == "not configured":
             not_configured.append(str(r["title"]))
             continue
-        manual = [m for m in missing.get(name, []) if m.get("kind", "manual") == "manual"]
-        if r["status"] == "not run: not in run" and not manual:
-            not_in_run.append({k: r[k] for k in ("dataset", "title", "paper_dataset", "relation")})
+        if r["status"] == "not run: not in run":
+            manual = any(m.get("kind", "manual") == "manual" for m in missing.get(name, []))
+            not_in_run.append({**{k: r[k] for k in ("dataset", "title", "paper_dataset", "relation")}, "manual": manual})
             continue
-        state = {"run": "ran", "failed": "failed", "not run: data missing": "data missing"}.get(r["status"], "needs files")
-        rows.append({**r, "state": state, "in_run": r["status"] != "not run: not in run",
-                     "files": _file_groups(missing.get(name, [])) if state in ("data missing", "needs files") else []})
-    counts = {state: sum(1 for r in rows if r["state"] == state) for state in ("ran", "failed", "data missing", "needs files")}
-    counts |= {"not in run": len(not_in_run), "not configured": len(not_configured)}
+        state = {"run": "ran", "failed": "failed", "not run: data missing": "data missing"}[r["status"]]
+        rows.append({**r, "state": state, "in_run": True,
+                     "files": _file_groups(missing.get(name, [])) if state == "data missing" else []})
+    counts = {state: sum(1 for r in rows if r["state"] == state) for state in ("ran", "failed", "data missing")}
+    counts |= {"not in run": len(not_in_run), "not configured": len(not_configured),
+               "by hand": sum(1 for r in not_in_run if r["manual"])}
     return {"rows": rows, "not_in_run": not_in_run, "not_configured": not_configured, "counts": counts}

@@ -1,4 +1,4 @@
-"""Tables of the report: the paper's Table 1 (datasets) and Table 3 (SVBOP-Full vs. baselines).
+"""Tables of the report: the paper's Table 2 (datasets) and Table 3 (SVBOP-Full vs. baselines).
 
 Inputs are the pipeline's per-dataset files:
 
@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..evaluation import METHODS as METHOD_ORDER
@@ -31,7 +32,10 @@ __all__ = [
     "METHOD_ORDER",
     "METRICS_COLUMNS",
     "SUMMARY_KEYS",
+    "THETA_COLUMN",
+    "THETA_EDGES",
     "TABLE1_COLUMNS",
+    "TABLE2_COLUMNS",
     "best_mask",
     "dataset_label",
     "method_name",
@@ -39,6 +43,7 @@ __all__ = [
     "read_metrics",
     "read_summaries",
     "table1",
+    "table2",
     "table3",
     "utility_columns",
     "utility_label",
@@ -50,15 +55,23 @@ __all__ = [
 #: Columns every ``metrics.tsv`` must hold (plus one ``<label>_pct`` per evaluation utility).
 METRICS_COLUMNS = ("dataset", "method", "param", "n_test", "recall_pct", "mean_size", "top1_pct")
 
-#: Columns of :func:`table1`.
-TABLE1_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration", "N_test", "top-1 %")
+#: Columns of :func:`table2`.
+TABLE2_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration", "N_test", "top-1 %")
+#: The older name of :data:`TABLE2_COLUMNS`.
+TABLE1_COLUMNS = TABLE2_COLUMNS
 
 _NUMERIC_METRICS = ("n_test", "recall_pct", "mean_size", "top1_pct")
 #: Numeric columns that only some methods fill (empty elsewhere): a threshold's tuned theta, and
-#: the test time of the SVBOP methods and their agreement with SVBOP-Full (svbop.evaluation).
+#: the test time of the SVBOP methods and their agreement with SVBOP-Full (svbop.evaluation).  A
+#: threshold also has ``theta_edge`` (text: ``smallest``, ``largest`` or empty, see
+#: :func:`svbop.evaluation.read_threshold_tuning`).
 _OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_vs_full", "speedup_vs_full_naive",
                      "index_recall_pct")
 _NOT_UTILITIES = ("recall_pct", "top1_pct", "agreement_with_full_pct")
+#: Values of a metrics table's ``theta_edge`` column.
+THETA_EDGES = ("", "smallest", "largest")
+#: Table 3's column of the threshold methods' tuned theta.
+THETA_COLUMN = "θ"
 
 PathLike = str | os.PathLike
 
@@ -160,7 +173,8 @@ def read_metrics(
     -------
     DataFrame
         One row per (dataset, method, param); ``dataset``, ``method`` and ``param`` are strings
-        exactly as written (``param`` ``"0.10"`` stays ``"0.10"``).
+        exactly as written (``param`` ``"0.10"`` stays ``"0.10"``); ``theta_edge``, where present,
+        is ``"smallest"``, ``"largest"`` or ``""``.
 
     Raises
     ------
@@ -175,7 +189,8 @@ def read_metrics(
             raise ValueError(f"{path}: no such file")
         try:
             df = pd.read_csv(
-                path, sep="\t", dtype={"dataset": str, "method": str, "param": str}, keep_default_na=False,
+                path, sep="\t", dtype={"dataset": str, "method": str, "param": str, "theta_edge": str},
+                keep_default_na=False,
                 na_values={c: ["", "NA", "NaN", "nan"] for c in (*_OPTIONAL_NUMERIC, *_NUMERIC_METRICS)},
             )
         except pd.errors.EmptyDataError:
@@ -196,6 +211,12 @@ def read_metrics(
                 i = int(bad.to_numpy().nonzero()[0][0])
                 raise ValueError(f"{path}: column {col!r}, row {i + 2}: not a number: {df[col].iloc[i]!r}")
             df[col] = values
+        if "theta_edge" in df.columns:
+            bad = ~df["theta_edge"].isin(THETA_EDGES)
+            if bad.any():
+                i = int(bad.to_numpy().nonzero()[0][0])
+                raise ValueError(f"{path}: column 'theta_edge', row {i + 2}: expected one of "
+                                 f"{', '.join(map(repr, THETA_EDGES))}, got {df['theta_edge'].iloc[i]!r}")
         dup = df.duplicated(["dataset", "method", "param"], keep=False)
         if dup.any():
             row = df[dup].iloc[0]
@@ -247,8 +268,8 @@ def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
 # --- the paper's tables ---------------------------------------------------------------------
 
 
-def table1(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
-    """The paper's Table 1: one row per dataset, in the given order.
+def table2(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
+    """The paper's Table 2 (the datasets): one row per dataset, in the given order.
 
     Parameters
     ----------
@@ -258,7 +279,7 @@ def table1(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns :data:`TABLE1_COLUMNS`; synthetic datasets read ``"<title> (synthetic)"``.
+        Columns :data:`TABLE2_COLUMNS`; synthetic datasets read ``"<title> (synthetic)"``.
     """
     rows = []
     for s in summaries:
@@ -275,7 +296,11 @@ def table1(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
                 "top-1 %": float(s["top1_pct"]),
             }
         )
-    return pd.DataFrame(rows, columns=list(TABLE1_COLUMNS))
+    return pd.DataFrame(rows, columns=list(TABLE2_COLUMNS))
+
+
+#: The older name of :func:`table2` (the pipeline once numbered the datasets table 1).
+table1 = table2
 
 
 def _param_key(method: str, param: str, labels: list[str]) -> tuple:
@@ -305,8 +330,11 @@ def table3(metrics: pd.DataFrame, dataset: str, eval_labels: Sequence[str]) -> p
         Index ``Method`` (display names, paper's order: SVBOP-Full per utility (once: the paper's
         cost-model run ``svbop_full_naive`` has the same sets and is left out), then SVBOP-HSG
         and SVBOP-HF where run, Threshold per utility, Top-s, ICP; unknown methods last); columns: one per evaluation utility (named
-        by :func:`utility_name`, values: mean test utility in %), then ``recall %`` and
-        ``mean set size``.
+        by :func:`utility_name`, values: mean test utility in %), then ``recall %``,
+        ``mean set size`` and ``θ`` (:data:`THETA_COLUMN`: the tuned theta of the Threshold rows,
+        NaN elsewhere).  ``attrs["theta_edge"]``: per row, ``"smallest"`` or ``"largest"`` where
+        the tuned theta sits at that edge of the grid and beats its neighbour (the best theta may
+        lie beyond the grid), else ``""``.
 
     Raises
     ------
@@ -332,9 +360,13 @@ def table3(metrics: pd.DataFrame, dataset: str, eval_labels: Sequence[str]) -> p
     df = df.iloc[keys]
     out = pd.DataFrame(
         {utility_name(u): df[f"{u}_pct"].to_numpy(dtype=float) for u in labels}
-        | {"recall %": df["recall_pct"].to_numpy(dtype=float), "mean set size": df["mean_size"].to_numpy(dtype=float)},
+        | {"recall %": df["recall_pct"].to_numpy(dtype=float), "mean set size": df["mean_size"].to_numpy(dtype=float),
+           THETA_COLUMN: (pd.to_numeric(df["theta"], errors="coerce").to_numpy(dtype=float) if "theta" in df.columns
+                          else np.full(len(df), np.nan))},
         index=pd.Index([method_name(m, p) for m, p in zip(df["method"], df["param"])], name="Method"),
     )
+    edges = df["theta_edge"].astype(str) if "theta_edge" in df.columns else pd.Series("", index=df.index)
+    out.attrs["theta_edge"] = [e if e in THETA_EDGES else "" for e in edges.replace("nan", "")]
     out.attrs["utility_columns"] = [utility_name(u) for u in labels]
     out.attrs["keys"] = list(zip(df["method"], df["param"]))
     return out
