@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from svbop.report import table1, write_table
+from svbop.report import table2, write_table
 from svbop.report.status import dataset_status, failure_summary
 from test_report import SUMMARIES
 
@@ -70,7 +70,7 @@ def _hostile_tables(folder: Path) -> list[Path]:
     (titles and keys), and a frame whose every name and cell is hostile."""
     summary = {**SUMMARIES[0], "title": TITLE}
     datasets = {"mine": {"title": TITLE}, "other_1": {"title": HOSTILE[1]}}
-    frames = {"table1": table1([summary]), "status": dataset_status(datasets, ["mine"]), "frame": _hostile_frame()}
+    frames = {"table2": table2([summary]), "status": dataset_status(datasets, ["mine"]), "frame": _hostile_frame()}
     out = []
     for name, df in frames.items():
         path = folder / f"{name}.tex"
@@ -80,8 +80,8 @@ def _hostile_tables(folder: Path) -> list[Path]:
 
 
 def test_latex_tables_escape_every_special_character_and_show_the_names_as_written(tmp_path):
-    table1_tex, status_tex, frame_tex = _hostile_tables(tmp_path)
-    rows = tex_rows(table1_tex.read_text())
+    table2_tex, status_tex, frame_tex = _hostile_tables(tmp_path)
+    rows = tex_rows(table2_tex.read_text())
     assert rows[0][0] == "Dataset" and rows[0][-1] == "top-1 %"
     assert rows[1][0] == TITLE and len({len(r) for r in rows}) == 1
     status = tex_rows(status_tex.read_text())

@@ -32,7 +32,6 @@ __all__ = [
     "TABLE5_KEYS",
     "check_claims",
     "read_train_seconds",
-    "table1_vs_paper",
     "table2_vs_paper",
     "table3_vs_paper",
     "table4_vs_paper",
@@ -106,10 +105,6 @@ def table2_vs_paper(summaries: Iterable[Mapping[str, object]], links: Links) -> 
     for c in columns[4:]:
         out[c] = out[c].astype("Int64")
     return out
-
-
-#: The older name of :func:`table2_vs_paper`.
-table1_vs_paper = table2_vs_paper
 
 
 # --- Table 3 ---------------------------------------------------------------------------------

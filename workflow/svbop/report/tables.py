@@ -34,7 +34,6 @@ __all__ = [
     "SUMMARY_KEYS",
     "THETA_COLUMN",
     "THETA_EDGES",
-    "TABLE1_COLUMNS",
     "TABLE2_COLUMNS",
     "best_mask",
     "dataset_label",
@@ -42,7 +41,6 @@ __all__ = [
     "metrics_long",
     "read_metrics",
     "read_summaries",
-    "table1",
     "table2",
     "table3",
     "utility_columns",
@@ -57,8 +55,6 @@ METRICS_COLUMNS = ("dataset", "method", "param", "n_test", "recall_pct", "mean_s
 
 #: Columns of :func:`table2`.
 TABLE2_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration", "N_test", "top-1 %")
-#: The older name of :data:`TABLE2_COLUMNS`.
-TABLE1_COLUMNS = TABLE2_COLUMNS
 
 _NUMERIC_METRICS = ("n_test", "recall_pct", "mean_size", "top1_pct")
 #: Numeric columns that only some methods fill (empty elsewhere): a threshold's tuned theta, and
@@ -297,10 +293,6 @@ def table2(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=list(TABLE2_COLUMNS))
-
-
-#: The older name of :func:`table2` (the pipeline once numbered the datasets table 1).
-table1 = table2
 
 
 def _param_key(method: str, param: str, labels: list[str]) -> tuple:
