@@ -4,7 +4,6 @@ spent training every model it needs and computing its features (rule summarise_d
 import json
 import logging
 
-
 from svbop.datasets import Dataset, load_split
 from svbop.evaluation import dataset_summary, read_seconds
 from svbop.io import atomic_path, load_score_arrays

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["ARCHIVE_SUFFIXES", "is_archive_name", "unpack_archive", "build_raw_folder"]
+__all__ = ["ARCHIVE_SUFFIXES", "is_archive_name", "relative_path_problem", "unpack_archive", "build_raw_folder"]
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +309,24 @@ def unpack_archive(archive: str | os.PathLike, dest: str | os.PathLike, max_byte
     return n
 
 
+def relative_path_problem(path: str, strict: bool = True) -> str | None:
+    """Why ``path`` is not a relative path inside a folder (None when it is), as the end of a
+    sentence: absolute, a NUL character, a ``..`` segment, or (``strict``) a ``\\``, ``.`` or
+    empty segment.  The config checks and :func:`build_raw_folder` use it for ``unpack`` entries."""
+    if path.startswith(("/", "\\")) or re.match(r"[A-Za-z]:[/\\]", path):
+        return "is an absolute path"
+    if "\x00" in path:
+        return "contains a NUL character"
+    parts = re.split(r"[/\\]", path)
+    if ".." in parts:
+        return "contains a '..' segment"
+    if strict and "\\" in path:
+        return "contains '\\' (separate folders with '/')"
+    if strict and any(p in ("", ".") for p in parts):
+        return "has an empty or '.' segment"
+    return None
+
+
 def _plain_name(name: str) -> bool:
     """Whether ``name`` is one path segment (not ``.``, ``..`` or empty; no separator)."""
     return bool(name) and name not in (".", "..") and not _SEP.search(name) and "\x00" not in name
@@ -317,10 +335,10 @@ def _plain_name(name: str) -> bool:
 def _raw_entry(tmp: Path, entry: str, files: Sequence[str]) -> Path:
     """The regular file ``tmp/entry`` (a nested archive), reached without following any link."""
     parts = _SEP.split(entry)
-    if entry.startswith(("/", "\\")) or any(p in ("", ".", "..") for p in parts) or "\x00" in entry:
+    if problem := relative_path_problem(entry):
         raise ValueError(
-            f"unpack: {entry!r} is neither one of the dataset's files nor a relative path inside the raw folder "
-            "(no leading '/', no '..', '.' or empty segments)"
+            f"unpack: {entry!r} is neither one of the dataset's files nor a relative path inside the raw folder: "
+            f"it {problem}"
         )
     path = tmp
     for i, seg in enumerate(parts):

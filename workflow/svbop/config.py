@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .archives import relative_path_problem
 from .download import SIDECAR_SUFFIXES
 
 __all__ = [
@@ -277,27 +278,10 @@ def vgg16_weights_key(name: str) -> str:
     return "vgg16_imagenet" if name in ("DEFAULT", "IMAGENET1K_V1") else name
 
 
-def _relative_path_problem(path: str, strict: bool = True) -> str | None:
-    """Why ``path`` is not a relative path inside a folder (None when it is): absolute, ``..``,
-    or (``strict``) a ``\\``, ``.`` or empty segment."""
-    if path.startswith(("/", "\\")) or re.match(r"[A-Za-z]:[/\\]", path):
-        return "is an absolute path"
-    if "\x00" in path:
-        return "contains a NUL character"
-    parts = re.split(r"[/\\]", path)
-    if ".." in parts:
-        return "contains a '..' segment"
-    if strict and "\\" in path:
-        return "contains '\\' (separate folders with '/')"
-    if strict and any(p in ("", ".") for p in parts):
-        return "has an empty or '.' segment"
-    return None
-
-
 def _raw_file_check(where: str, name: str, files: Mapping[str, Any], unpack: Sequence[str]) -> None:
     """A file a reader opens in the raw folder: a listed download (not one that is unpacked),
     or, when archives are unpacked, possibly one of their members (not checked here)."""
-    problem = _relative_path_problem(name, strict=False)
+    problem = relative_path_problem(name, strict=False)
     if problem:
         raise ConfigError(f"config: {where}: {name!r} {problem}; name a file inside data/<dataset>/raw")
     if name in files:
@@ -383,7 +367,7 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
             if not is_archive_name(entry):
                 raise ConfigError(f"config: {base}.unpack[{i}]: {entry!r} is not an archive name (.tar, .tar.gz, .tgz, .tar.bz2, .zip, ...)")
             continue
-        problem = _relative_path_problem(entry)
+        problem = relative_path_problem(entry)
         if problem:
             raise ConfigError(
                 f"config: {base}.unpack[{i}]: {entry!r} {problem}; an entry is one of the dataset's files "
