@@ -6,6 +6,7 @@ import svbop
 import svbop.config
 import svbop.datasets
 import svbop.download
+import svbop.evaluation
 import svbop.report.browser
 import svbop.report.illustrations
 import svbop.report.status
@@ -57,6 +58,23 @@ def epsilon_label(epsilon):
 
 ICP_EPSILONS = {epsilon_label(e): e for e in config["baselines"]["icp_epsilon"]}
 TOP_S = [str(s) for s in config["baselines"]["top_s"]]
+
+# Beyond the paper (config `methods:`, all off in config.yaml): further kinds of sets from the flat
+# model's probabilities, and the report's section comparing them with the paper's methods.
+METHODS = config["methods"]
+# conformal methods' significance levels: methods.epsilon, or the paper's ICP levels
+METHOD_EPSILONS = {epsilon_label(e): e for e in (METHODS["epsilon"] or config["baselines"]["icp_epsilon"])}
+# conformal scores by file name: aps, raps (one threshold), lac_cc, aps_cc, raps_cc (one per class)
+CONFORMAL_SCORES = [*METHODS["conformal"], *(f"{score}_cc" for score in METHODS["class_conditional"])]
+COVERAGE_FAMILIES = list(METHODS["coverage"])
+MAX_NODES = [str(n) for n in METHODS["hierarchical"]["max_nodes"]]
+HIERARCHICAL_UTILITIES = {}  # label -> spec, as UTILITIES
+for _spec in METHODS["hierarchical"]["utilities"] or config["utilities"]:
+    try:
+        _label = svbop.utility(_spec).label
+    except ValueError as exc:
+        raise ValueError(f"config: methods.hierarchical.utilities: {exc}") from None
+    HIERARCHICAL_UTILITIES[_label] = _spec
 
 
 wildcard_constraints:
@@ -197,6 +215,56 @@ def predictions(dataset):
     return out
 
 
+def beyond_enabled():
+    """Whether any method beyond the paper is configured (config `methods:`)."""
+    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES)
+
+
+def beyond_skipped(dataset):
+    """Methods beyond the paper that do not apply to a dataset: {method family: reason}."""
+    out = {}
+    if MAX_NODES and not svbop.config._has_hierarchy(config["datasets"][dataset]):
+        out["hierarchical"] = ("this dataset has no class hierarchy (give it a `hierarchy:` to get sets restricted "
+                               "to its nodes)")
+    return out
+
+
+def beyond_predictions(dataset):
+    """The sets of every method beyond the paper on one dataset: {(method, param): path}."""
+    out = {}
+    for score in CONFORMAL_SCORES:
+        for eps in METHOD_EPSILONS:
+            out[f"conformal_{score}", eps] = f"results/{dataset}/predictions/conformal_{score}/{eps}.npz"
+    for family in COVERAGE_FAMILIES:
+        for eps in METHOD_EPSILONS:
+            out[f"coverage_{family}", eps] = f"results/{dataset}/predictions/coverage_{family}/{eps}.npz"
+    if "hierarchical" not in beyond_skipped(dataset):
+        for n in MAX_NODES:
+            for label in HIERARCHICAL_UTILITIES:
+                out[f"hierarchical_{n}", label] = f"results/{dataset}/predictions/hierarchical_{n}/{label}.npz"
+    return out
+
+
+def beyond_calibration(dataset):
+    """The calibration record (JSON) of every calibrated method beyond the paper: {(method, param): path}."""
+    return {key: path[: -len(".npz")] + ".json" for key, path in beyond_predictions(dataset).items()
+            if not key[0].startswith("hierarchical_")}
+
+
+def beyond_compared(dataset):
+    """The paper's methods shown beside them (SVBOP-Full, threshold, top-s, ICP): {(method, param): path}."""
+    return {key: path for key, path in predictions(dataset).items()
+            if key[0] in svbop.evaluation.BEYOND_PAPER_METHODS}
+
+
+def beyond_results(dataset):
+    """Every artefact beyond the paper of one dataset (none when `methods:` configures nothing)."""
+    if not beyond_enabled():
+        return []
+    return [*beyond_predictions(dataset).values(), *beyond_calibration(dataset).values(),
+            f"results/{dataset}/beyond.tsv"]
+
+
 def dataset_results(dataset):
     """Every artefact of one dataset; all are targets, so deleting any of them reruns it (and only
     what depends on it) instead of being ignored as a missing intermediate."""
@@ -214,6 +282,7 @@ def dataset_results(dataset):
         *timings(dataset).values(),
         f"results/{dataset}/metrics.tsv",
         f"results/{dataset}/summary.json",
+        *beyond_results(dataset),
     ]
 
 
@@ -431,5 +500,7 @@ def partial_report(jobs=()):
         failed=failed,
         train_seconds=read_train_seconds({d: train_time_files(d) for d in finished}),
         illustrations=shown,
+        beyond=[f for d in finished if os.path.exists(f := f"results/{d}/beyond.tsv")] if beyond_enabled() else None,
+        beyond_skipped={d: beyond_skipped(d) for d in finished} if beyond_enabled() else None,
     )
     return finished, failed

@@ -60,3 +60,38 @@ rule summarise_dataset:
         "../../envs/svbop.yaml"
     script:
         "../scripts/summarise_dataset.py"
+
+
+# Beyond the paper (config `methods:`): every kind of set of one dataset - the paper's SVBOP-Full,
+# threshold, top-s and ICP, and the methods beyond it - under every utility, with its coverage,
+# worst-class coverage and set sizes. Apart from metrics.tsv (the paper's Tables 3 and 4).
+rule evaluate_beyond:
+    input:
+        sets=lambda wc: [*beyond_compared(wc.dataset).values(), *beyond_predictions(wc.dataset).values()],
+        calibration=lambda wc: list(beyond_calibration(wc.dataset).values()),
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("metrics", "evaluation", "sets", "io", "_kernels"),
+    output:
+        report(
+            "results/{dataset}/beyond.tsv",
+            caption="../../report/captions/beyond.rst",
+            category="Beyond the paper",
+            labels={"dataset": "{dataset}", "table": "every kind of set"},
+        ),
+    params:
+        dataset=lambda wc: wc.dataset,
+        utilities=list(UTILITIES.values()),
+        # (method, param), in the order of input.sets and of input.calibration
+        methods=lambda wc: [*beyond_compared(wc.dataset), *beyond_predictions(wc.dataset)],
+        calibrated=lambda wc: list(beyond_calibration(wc.dataset)),
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/evaluate_beyond/{dataset}.log",
+    benchmark:
+        "results/benchmarks/evaluate_beyond/{dataset}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/evaluate_beyond.py"

@@ -193,3 +193,88 @@ rule predict_icp:
         "../../envs/svbop.yaml"
     script:
         "../scripts/predict_icp.py"
+
+
+# --- beyond the paper (config `methods:`; none of these run with config.yaml's defaults) --------
+# Further kinds of sets from the same class probabilities as the baselines, calibrated like ICP
+# on the split's calibration rows; the report compares them with the paper's methods in its
+# section "Beyond the paper", apart from Tables 3 and 4. A JSON beside each calibrated method's
+# sets records what was calibrated (the score's threshold, or the family's parameter).
+
+
+rule predict_conformal:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("baselines", "_prefix", "sets"),
+    output:
+        sets="results/{dataset}/predictions/conformal_{score}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/conformal_{score}/{epsilon}.json",
+    params:
+        epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        score=lambda wc: wc.score.removesuffix("_cc"),
+        class_conditional=lambda wc: wc.score.endswith("_cc"),
+        options=lambda wc: {"k_reg": METHODS["raps"]["k_reg"], "lam": METHODS["raps"]["lam"]}
+        if wc.score.startswith("raps") else {},
+        empty=METHODS["empty"],
+    wildcard_constraints:
+        score="(lac|aps|raps)(_cc)?",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_conformal/{dataset}_{score}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_conformal/{dataset}_{score}_{epsilon}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_conformal.py"
+
+
+# Bayes-optimal sets with a coverage guarantee: the family's parameter calibrated at epsilon.
+use rule predict_conformal as predict_coverage with:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("baselines", "_prefix", "sets", "search", "utilities", "_kernels"),
+    output:
+        sets="results/{dataset}/predictions/coverage_{family}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/coverage_{family}/{epsilon}.json",
+    params:
+        epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        score=lambda wc: wc.family,
+        class_conditional=False,
+        options=lambda wc: {"gamma": METHODS["credal"]["gamma"]} if wc.family == "credal" else {},
+        empty=METHODS["empty"],
+    wildcard_constraints:
+        family="fbeta|credal",
+    log:
+        "results/logs/predict_coverage/{dataset}_{family}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_coverage/{dataset}_{family}_{epsilon}.tsv",
+
+
+# Sets restricted to unions of at most max_nodes nodes of the dataset's own hierarchy.
+rule predict_hierarchical:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        dataset="data/{dataset}/dataset.npz",
+        code=library_sources("datasets/base", "utilities", "sets"),  # + the hierarchy module: TODO after merge
+    output:
+        "results/{dataset}/predictions/hierarchical_{max_nodes}/{hutility}.npz",
+    params:
+        utility=lambda wc: HIERARCHICAL_UTILITIES[wc.hutility],
+        max_nodes=lambda wc: int(wc.max_nodes),
+    wildcard_constraints:
+        max_nodes="[0-9]+",
+        hutility="|".join(re.escape(label) for label in HIERARCHICAL_UTILITIES) or "(?!)",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_hierarchical/{dataset}_{max_nodes}_{hutility}.log",
+    benchmark:
+        "results/benchmarks/predict_hierarchical/{dataset}_{max_nodes}_{hutility}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_hierarchical.py"

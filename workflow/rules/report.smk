@@ -151,6 +151,36 @@ rule tables:
         "../scripts/tables.py"
 
 
+# Beyond the paper (config `methods:`): every kind of set of every dataset in one table, and the
+# figure of coverage against mean set size; the report's section apart from Tables 3 and 4.
+rule beyond_report:
+    input:
+        beyond=expand("results/{dataset}/beyond.tsv", dataset=DATASETS),
+        code=library_sources("evaluation", "report/__init__", "report/beyond", "report/names", "report/figures"),
+    output:
+        table=report(
+            "results/tables/beyond_every_set.csv",
+            caption="../../report/captions/beyond.rst",
+            category="Beyond the paper",
+            labels={"table": "every kind of set"},
+        ),
+        figure=report(
+            "results/figures/beyond_coverage_size.png",
+            caption="../../report/captions/beyond_figure.rst",
+            category="Beyond the paper",
+            labels={"figure": "coverage against mean set size"},
+        ),
+    params:
+        utilities=config["utilities"],
+        titles=lambda wc: {d: config["datasets"][d].get("title") or d for d in DATASETS},
+    log:
+        "results/logs/beyond_report/beyond.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/beyond_report.py"
+
+
 rule report_html:
     input:
         metrics=expand("results/{dataset}/metrics.tsv", dataset=DATASETS),
@@ -161,8 +191,10 @@ rule report_html:
         illustrations=lambda wc: [f for fs in illustration_files().values() for f in fs],
         train_times=rules.tables.input.train_times,
         template="report/templates/report.html.j2",
+        beyond=lambda wc: rules.beyond_report.output if beyond_enabled() and DATASETS else [],
         code=library_sources(
-            "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status"
+            "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
+            "report/beyond",
         ),
     output:
         report(
@@ -181,6 +213,8 @@ rule report_html:
         train_time_files=rules.tables.params.train_time_files,
         # the page a failed run left (Snakefile, onerror): out of date once this report is written
         partial=PARTIAL_REPORT,
+        beyond_tables=lambda wc: [f"results/{d}/beyond.tsv" for d in DATASETS] if beyond_enabled() else [],
+        beyond_skipped=lambda wc: {d: beyond_skipped(d) for d in DATASETS} if beyond_enabled() else {},
     log:
         "results/logs/report_html/report.log",
     benchmark:

@@ -29,7 +29,12 @@ build_report(
     missing=snakemake.params.missing,
     train_seconds=read_train_seconds(snakemake.params.train_time_files),
     illustrations=illustrations,
-    downloads={os.path.basename(t): os.path.relpath(t, os.path.dirname(out)) for t in tables},
+    downloads={os.path.basename(t): os.path.relpath(t, os.path.dirname(out))
+               for t in [*tables, *(f for f in snakemake.input.beyond if f.endswith(".csv"))]},
+    # beyond the paper (config `methods:`): its own section, none when no method is configured
+    beyond=snakemake.params.beyond_tables or None,
+    beyond_figure=next((f for f in snakemake.input.beyond if f.endswith(".png")), None),
+    beyond_skipped=snakemake.params.beyond_skipped,
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)

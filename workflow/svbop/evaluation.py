@@ -14,16 +14,18 @@ import csv
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 
 import numpy as np
 
 from .metrics import check_labels, mean_scores, set_agreement, top1_accuracy
 from .sets import SetPredictions
-from .utilities import Utility
+from .utilities import Utility, utility
 
-__all__ = ["METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS", "evaluate_methods", "timing_columns", "dataset_summary",
-           "read_seconds", "read_threshold_tuning"]
+__all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
+           "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
+           "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
 METHODS = ("svbop_full", "svbop_full_naive", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans", "threshold",
@@ -35,6 +37,38 @@ SVBOP_METHODS = METHODS[:5]
 
 #: The paper's SVBOP-Full as it runs it, the reference of the paper's speed-ups.
 PAPER_FULL = "svbop_full_naive"
+
+#: The paper's methods that the report's section "Beyond the paper" shows beside the methods beyond
+#: it (SVBOP-HSG and SVBOP-HF approximate SVBOP-Full, whose sets are shown).
+BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
+
+#: Methods beyond the paper (the pipeline's config ``methods:``): ``conformal_<score>`` (``aps``,
+#: ``raps``; ``<score>_cc`` for one threshold per class, ``lac_cc`` too) and ``coverage_<family>``
+#: (``fbeta``, ``credal``) with ``param`` = epsilon, ``hierarchical_<max_nodes>`` with ``param`` =
+#: the utility label the sets optimise.
+_BEYOND = re.compile(r"(conformal_(lac_cc|aps|raps|aps_cc|raps_cc)|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*)\Z")
+
+#: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
+#: ``<label>_pct`` per utility and the optional ``calibrated``.
+BEYOND_COLUMNS = ("dataset", "method", "param", "n_test", "target_coverage_pct", "coverage_pct",
+                  "class_coverage_worst_pct", "ssc_worst_pct", "singleton_pct", "empty_pct", "mean_size")
+
+
+def beyond_method(method: str) -> bool:
+    """Whether ``method`` names a method beyond the paper (see :data:`BEYOND_COLUMNS`)."""
+    return bool(_BEYOND.match(method))
+
+
+def target_coverage_pct(method: str, param: str) -> float:
+    """The coverage a method guarantees, in percent: 100 (1 - epsilon) for ICP and the conformal and
+    coverage methods (``param`` = epsilon), NaN for the others."""
+    if method == "icp" or method.startswith(("conformal_", "coverage_")):
+        try:
+            return 100.0 * (1.0 - float(param))
+        except ValueError:
+            raise ValueError(f"{method}: param {param!r} is not an epsilon") from None
+    return float("nan")
+
 
 #: Keys of a dataset summary (:func:`dataset_summary`, ``results/{dataset}/summary.json``).
 SUMMARY_KEYS = (
@@ -86,6 +120,133 @@ def evaluate_methods(
         # before the next are read (one conformal method's sets can take GBs)
         del predicted, scores
     return rows
+
+
+def evaluate_beyond(
+    sets: Mapping[tuple[str, str], SetPredictions],
+    y,
+    utilities: list[Utility | str],
+    *,
+    dataset: str,
+    extra: Mapping[tuple[str, str], Mapping[str, object]] | None = None,
+) -> list[dict]:
+    """Score every kind of set on the test rows: utilities, coverage and set sizes.
+
+    The table of the report's section "Beyond the paper" (``results/<dataset>/beyond.tsv``).
+
+    Parameters
+    ----------
+    sets : mapping of (method, param) to SetPredictions
+        The paper's methods of :data:`BEYOND_PAPER_METHODS` and the methods beyond it
+        (:func:`beyond_method`), all for the same ``n`` test rows; read one at a time when the
+        mapping is lazy (:class:`svbop.io.SetFiles`).
+    y : array of int, shape (n,)
+        True classes of the test rows.
+    utilities : list of Utility or str
+        Every method is evaluated under each (column ``<label>_pct``).
+    dataset : str
+        Written into each row.
+    extra : mapping of (method, param) to dict, optional
+        Further columns per method (e.g. ``calibrated``: :func:`read_calibration`).
+
+    Returns
+    -------
+    list of dict
+        One row per method, in the order of ``sets``: the columns of :data:`BEYOND_COLUMNS`
+        (``coverage_pct``: test rows whose set holds the true class; ``class_coverage_worst_pct``:
+        the smallest coverage of a class among the test rows' classes; ``ssc_worst_pct``: the
+        smallest coverage of a set size; ``target_coverage_pct``: :func:`target_coverage_pct`),
+        then ``<label>_pct`` per utility and the ``extra`` columns.
+
+    Raises
+    ------
+    ValueError
+        A method that is neither the paper's of :data:`BEYOND_PAPER_METHODS` nor beyond it.
+    """
+    rows = []
+    for (method, param), predicted in sets.items():
+        if method not in BEYOND_PAPER_METHODS and not beyond_method(method):
+            raise ValueError(f"unknown method {method!r} (expected one of {BEYOND_PAPER_METHODS}, conformal_<score>, "
+                             "coverage_<family> or hierarchical_<max_nodes>)")
+        scores = mean_scores(predicted, y, utilities)
+        row = {"dataset": dataset, "method": method, "param": str(param), "n_test": int(scores["n"]),
+               "target_coverage_pct": target_coverage_pct(method, str(param))}
+        row.update((c, scores[c]) for c in BEYOND_COLUMNS[5:])
+        row.update((f"{utility(u).label}_pct", scores[f"{utility(u).label}_pct"]) for u in utilities)
+        row.update((extra or {}).get((method, param), {}))
+        rows.append(row)
+        del predicted, scores
+    return rows
+
+
+def calibration_record(predictor, *, method: str, epsilon: float, n_calibration: int) -> dict[str, object]:
+    """What a conformal method calibrated, as JSON (the file beside its sets).
+
+    Parameters
+    ----------
+    predictor : svbop.baselines.ConformalSetPredictor
+        Fitted.
+    method : str
+        Its method name (e.g. ``conformal_aps_cc``, ``coverage_fbeta``).
+    epsilon : float
+        Its significance level.
+    n_calibration : int
+        Calibration rows it was fitted on.
+
+    Returns
+    -------
+    dict
+        ``method``, ``epsilon``, ``n_calibration``, and ``parameter`` (the calibrated parameter of
+        a utility family: beta or delta) or ``quantile`` (the score's threshold; with one
+        threshold per class, ``quantile_min``, ``quantile_median``, ``quantile_max`` over the
+        classes, infinite ones counted as ``inf``).
+    """
+    record: dict[str, object] = {"method": method, "epsilon": float(epsilon), "n_calibration": int(n_calibration)}
+    parameter = getattr(predictor, "parameter_", None)
+    if parameter is not None:
+        record["parameter"] = float(parameter)
+        return record
+    q = np.asarray(predictor.quantile_, dtype=np.float64)
+    if q.ndim == 0:
+        record["quantile"] = float(q)
+    else:
+        record.update(quantile_min=float(q.min()), quantile_median=float(np.median(q)), quantile_max=float(q.max()))
+    return record
+
+
+def read_calibration(path: str | os.PathLike) -> dict[str, str]:
+    """The ``calibrated`` column of :func:`evaluate_beyond` from a :func:`calibration_record` file.
+
+    Returns
+    -------
+    dict
+        ``{"calibrated": text}``: ``"beta = 2.31"`` / ``"delta = 1.87"`` for a coverage method,
+        ``"q = 0.934"`` for one threshold, ``"q = 0.81..1 (median 0.93)"`` for one per class.
+
+    Raises
+    ------
+    ValueError
+        The file is missing, not JSON, or has neither a parameter nor a quantile (naming the file).
+    """
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the calibration record ({exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(record).__name__}")
+    try:
+        if "parameter" in record:
+            name = "delta" if str(record.get("method", "")).endswith("credal") else "beta"
+            return {"calibrated": f"{name} = {float(record['parameter']):.4g}"}
+        if "quantile" in record:
+            return {"calibrated": f"q = {float(record['quantile']):.4g}"}
+        lo, mid, hi = (float(record[k]) for k in ("quantile_min", "quantile_median", "quantile_max"))
+    except KeyError:
+        raise ValueError(f"{path}: neither 'parameter', 'quantile' nor 'quantile_min/median/max'") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: the calibrated values are not numbers") from None
+    return {"calibrated": f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})"}
 
 
 def timing_columns(

@@ -28,6 +28,7 @@ __all__ = [
     "figure_to_png",
     "literal_row",
     "min_font_px",
+    "plot_coverage_size",
     "plot_fbeta_family",
     "plot_genreject_family",
     "plot_utilities",
@@ -360,6 +361,75 @@ def plot_genreject_family(
                 for i, a in enumerate(a_names)]
     handles.append(Line2D([], [], color="k", linestyle="--", linewidth=1.2, label="$g_P(s) = 1/s$"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=LEGEND_PT,
+               frameon=False)
+    return fig
+
+
+#: Marker and colour of each kind of set in :func:`plot_coverage_size` (svbop.report.beyond.BEYOND_FAMILIES).
+_FAMILY_STYLE = {
+    "svbop_full": ("o", "tab:blue"), "threshold": ("s", "tab:orange"), "top_s": ("^", "tab:gray"),
+    "icp": ("X", "tab:red"), "conformal": ("D", "tab:purple"), "class_conditional": ("P", "tab:brown"),
+    "coverage": ("*", "tab:green"), "hierarchical": ("h", "tab:cyan"),
+}
+
+
+def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
+    """Coverage against mean set size of every kind of set, one panel per dataset (the report's
+    section "Beyond the paper").
+
+    Parameters
+    ----------
+    frame : DataFrame
+        :func:`svbop.report.beyond.read_beyond`'s table: ``dataset``, ``family``, ``coverage_pct``,
+        ``mean_size``, ``target_coverage_pct``.
+    titles : mapping of str to str, optional
+        Dataset key -> panel title.
+    ncols : int, default=2
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One marker per method (shape and colour: its kind of set), the mean set size on a log
+        scale, and a dotted line at each coverage a method guarantees (1 - epsilon).
+
+    Raises
+    ------
+    ValueError
+        ``frame`` has no rows.
+    """
+    from matplotlib.lines import Line2D
+
+    from .beyond import BEYOND_FAMILIES
+
+    if len(frame) == 0:
+        raise ValueError("plot_coverage_size: no methods to plot")
+    titles = dict(titles or {})
+    datasets = list(dict.fromkeys(frame["dataset"].astype(str)))
+    ncols = max(1, min(ncols, len(datasets)))
+    nrows = -(-len(datasets) // ncols)
+    fig = _new_figure(figsize=(5.2 * ncols, 3.9 * nrows + 0.9))
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, d in zip(axes, datasets):
+        df = frame[frame["dataset"].astype(str) == d]
+        for target in sorted(set(df["target_coverage_pct"].dropna())):
+            ax.axhline(target, color="0.5", linestyle=":", linewidth=1.0)
+        for family, rows in df.groupby("family", sort=False):
+            marker, color = _FAMILY_STYLE.get(family, ("o", "k"))
+            ax.scatter(rows["mean_size"], rows["coverage_pct"], marker=marker, color=color, s=46, alpha=0.85,
+                       edgecolors="none")
+        ax.set_xscale("log")
+        ax.set_xlabel("mean set size (log scale)")
+        ax.set_ylabel("coverage on the test rows (%)")
+        ax.set_title(titles.get(d, d))
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[len(datasets):]:
+        ax.set_visible(False)
+    present = set(frame["family"])
+    handles = [Line2D([], [], linestyle="none", marker=_FAMILY_STYLE[k][0], color=_FAMILY_STYLE[k][1], markersize=8,
+                      label=name) for k, name in BEYOND_FAMILIES if k in present]
+    handles.append(Line2D([], [], color="0.5", linestyle=":", label="guaranteed coverage 1 - ε"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), fontsize=LEGEND_PT,
                frameon=False)
     return fig
 

@@ -70,6 +70,7 @@ DOWNLOADS = {
     "table5_vs_paper": "Table 5 (hyper-parameters) beside the paper's",
     "dataset_status": "the status of every dataset (the first section)",
     "claims": "the paper's claims checked (evidence names datasets, utilities and methods by their keys)",
+    "beyond_every_set": "beyond the paper: every kind of set's utilities, coverage, worst-class coverage and size",
 }
 
 
@@ -279,6 +280,50 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
     return out
 
 
+def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mapping[str, str]] | None,
+                    labels: Sequence[str], names: DisplayNames, order: Sequence[str]) -> dict[str, object] | None:
+    """The section "Beyond the paper": per dataset, one row per method (utilities, coverage, worst-class
+    coverage, set sizes) and the reasons a kind of set was not run; its figure. None without ``beyond``."""
+    if beyond is None:
+        return None
+    from .beyond import beyond_table, read_beyond, skipped_text
+
+    frame = beyond if isinstance(beyond, pd.DataFrame) else read_beyond(beyond, labels)
+    for lab in labels:
+        if f"{lab}_pct" not in frame.columns:
+            raise ValueError(f"beyond the paper: no column {lab}_pct (the utility {lab}) in the table")
+    present = list(dict.fromkeys(frame["dataset"].astype(str)))
+    datasets = [d for d in order if d in present] + [d for d in present if d not in order]
+    skipped = {str(d): dict(v) for d, v in dict(skipped or {}).items()}
+    out = []
+    for d in datasets:
+        t = beyond_table(frame, d, labels)
+        rows = []
+        for r in t.to_dict("records"):
+            target, cover = r["target_coverage_pct"], r["coverage_pct"]
+            cells = [{"text": _fmt(r[f"{lab}_pct"]), "cls": "num"} for lab in labels]
+            cells += [
+                {"text": _fmt(cover), "cls": "num coverage" + (" below" if target == target and cover < target else "")},
+                {"text": "" if target != target else _fmt(target), "cls": "num target"},
+                {"text": _fmt(r["class_coverage_worst_pct"]), "cls": "num worst-class"},
+                {"text": _fmt(r["mean_size"]), "cls": "num size"},
+                {"text": _fmt(r["singleton_pct"]), "cls": "num"},
+                {"text": _fmt(r["empty_pct"]), "cls": "num"},
+                {"text": html_name(r["calibrated"].replace("beta", "β").replace("delta", "δ")), "cls": "text"},
+            ]
+            rows.append({"name": html_name(r["method"]), "key": r["key"], "family": r["family"], "cells": cells})
+        out.append({"id": d, "title": names.dataset(d), "rows": rows,
+                     "skipped": [{"key": k, "text": line} for k, line in zip(skipped.get(d, {}), skipped_text(skipped.get(d, {})))]})
+    if figure is None and len(frame):
+        from .figures import plot_coverage_size
+
+        figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets})
+    header = [*(html_name(utility_name(lab)) + Markup(" %") for lab in labels), "coverage %", "guaranteed %",
+              "worst class %", "mean set size", "singletons %", "empty %", "calibrated"]
+    return {"datasets": out, "header": header, "n_utilities": len(labels),
+            "figure": _data_uri(_png_bytes("beyond the paper", figure)) if figure is not None else None}
+
+
 def _code(text: object) -> Markup:
     return Markup("<code>{}</code>").format(text)
 
@@ -408,6 +453,9 @@ def build_report(
     illustrations: Mapping[str, Mapping[str, object]] | None = None,
     downloads: Mapping[str, str] | None = None,
     missing: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
+    beyond: pd.DataFrame | str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    beyond_figure: object | None = None,
+    beyond_skipped: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -456,6 +504,15 @@ def build_report(
     missing : mapping, optional
         :func:`~svbop.report.status.missing_inputs` of every configured dataset: those not in
         ``run`` whose files a person must fetch get a status row saying which, where and from where.
+    beyond : DataFrame, path or iterable of paths, optional
+        The methods beyond the paper (:func:`~svbop.report.beyond.read_beyond` or the
+        ``beyond.tsv`` files): the section "Beyond the paper: every kind of set", apart from
+        Tables 3 and 4; no section when None.
+    beyond_figure : path, bytes or Figure, optional
+        That section's figure of coverage against mean set size (drawn from ``beyond`` when omitted).
+    beyond_skipped : mapping, optional
+        dataset -> {kind of set: reason} of the methods beyond the paper not run on a dataset
+        (e.g. ``{"hierarchical": "this dataset has no class hierarchy ..."}``), shown under its table.
 
     Returns
     -------
@@ -647,6 +704,7 @@ def build_report(
         "genreject_figure": genreject_figure,
         "downloads": downloads,
     }
+    context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids)
     template_path = _resolve_template(template)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_path.parent)),

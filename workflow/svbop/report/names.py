@@ -139,7 +139,24 @@ def method_name(method: str, param: object) -> str:
         return f"Top-{param}" if param else "Top-s"
     if method == "icp":
         return f"ICP_{{ε={param}}}" if param else "ICP"
+    # beyond the paper (svbop.evaluation.beyond_method)
+    eps = f"_{{ε={param}}}" if param else ""
+    if method.startswith("conformal_"):
+        score = method.removeprefix("conformal_")
+        name = _SCORE_NAMES.get(score.removesuffix("_cc"), score.removesuffix("_cc").upper())
+        return f"{'Class-conditional ' if score.endswith('_cc') else ''}{name}{eps}"
+    if method.startswith("coverage_"):
+        family = method.removeprefix("coverage_")
+        return f"SVBOP-{_FAMILY_NAMES.get(family, family)}-coverage{eps}"
+    if method.startswith("hierarchical_"):
+        n = method.removeprefix("hierarchical_")
+        return f"Hierarchy ≤ {n} node{'s' if n != '1' else ''}" + (f"-{utility_name(param)}" if param else "")
     return f"{method} {param}".strip()
+
+
+#: Conformal scores and utility families of the methods beyond the paper, as the report names them.
+_SCORE_NAMES = {"lac": "LAC", "aps": "APS", "raps": "RAPS"}
+_FAMILY_NAMES = {"fbeta": "u_{Fβ}", "credal": "u_{δ,γ}"}
 
 
 def algorithm_name(key: str) -> str:

@@ -1,0 +1,18 @@
+"""Glue: every kind of set of one dataset (the paper's and beyond it) -> utilities, coverage, worst-class
+coverage and set sizes (rule evaluate_beyond)."""
+
+import logging
+
+from svbop.evaluation import evaluate_beyond, read_calibration
+from svbop.io import SetFiles, load_score_arrays, write_tsv
+from svbop.logs import to_log_file
+
+to_log_file(snakemake.log[0])
+(y,) = load_score_arrays(snakemake.input.scores, "y_test")
+methods = [tuple(m) for m in snakemake.params.methods]
+sets = SetFiles(dict(zip(methods, snakemake.input.sets)))  # read one method at a time
+extra = {tuple(m): read_calibration(path) for m, path in zip(snakemake.params.calibrated, snakemake.input.calibration)}
+rows = evaluate_beyond(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra)
+write_tsv(snakemake.output[0], rows)
+logging.info("%d methods x %d utilities on %d test rows -> %s", len(rows), len(snakemake.params.utilities), len(y),
+             snakemake.output[0])

@@ -1,0 +1,140 @@
+"""The report's section "Beyond the paper: every kind of set": per dataset, every method's utilities,
+coverage, worst-class coverage and mean set size (``results/<dataset>/beyond.tsv``, written by
+:func:`svbop.evaluation.evaluate_beyond`), apart from the paper's Tables 3 and 4."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from ..evaluation import BEYOND_COLUMNS, BEYOND_PAPER_METHODS
+from .names import method_name, utility_label
+
+__all__ = ["BEYOND_FAMILIES", "method_family", "read_beyond", "beyond_table"]
+
+#: Kinds of set, in the order the section lists them: (family key, display name).
+BEYOND_FAMILIES = (
+    ("svbop_full", "SVBOP-Full (the paper)"),
+    ("threshold", "Threshold (the paper)"),
+    ("top_s", "Top-s (the paper)"),
+    ("icp", "ICP, LAC score (the paper)"),
+    ("conformal", "Conformal APS / RAPS"),
+    ("class_conditional", "Class-conditional conformal"),
+    ("coverage", "Bayes-optimal with coverage"),
+    ("hierarchical", "Hierarchy-restricted"),
+)
+
+_NUMERIC = BEYOND_COLUMNS[3:]
+
+
+def method_family(method: str) -> str:
+    """The kind of set a method gives (a key of :data:`BEYOND_FAMILIES`)."""
+    if method in BEYOND_PAPER_METHODS:
+        return method
+    if method.startswith("conformal_"):
+        return "class_conditional" if method.endswith("_cc") else "conformal"
+    for family in ("coverage", "hierarchical"):
+        if method.startswith(family + "_"):
+            return family
+    raise ValueError(f"unknown method {method!r} of the section beyond the paper")
+
+
+def read_beyond(paths: str | os.PathLike | Iterable[str | os.PathLike],
+                utilities: Sequence[str] | None = None) -> pd.DataFrame:
+    """Read and concatenate per-dataset ``beyond.tsv`` files.
+
+    Parameters
+    ----------
+    paths : path or iterable of paths
+        Files with the columns :data:`svbop.evaluation.BEYOND_COLUMNS` and ``<label>_pct``.
+    utilities : sequence of str, optional
+        Utility specs or labels whose ``<label>_pct`` column every file must hold.
+
+    Returns
+    -------
+    DataFrame
+        One row per (dataset, method, param), ``param`` as written (``"0.10"`` stays ``"0.10"``),
+        with a column ``family`` (:func:`method_family`).
+
+    Raises
+    ------
+    ValueError
+        A file is missing or empty, lacks a column, has a value that is not a number in a numeric
+        column, names an unknown method or repeats a row; the message names the file.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    required = [*BEYOND_COLUMNS, *(f"{utility_label(u)}_pct" for u in (utilities or ()))]
+    frames = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file")
+        try:
+            df = pd.read_csv(path, sep="\t", dtype={"dataset": str, "method": str, "param": str, "calibrated": str},
+                             keep_default_na=False, na_values={c: ["", "NA", "NaN", "nan"] for c in _NUMERIC})
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path}: empty file, expected a header with columns {', '.join(required)}") from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: not a tab-separated table ({str(exc).splitlines()[0]})") from None
+        for col in required:
+            if col not in df.columns:
+                raise ValueError(f"{path}: missing column {col!r}")
+        numeric = [c for c in df.columns if c in _NUMERIC or c.endswith("_pct")]
+        for col in numeric:
+            values = pd.to_numeric(df[col], errors="coerce")
+            bad = values.isna() & df[col].notna()
+            if bad.any():
+                row = int(bad.to_numpy().argmax()) + 2
+                raise ValueError(f"{path}: row {row}: column {col!r} is not a number: {df[col].iloc[row - 2]!r}")
+            df[col] = values.astype(float)
+        try:
+            df["family"] = [method_family(m) for m in df["method"]]
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        dup = df.duplicated(["dataset", "method", "param"])
+        if dup.any():
+            r = df[dup].iloc[0]
+            raise ValueError(f"{path}: row ({r['dataset']}, {r['method']}, {r['param']}) appears twice")
+        if "calibrated" not in df.columns:
+            df["calibrated"] = ""
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=[*required, "family", "calibrated"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) -> pd.DataFrame:
+    """The section's table of one dataset: one row per method, kinds of set in the order of
+    :data:`BEYOND_FAMILIES`, each kind in its file order.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``method`` (display name), ``key`` (``method/param``), ``family``, one
+        ``<label>_pct`` per utility, ``coverage_pct``, ``target_coverage_pct``,
+        ``class_coverage_worst_pct``, ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``.
+    """
+    order = {key: i for i, (key, _) in enumerate(BEYOND_FAMILIES)}
+    df = frame[frame["dataset"].astype(str) == str(dataset)].copy()
+    df["_order"] = [order[f] for f in df["family"]]
+    df = df.sort_values("_order", kind="stable")
+    labels = [f"{utility_label(u)}_pct" for u in utilities]
+    out = pd.DataFrame({
+        "method": [method_name(m, p) for m, p in zip(df["method"], df["param"])],
+        "key": [f"{m}/{p}" for m, p in zip(df["method"], df["param"])],
+        "family": df["family"].to_numpy(),
+    })
+    for col in [*labels, "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
+                "singleton_pct", "empty_pct"]:
+        out[col] = df[col].to_numpy() if col in df.columns else float("nan")
+    out["calibrated"] = df["calibrated"].fillna("").astype(str).to_numpy()
+    return out
+
+
+def skipped_text(skipped: Mapping[str, str]) -> list[str]:
+    """One line per kind of set not run on a dataset: ``"Hierarchy-restricted: not run, <reason>"``."""
+    names = dict(BEYOND_FAMILIES)
+    return [f"{names.get(k, k)}: not run, {why}" for k, why in skipped.items()]
