@@ -35,7 +35,7 @@ from ._prefix import (
     sorted_heads,
 )
 from .metrics import check_labels, set_utility
-from .search import predict_sets
+from .search import TIE_RTOL, _scan, predict_sets
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
@@ -411,40 +411,65 @@ def _float_between(a: float, b: float) -> float | None:
     return float(np.int64(ia + (ib - ia) // 2).view(np.float64))
 
 
-def _calibrate_parameter(P, y, k, score, gamma, lo, hi):
+class _RankedCalibration:
+    """Every calibration row sorted once (the engine's order and float64 values) and the rank of its
+    label, so that the coverage of many members of a family is counted without sorting again."""
+
+    def __init__(self, P: np.ndarray, y: np.ndarray, chunk_bytes: int) -> None:
+        n, K = P.shape
+        self.V = np.empty((n, K))
+        self.pos = np.empty(n, dtype=np.int64)
+        self.rows = max(1, int(chunk_bytes) // max(1, K * 8))
+        for row0 in range(0, n, self.rows):
+            X = np.ascontiguousarray(P[row0 : row0 + self.rows])
+            row_stats(X, row0, "P_cal")
+            order = np.argsort(-X, axis=1, kind="stable")  # decreasing, ties by class index
+            self.V[row0 : row0 + X.shape[0]] = np.take_along_axis(X, order, axis=1)
+            self.pos[row0 : row0 + X.shape[0]] = np.argmax(order == y[row0 : row0 + X.shape[0], None], axis=1)
+
+    def covered(self, rows: np.ndarray, u: Utility) -> np.ndarray:
+        """Whether the label of each of ``rows`` is in its Bayes-optimal set under ``u``: Algorithm
+        1's scan (the arithmetic of :func:`svbop.predict_sets`) over the whole ranking, the set
+        being the last accepted prefix."""
+        K = self.V.shape[1]
+        g = u.values(K)
+        out = np.empty(rows.size, dtype=bool)
+        for i in range(0, rows.size, self.rows):
+            r = rows[i : i + self.rows]
+            ok = _scan(self.V[r], np.full(r.size, K), g, TIE_RTOL)[3]
+            out[i : i + r.size] = K - np.argmax(ok[:, ::-1], axis=1) > self.pos[r]
+        return out
+
+
+def _calibrate_parameter(cover, n, k, score, gamma, lo, hi):
     """The ``k``-th order statistic of the family scores, by bisection over the float64 values.
 
-    With coverage count ``N(t) = #{i : y_i in S_i(t)}``, monotone in ``t`` (nested sets), the
+    With the coverage count ``N(t) = #{i : y_i in S_i(t)}``, monotone in ``t`` (nested sets), the
     ``k``-th smallest F-beta score is the smallest ``beta`` with ``N(beta) >= k`` and the ``k``-th
     largest credal score the largest ``delta`` with ``N(delta) >= k``.  Bisection over the bit
-    patterns of float64 ends at two adjacent floats; rows already decided (covered at the
-    small-set end, or not covered at the large-set end) drop out of later steps.
-    ``lo`` is the end with the small sets' complement: for F-beta the small-set end (0), for
-    credal the large-set end (gamma).  Returns the parameter.
+    patterns of float64 in ``[lo, hi]`` (about 64 steps) ends at two adjacent floats and returns
+    the one at which the count was found ``>= k``.  ``cover(rows, u)`` says which of the labels of
+    ``rows`` ``u`` covers.  Rows already decided drop out: a row covered at a parameter is covered
+    at every parameter on the large-set side of it, a row not covered is not covered on the
+    small-set side.
     """
     grows = score == "fbeta"  # sets grow with the parameter
-    small, large = (lo, hi) if grows else (hi, lo)
-    cov_small = _covered(P, y, _family_utility(score, small, gamma))
-    if cov_small.sum() >= k:
-        return small
-    base = int(cov_small.sum())
-    active = np.flatnonzero(~cov_small)
-    a, b = lo, hi  # invariant: N(small side end) < k <= N(large side end)
+    small_end = lo if grows else hi
+    everyone = np.arange(n)
+    c = cover(everyone, _family_utility(score, small_end, gamma))
+    if c.sum() >= k:
+        return small_end
+    base, active = int(c.sum()), everyone[~c]  # covered at the small end: covered everywhere
+    a, b = lo, hi
     while (mid := _float_between(a, b)) is not None:
-        c = _covered(P[active], y[active], _family_utility(score, mid, gamma)) if active.size else np.zeros(0, bool)
-        if base + int(c.sum()) >= k:  # mid is on the covering side
-            if grows:
-                b = mid
-            else:
-                a = mid
-            active = active[c]  # rows not covered at mid are not covered closer to the small end
-        else:
-            if grows:
-                a = mid
-            else:
-                b = mid
+        c = cover(active, _family_utility(score, mid, gamma)) if active.size else np.zeros(0, dtype=bool)
+        if base + int(c.sum()) >= k:  # mid is on the covering side: move the large-set end there
+            a, b = (a, mid) if grows else (mid, b)
+            active = active[c]  # not covered at mid: not covered between the small end and mid
+        else:  # move the small-set end to mid
+            a, b = (mid, b) if grows else (a, mid)
             base += int(c.sum())
-            active = active[~c]  # covered at mid: covered all the way to the large end
+            active = active[~c]
     return b if grows else a
 
 
@@ -616,7 +641,7 @@ class ConformalSetPredictor:
         for attr in ("quantiles_", "parameter_", "utility_"):
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):
-            self._fit_family(P_cal, y_cal, eps, K)
+            self._fit_family(P_cal, y_cal, eps, K, chunk_bytes)
         elif self.score == "lac" and not self.class_conditional:
             self.quantile_ = conformal_quantile(P_cal, y_cal, eps)
         else:
@@ -633,14 +658,28 @@ class ConformalSetPredictor:
         self.n_classes_ = K
         return self
 
-    def _fit_family(self, P, y, eps, K):
+    def _bisect(self, P, y, k, lo, hi, chunk_bytes):
+        """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
+        result covers fewer than ``k`` labels (a rounding disagreement between the two scans),
+        again with ``predict_sets`` itself, whose count at the result is then right by construction."""
+        n = y.size
+        fast = _RankedCalibration(P, y, chunk_bytes)
+        t = _calibrate_parameter(fast.covered, n, k, self.score, self.gamma, lo, hi)
+        del fast
+        if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
+            t = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi)
+            if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:  # pragma: no cover
+                raise RuntimeError("conformal calibration failed its final check (report this as a bug)")
+        return t
+
+    def _fit_family(self, P, y, eps, K, chunk_bytes):
         n = y.size
         k = math.ceil((n + 1) * (1 - eps))
         if self.score == "fbeta":
             if k > n:
                 self.quantile_, self.parameter_ = math.inf, _FBETA_EVERY_CLASS
             else:
-                self.parameter_ = _calibrate_parameter(P, y, k, "fbeta", None, 0.0, _FBETA_EVERY_CLASS)
+                self.parameter_ = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
                 self.quantile_ = self.parameter_
             self.utility_ = _family_utility("fbeta", self.parameter_, None)
         else:
@@ -666,11 +705,9 @@ class ConformalSetPredictor:
                     f" label of fewer than {k} of the {n} calibration rows needed for epsilon={self.epsilon};"
                     " use score='fbeta' or a larger epsilon"
                 )
-            self.parameter_ = _calibrate_parameter(P, y, k, "credal", gamma, gamma, delta_max)
+            self.parameter_ = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
             self.quantile_ = self.parameter_
             self.utility_ = _family_utility("credal", self.parameter_, gamma)
-        if _covered(P, y, self.utility_).sum() < k:  # pragma: no cover - the bisection's invariant
-            raise RuntimeError("conformal calibration failed its final check (report this as a bug)")
 
     def predict(self, P, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
         """Conformal sets of the rows of ``P`` (classes in decreasing probability)."""
