@@ -6,9 +6,12 @@ Any scikit-learn classifier with ``predict_proba`` (or any classifier at all, wi
 * :class:`SetValuedClassifier` predicts the Bayes-optimal set of a utility (SVBOP-Full,
   :func:`svbop.predict_sets`);
 * :class:`TopSClassifier`, :class:`ThresholdSetClassifier` and :class:`ConformalSetClassifier`
-  are the paper's baselines (Section 5.2; :mod:`svbop.baselines`).
+  are the paper's baselines (Section 5.2; :mod:`svbop.baselines`), the last also with the APS and
+  RAPS scores, class-conditional thresholds, and Bayes-optimal sets calibrated for coverage;
+* :class:`HierarchicalSetClassifier` predicts the best set among the unions of at most
+  ``max_nodes`` nodes of a class hierarchy (:func:`svbop.predict_sets_hierarchical`).
 
-All four are meta-estimators: ``fit`` fits a clone of the wrapped estimator, ``predict_proba``
+All five are meta-estimators: ``fit`` fits a clone of the wrapped estimator, ``predict_proba``
 passes through, ``predict`` returns the most probable label (so every scikit-learn tool sees a
 classifier), ``predict_sets`` returns the sets as labels of ``classes_``, and ``score`` is the
 mean set utility.  :func:`make_set_scorer` turns a utility into a ``scoring=`` callable for
@@ -36,7 +39,7 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
         "svbop.sklearn needs scikit-learn >= 1.3 (pip install 'svbop[sklearn]'); the rest of svbop does not"
     ) from err
 
-from .baselines import PAPER_THRESHOLDS, conformal_quantile, conformal_sets, threshold_sets, top_s_sets, tune_threshold
+from .baselines import PAPER_THRESHOLDS, ConformalSetPredictor, threshold_sets, top_s_sets, tune_threshold
 from .metrics import set_utility
 from .search import predict_sets as _bayes_optimal_sets
 from .sets import SetPredictions
@@ -47,6 +50,7 @@ __all__ = [
     "TopSClassifier",
     "ThresholdSetClassifier",
     "ConformalSetClassifier",
+    "HierarchicalSetClassifier",
     "SetScorer",
     "make_set_scorer",
     "set_scorers",
@@ -517,13 +521,24 @@ class ThresholdSetClassifier(_HeldOutSetClassifier):
 
 
 class ConformalSetClassifier(_HeldOutSetClassifier):
-    """Split (inductive) conformal prediction with nonconformity ``1 - P(y|x)``.
+    """Split (inductive) conformal prediction on top of any probabilistic classifier.
 
-    The paper's ICP baseline (Section 5.2): the quantile of the calibration nonconformity scores
-    at the finite-sample level ``ceil((n+1)(1-epsilon))/n`` (:func:`svbop.conformal_quantile`)
-    gives ``q``; the set is ``{c : 1 - P(c|x) <= q}`` (:func:`svbop.conformal_sets`), covering the
-    true class with probability at least ``1 - epsilon``.  A calibration label the model has
-    never seen has ``P(y|x) = 0``, nonconformity 1.
+    A thin scikit-learn wrapper of :class:`svbop.ConformalSetPredictor`: the estimator is fitted
+    on one part of the data, the predictor is calibrated on the wrapped estimator's probabilities
+    of the other, and ``predict_sets`` returns its sets.  With the default ``score="lac"``
+    (nonconformity ``1 - P(y|x)``) this is the paper's ICP baseline (Section 5.2): ``q`` is the
+    ``ceil((n+1)(1-epsilon))``-th smallest calibration score and the set is
+    ``{c : 1 - P(c|x) <= q}``, covering the true class with probability at least
+    ``1 - epsilon``.  ``score="aps"`` and ``"raps"`` rank the classes by decreasing probability
+    and score a class by the mass ranked at or before it (RAPS: ``+ lam * max(0, rank - k_reg)``);
+    ``class_conditional=True`` calibrates one ``q`` per class (coverage ``>= 1 - epsilon`` for
+    every class); ``score="fbeta"`` (``"credal"`` with ``gamma``) calibrates the family's
+    parameter so that the Bayes-optimal sets of :func:`svbop.predict_sets` cover with
+    probability at least ``1 - epsilon``.  See :class:`svbop.ConformalSetPredictor` for the
+    definitions and the proofs.
+
+    A calibration label the model has never seen gets a class of probability 0 of its own
+    (nonconformity 1 under LAC); that class is dropped from the predicted sets.
 
     Parameters
     ----------
@@ -531,6 +546,16 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         Unfitted (``cv="split"``) or fitted (``cv="prefit"``) classifier with ``predict_proba``.
     epsilon : float, default 0.1
         Significance level in (0, 1) (the paper: 0.01 and 0.10).
+    score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
+        The conformity score (see above).
+    class_conditional : bool, default False
+        One threshold per class (``lac``, ``aps``, ``raps`` only).
+    k_reg : int, default 1
+        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only).
+    lam : float, default 0.0
+        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only).
+    gamma : float, optional
+        The credal family's fixed ``gamma > 0`` (``score="credal"`` only).
     utility : str or Utility, default "fbeta:beta=1"
         Used by :meth:`score` only.
     empty : {"top1", "keep"}, default "top1"
@@ -549,11 +574,27 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
 
     Attributes
     ----------
+    predictor_ : ConformalSetPredictor
+        The calibrated predictor (over ``classes_``, plus one class of probability 0 when
+        calibration labels were unseen in fitting).
     quantile_ : float
-        The calibrated threshold ``q`` on the nonconformity score (``inf`` when there are too
-        few calibration samples for ``epsilon``: every class is kept).
+        The calibrated threshold ``q`` on the score (``inf`` when there are too few calibration
+        samples for ``epsilon``: every class is kept); as the predictor's ``quantile_``.
+    quantiles_ : ndarray of shape (n_classes,)
+        Per-class thresholds, in the order of ``classes_`` (``class_conditional=True`` only).
+    parameter_ : float
+        The calibrated ``beta`` (``score="fbeta"``) or ``delta`` (``score="credal"``).
     estimator_, classes_, utility_, n_features_in_, feature_names_in_
-        As in :class:`SetValuedClassifier`.
+        As in :class:`SetValuedClassifier` (``utility_`` is the scoring utility).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> X, y = load_iris(return_X_y=True)
+    >>> aps = ConformalSetClassifier(LogisticRegression(max_iter=1000), 0.1, score="aps", random_state=0)
+    >>> aps.fit(X, y).predict_sets(X[[0]])
+    [array([0])]
     """
 
     _holdout_name = "calibration_size"
@@ -563,6 +604,11 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         estimator,
         epsilon=0.1,
         *,
+        score="lac",
+        class_conditional=False,
+        k_reg=1,
+        lam=0.0,
+        gamma=None,
         utility="fbeta:beta=1",
         empty="top1",
         cv="split",
@@ -572,6 +618,11 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     ):
         self.estimator = estimator
         self.epsilon = epsilon
+        self.score = score
+        self.class_conditional = class_conditional
+        self.k_reg = k_reg
+        self.lam = lam
+        self.gamma = gamma
         self.utility = utility
         self.empty = empty
         self.cv = cv
@@ -579,23 +630,160 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         self.random_state = random_state
         self.calibrate = calibrate
 
+    def _predictor(self) -> ConformalSetPredictor:
+        """An unfitted predictor; its constructor checks the conformal parameters."""
+        return ConformalSetPredictor(
+            self.epsilon, score=self.score, class_conditional=self.class_conditional, k_reg=self.k_reg,
+            lam=self.lam, empty=self.empty, gamma=self.gamma,
+        )
+
     def _check_params(self):
         super()._check_params()
         if self.empty not in ("top1", "keep"):
             raise ValueError(f"empty must be 'top1' or 'keep', got {self.empty!r}")
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real) or not 0 < self.epsilon < 1:
             raise ValueError(f"epsilon must be a number in (0, 1), got {self.epsilon!r}")
+        self._predictor()
 
     def _learn(self, P, codes):
         P = np.asarray(P, dtype=np.float64)
         unseen = codes < 0
-        if unseen.any():  # a zero-probability column for the labels the model has never seen
+        # a zero-probability column for the labels the model has never seen (dropped in _sets)
+        self._unseen_column_ = bool(unseen.any())
+        if self._unseen_column_:
             P = np.hstack([P, np.zeros((P.shape[0], 1))])
             codes = np.where(unseen, P.shape[1] - 1, codes)
-        self.quantile_ = conformal_quantile(P, codes, self.epsilon)
+        predictor = self._predictor().fit(P, codes)
+        self.predictor_ = predictor
+        self.quantile_ = predictor.quantile_
+        for attr in ("quantiles_", "parameter_"):
+            if hasattr(predictor, attr):
+                value = getattr(predictor, attr)
+                setattr(self, attr, value[: len(self.classes_)] if attr == "quantiles_" else value)
+            elif attr in self.__dict__:  # from an earlier fit
+                delattr(self, attr)
 
     def _sets(self, P) -> SetPredictions:
-        return conformal_sets(P, self.quantile_, empty=self.empty)
+        check_is_fitted(self, "predictor_")
+        if not self._unseen_column_:
+            return self.predictor_.predict(P)
+        P = np.asarray(P, dtype=np.float64)
+        K = P.shape[1]
+        sets = self.predictor_.predict(np.hstack([P, np.zeros((P.shape[0], 1))]))
+        keep = sets.indices < K
+        kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept entries before each position
+        return SetPredictions(sets.indices[keep], kept_before[sets.indptr], K)
+
+
+class HierarchicalSetClassifier(_SetClassifier):
+    """The best set made of at most ``max_nodes`` nodes of a class hierarchy.
+
+    ``predict_sets`` returns, for every sample, the set ``Y`` with the largest expected utility
+    ``g(|Y|) P(Y|x)`` among the unions of at most ``max_nodes`` nodes of ``hierarchy`` (a node
+    stands for every class below it), computed exactly by :func:`svbop.predict_sets_hierarchical`
+    under the wrapped estimator's probabilities.  ``max_nodes=1`` predicts one node of the tree
+    (a class, or an internal node when unsure); ``max_nodes >= n_classes`` gives the
+    unrestricted Bayes-optimal sets of :class:`SetValuedClassifier`.
+
+    **Classes and leaves.**  Leaf ``j`` of the hierarchy (node ``j < hierarchy.n_classes``)
+    stands for the label ``j`` when the labels seen in ``fit`` are exactly the integers
+    ``0 .. n_classes - 1``; otherwise for the label whose ``str`` is the leaf's name in
+    ``hierarchy.node_names``.  ``fit`` refuses a hierarchy whose leaves and the labels do not
+    match one to one (a label without a leaf, a leaf without a label in the training data).
+    Without a hierarchy (``None``, default) the tree is flat: one root over every class.
+
+    Parameters
+    ----------
+    estimator : classifier
+        Unfitted scikit-learn classifier with ``predict_proba`` (any classifier if
+        ``calibrate`` is set); a clone is fitted.
+    utility : str or Utility, default "fbeta:beta=1"
+        The set utility (see :func:`svbop.utility`).
+    hierarchy : svbop.datasets.Hierarchy, optional
+        The tree over the classes; default a flat tree (root over every class).
+    max_nodes : int, default 1
+        The largest number of nodes whose union a set may be.
+    calibrate : {None, "sigmoid", "isotonic"}, default None
+        As in :class:`SetValuedClassifier`.
+
+    Attributes
+    ----------
+    hierarchy_ : svbop.datasets.Hierarchy
+        The tree used (``hierarchy``, or the flat tree built in ``fit``).
+    leaf_of_class_ : ndarray of int64, shape (n_classes,)
+        The hierarchy's leaf of every class of ``classes_``.
+    estimator_, classes_, utility_, n_features_in_, feature_names_in_
+        As in :class:`SetValuedClassifier`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from svbop.datasets import Hierarchy
+    >>> X, y = load_iris(return_X_y=True)
+    >>> tree = Hierarchy(np.array([4, 3, 3, 4, -1]), n_classes=3)  # {0, {1, 2}}
+    >>> clf = HierarchicalSetClassifier(LogisticRegression(max_iter=1000), hierarchy=tree).fit(X, y)
+    >>> clf.predict_sets(X[[0, 70]])
+    [array([0]), array([2, 1])]
+    """
+
+    def __init__(self, estimator, utility="fbeta:beta=1", hierarchy=None, max_nodes=1, *, calibrate=None):
+        self.estimator = estimator
+        self.utility = utility
+        self.hierarchy = hierarchy
+        self.max_nodes = max_nodes
+        self.calibrate = calibrate
+
+    def _check_params(self):
+        from .datasets import Hierarchy
+
+        super()._check_params()
+        if self.hierarchy is not None and not isinstance(self.hierarchy, Hierarchy):
+            raise ValueError(f"hierarchy must be a svbop.datasets.Hierarchy or None, got {type(self.hierarchy).__name__}")
+        if isinstance(self.max_nodes, bool) or not isinstance(self.max_nodes, numbers.Integral) or self.max_nodes < 1:
+            raise ValueError(f"max_nodes must be an integer >= 1, got {self.max_nodes!r}")
+
+    def _fit_model(self, X, y, fit_params):
+        super()._fit_model(X, y, fit_params)
+        self.hierarchy_, self.leaf_of_class_ = _leaves_of_classes(self.hierarchy, self.classes_)
+        self._class_of_leaf = np.argsort(self.leaf_of_class_)
+
+    def _sets(self, P) -> SetPredictions:
+        from .hierarchical import predict_sets_hierarchical
+
+        check_is_fitted(self, "leaf_of_class_")
+        P = np.asarray(P)
+        # columns in leaf order, the sets' leaves back to columns of classes_
+        leaf_sets = predict_sets_hierarchical(P[:, self._class_of_leaf], self.utility_, self.hierarchy_,
+                                              int(self.max_nodes))
+        return SetPredictions(self._class_of_leaf[leaf_sets.indices], leaf_sets.indptr, len(self.classes_),
+                              leaf_sets.expected_utility)
+
+
+def _leaves_of_classes(hierarchy, classes: np.ndarray):
+    """``(tree, leaf_of_class)``: the hierarchy to use and the leaf of every class of ``classes``."""
+    from .datasets import Hierarchy
+
+    K = len(classes)
+    if hierarchy is None:  # flat: root K over the classes 0..K-1
+        return Hierarchy(np.r_[np.full(K, K), -1], n_classes=K), np.arange(K, dtype=np.int64)
+    if hierarchy.n_classes != K:
+        raise ValueError(f"hierarchy has {hierarchy.n_classes} leaves but fit saw {K} classes: every leaf needs "
+                         "its class in the training data, and every class its leaf")
+    if classes.dtype.kind in "iu" and np.array_equal(classes, np.arange(K)):
+        return hierarchy, np.arange(K, dtype=np.int64)
+    if hierarchy.node_names is None:
+        raise ValueError(f"hierarchy has no node_names, so its leaves are the labels 0..{K - 1}; got labels "
+                         f"{classes[:5].tolist()}{' ...' if K > 5 else ''} (name the leaves to use other labels)")
+    leaf_of_name = {str(name): j for j, name in enumerate(hierarchy.node_names[:K])}
+    leaves = np.array([leaf_of_name.get(str(c), -1) for c in classes.tolist()], dtype=np.int64)
+    missing = np.flatnonzero(leaves < 0)
+    if missing.size:
+        raise ValueError(f"label {classes[missing[0]]!r} is not the name of a leaf of the hierarchy")
+    if np.unique(leaves).size != K:  # two labels with the same str
+        raise ValueError("two labels have the same name as text, so they name the same leaf of the hierarchy")
+    return hierarchy, leaves
 
 
 # --- scorers ---------------------------------------------------------------------------------------
