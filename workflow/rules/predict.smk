@@ -205,7 +205,7 @@ rule predict_icp:
 rule predict_conformal:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "_prefix", "sets"),
+        code=library_sources("baselines", "_prefix", "sets", "evaluation"),
     output:
         sets="results/{dataset}/predictions/conformal_{score}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/conformal_{score}/{epsilon}.json",
@@ -235,7 +235,7 @@ rule predict_conformal:
 use rule predict_conformal as predict_coverage with:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "_prefix", "sets", "search", "utilities", "_kernels"),
+        code=library_sources("baselines", "_prefix", "sets", "search", "utilities", "_kernels", "evaluation"),
     output:
         sets="results/{dataset}/predictions/coverage_{family}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/coverage_{family}/{epsilon}.json",

@@ -197,20 +197,30 @@ def calibration_record(predictor, *, method: str, epsilon: float, n_calibration:
     -------
     dict
         ``method``, ``epsilon``, ``n_calibration``, and ``parameter`` (the calibrated parameter of
-        a utility family: beta or delta) or ``quantile`` (the score's threshold; with one
-        threshold per class, ``quantile_min``, ``quantile_median``, ``quantile_max`` over the
-        classes, infinite ones counted as ``inf``).
+        a utility family: beta or delta) or ``quantile`` (the score's threshold, ``"inf"`` when
+        the calibration rows are too few for it); with one threshold per class (``quantiles_``),
+        ``quantile_min``, ``quantile_median``, ``quantile_max`` over the classes' finite
+        thresholds and ``classes_unbounded``, the number of infinite ones.
     """
     record: dict[str, object] = {"method": method, "epsilon": float(epsilon), "n_calibration": int(n_calibration)}
     parameter = getattr(predictor, "parameter_", None)
     if parameter is not None:
         record["parameter"] = float(parameter)
         return record
-    q = np.asarray(predictor.quantile_, dtype=np.float64)
-    if q.ndim == 0:
-        record["quantile"] = float(q)
-    else:
-        record.update(quantile_min=float(q.min()), quantile_median=float(np.median(q)), quantile_max=float(q.max()))
+    per_class = getattr(predictor, "quantiles_", None) if getattr(predictor, "class_conditional", False) else None
+    if per_class is None:
+        q = float(predictor.quantile_)
+        record["quantile"] = q if math.isfinite(q) else "inf"
+        return record
+    q = np.asarray(per_class, dtype=np.float64)
+    finite = q[np.isfinite(q)]
+    record.update(
+        quantile_min=float(finite.min()) if finite.size else "inf",
+        quantile_median=float(np.median(finite)) if finite.size else "inf",
+        quantile_max=float(finite.max()) if finite.size else "inf",
+        # classes with too few calibration rows for their (n_c + 1)(1 - epsilon)-th score: every set holds them
+        classes_unbounded=int(q.size - finite.size),
+    )
     return record
 
 
@@ -221,7 +231,8 @@ def read_calibration(path: str | os.PathLike) -> dict[str, str]:
     -------
     dict
         ``{"calibrated": text}``: ``"beta = 2.31"`` / ``"delta = 1.87"`` for a coverage method,
-        ``"q = 0.934"`` for one threshold, ``"q = 0.81..1 (median 0.93)"`` for one per class.
+        ``"q = 0.934"`` for one threshold, ``"q = 0.81..1 (median 0.93)"`` for one per class
+        (``"; q = inf for 3 classes"`` added for classes with too few calibration rows).
 
     Raises
     ------
@@ -242,11 +253,15 @@ def read_calibration(path: str | os.PathLike) -> dict[str, str]:
         if "quantile" in record:
             return {"calibrated": f"q = {float(record['quantile']):.4g}"}
         lo, mid, hi = (float(record[k]) for k in ("quantile_min", "quantile_median", "quantile_max"))
+        unbounded = int(record.get("classes_unbounded", 0))
     except KeyError:
         raise ValueError(f"{path}: neither 'parameter', 'quantile' nor 'quantile_min/median/max'") from None
     except (TypeError, ValueError):
         raise ValueError(f"{path}: the calibrated values are not numbers") from None
-    return {"calibrated": f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})"}
+    text = f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})"
+    if unbounded:
+        text += f"; q = inf for {unbounded} class{'es' if unbounded > 1 else ''}"
+    return {"calibrated": text}
 
 
 def timing_columns(

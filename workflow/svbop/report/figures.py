@@ -399,6 +399,7 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
         ``frame`` has no rows.
     """
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     from .beyond import BEYOND_FAMILIES
 
@@ -416,9 +417,14 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
             ax.axhline(target, color="0.5", linestyle=":", linewidth=1.0)
         for family, rows in df.groupby("family", sort=False):
             marker, color = _FAMILY_STYLE.get(family, ("o", "k"))
-            ax.scatter(rows["mean_size"], rows["coverage_pct"], marker=marker, color=color, s=46, alpha=0.85,
-                       edgecolors="none")
+            ax.scatter(rows["mean_size"], rows["coverage_pct"], marker=marker, color=color, s=110 if marker == "*" else 46,
+                       alpha=0.85, edgecolors="none")
         ax.set_xscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.xaxis.set_major_formatter(plain)  # 1, 10, 100 (not 10^0); sizes within a decade label their minor ticks
+        sizes = df["mean_size"][df["mean_size"] > 0]
+        narrow = len(sizes) and sizes.max() / sizes.min() < 10
+        ax.xaxis.set_minor_formatter(plain if narrow else NullFormatter())
         ax.set_xlabel("mean set size (log scale)")
         ax.set_ylabel("coverage on the test rows (%)")
         ax.set_title(titles.get(d, d))

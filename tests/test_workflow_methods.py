@@ -1,0 +1,176 @@
+"""Methods beyond the paper in the pipeline (config `methods:`, issue 28): the schema's keys and their
+one-line errors, off by default (the paper's experiment is unchanged), and a tiny real run whose
+report has the section "Beyond the paper: every kind of set"."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_workflow import ROOT, _copy_workflow, _planned_rules, _read_tsv, _snakemake
+
+from svbop.config import ConfigError, load_yaml, merge_configs, validate_config
+
+BASE = load_yaml(ROOT / "config.yaml")
+BEYOND_RULES = {"predict_conformal", "predict_coverage", "predict_hierarchical", "evaluate_beyond", "beyond_report"}
+
+# A digits dataset on its raw pixels (no CNN, no hierarchy) and a tiny synthetic one with a hierarchy;
+# no HSG or HF: only what the methods beyond the paper need.
+TINY = """
+run: [digits, synthetic]
+utilities: ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2"]
+utility_table: {K: [10]}
+report:
+  illustrations:
+    entropy: {dataset: null}
+    image_top: {dataset: null}
+    text_top: {dataset: null}
+methods:
+  epsilon: [0.1]
+  conformal: [aps, raps]
+  class_conditional: [lac]
+  raps: {k_reg: 1, lam: 0.05}
+  coverage: [fbeta, credal]
+  hierarchical: {max_nodes: [1, 2], utilities: ["fbeta:beta=1"]}
+datasets:
+  digits:
+    features: {kind: raw}
+  synthetic:
+    title: "Tiny synthetic"
+    source:
+      synthetic: {n_classes: 12, branching: [3, 4], n_samples: 900, n_features: 500}
+    split: {validation: 0.1, calibration: 0.3, test: 0.3}
+    features: {kind: tfidf}
+    flat: {C: 10.0}
+"""
+
+
+def _error(extra: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_config(merge_configs(BASE, extra))
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("config: ")
+    return message
+
+
+def test_every_method_beyond_the_paper_is_off_by_default():
+    config = validate_config(merge_configs(BASE, {}))
+    m = config["methods"]
+    assert m["conformal"] == m["class_conditional"] == m["coverage"] == m["hierarchical"]["max_nodes"] == []
+    assert m["epsilon"] is None  # the paper's ICP levels, baselines.icp_epsilon
+
+
+def test_the_quickstart_turns_them_on():
+    quick = validate_config(merge_configs(BASE, load_yaml(ROOT / "workflow/configs/quickstart.yaml")))["methods"]
+    assert quick["conformal"] and quick["class_conditional"] and quick["coverage"] and quick["hierarchical"]["max_nodes"]
+
+
+def test_the_schema_accepts_every_key():
+    config = validate_config(merge_configs(BASE, {"methods": {
+        "epsilon": [0.05, 0.2], "conformal": ["aps", "raps"], "class_conditional": ["lac", "aps", "raps"],
+        "raps": {"k_reg": 0, "lam": 0.2}, "empty": "keep", "coverage": ["fbeta", "credal"], "credal": {"gamma": 0.6},
+        "hierarchical": {"max_nodes": [1, 3, 10], "utilities": ["fbeta:beta=2"]}}}))
+    assert config["methods"]["raps"] == {"k_reg": 0, "lam": 0.2} and config["methods"]["credal"] == {"gamma": 0.6}
+
+
+@pytest.mark.parametrize("methods, expected", [
+    ({"conformal": ["lac"]}, "config: methods.conformal[0]: 'lac' is not one of 'aps', 'raps'"),
+    ({"class_conditional": ["saps"]}, "config: methods.class_conditional[0]: 'saps' is not one of 'lac', 'aps', 'raps'"),
+    ({"coverage": ["exp"]}, "config: methods.coverage[0]: 'exp' is not one of 'fbeta', 'credal'"),
+    ({"epsilon": [1.0]}, "config: methods.epsilon[0]: expected a value < 1, got 1.0"),
+    ({"epsilon": []}, "config: methods.epsilon: [] should be non-empty"),
+    ({"raps": {"lam": -0.1}}, "config: methods.raps.lam: expected a value >= 0, got -0.1"),
+    ({"raps": {"k_reg": 1.5}}, "config: methods.raps.k_reg: expected integer, got 1.5"),
+    ({"empty": "none"}, "config: methods.empty: 'none' is not one of 'top1', 'keep'"),
+    ({"credal": {"gamma": 0}}, "config: methods.credal.gamma: expected a value > 0, got 0"),
+    ({"hierarchical": {"max_nodes": [0]}}, "config: methods.hierarchical.max_nodes[0]: expected a value >= 1, got 0"),
+    ({"hierarchical": {"utilities": ["F1"]}}, "config: methods.hierarchical.utilities[0]: 'F1' does not have the expected form"),
+    ({"hierarchical": {"depth": 2}}, "config: methods.hierarchical.depth: unknown key"),
+    ({"aps": True}, "config: methods.aps: unknown key"),
+])
+def test_the_schema_refuses_a_bad_key_naming_it(methods, expected):
+    message = _error({"methods": methods})
+    assert message.startswith(expected), message
+
+
+def test_an_unknown_hierarchical_utility_stops_the_workflow_naming_the_key(tmp_path):
+    workdir = _copy_workflow(tmp_path)
+    (workdir / "bad.yaml").write_text('methods: {hierarchical: {max_nodes: [1], utilities: ["fbetta:beta=1"]}}\n')
+    result = _snakemake("-n", "--configfile", "bad.yaml", cwd=workdir)
+    assert result.returncode != 0
+    assert "config: methods.hierarchical.utilities: " in result.stdout + result.stderr
+
+
+def test_the_papers_config_plans_no_method_beyond_it(tmp_path):
+    workdir = _copy_workflow(tmp_path)
+    (workdir / "tiny.yaml").write_text(re.sub(r"\nmethods:\n(  .*\n)+", "\n", TINY))
+    planned = _planned_rules(workdir)
+    assert planned and not planned & BEYOND_RULES
+
+
+@pytest.fixture(scope="module")
+def beyond_run(tmp_path_factory):
+    workdir = _copy_workflow(tmp_path_factory.mktemp("beyond"))
+    (workdir / "tiny.yaml").write_text(TINY)
+    result = _snakemake("--cores", "2", "--configfile", "tiny.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
+
+
+def test_the_run_evaluates_every_kind_of_set(beyond_run):
+    for d, hierarchy in (("digits", False), ("synthetic", True)):
+        rows = _read_tsv(beyond_run / f"results/{d}/beyond.tsv")
+        keys = [(r["method"], r["param"]) for r in rows]
+        expected = {("svbop_full", "fbeta_1"), ("threshold", "credal_2.2_1.2"), ("top_s", "3"), ("icp", "0.10"),
+                    ("conformal_aps", "0.10"), ("conformal_raps", "0.10"), ("conformal_lac_cc", "0.10"),
+                    ("coverage_fbeta", "0.10"), ("coverage_credal", "0.10")}
+        assert expected <= set(keys)
+        hier = {k for k in keys if k[0].startswith("hierarchical_")}
+        assert hier == ({("hierarchical_1", "fbeta_1"), ("hierarchical_2", "fbeta_1")} if hierarchy else set())
+        for r in rows:
+            cover, worst, size = float(r["coverage_pct"]), float(r["class_coverage_worst_pct"]), float(r["mean_size"])
+            assert 0 <= worst <= cover <= 100 and size >= 0
+            if r["method"].startswith(("conformal_", "coverage_")):
+                assert float(r["target_coverage_pct"]) == pytest.approx(90.0)
+                assert r["calibrated"]
+        # the paper's methods have the same numbers as in its Table 3 (metrics.tsv)
+        metrics = {(r["method"], r["param"]): r for r in _read_tsv(beyond_run / f"results/{d}/metrics.tsv")}
+        for r in rows:
+            if (r["method"], r["param"]) in metrics:
+                m = metrics[r["method"], r["param"]]
+                assert float(r["coverage_pct"]) == pytest.approx(float(m["recall_pct"]))
+                assert float(r["fbeta_1_pct"]) == pytest.approx(float(m["fbeta_1_pct"]))
+    # the calibrated F-beta sets are the Bayes-optimal sets of the calibrated beta
+    import json
+
+    import svbop
+    from svbop.io import load_score_arrays, load_sets
+
+    record = json.loads((beyond_run / "results/synthetic/predictions/coverage_fbeta/0.10.json").read_text())
+    (P,) = load_score_arrays(beyond_run / "results/synthetic/scores/flat.npz", "P_test")
+    sets = load_sets(beyond_run / "results/synthetic/predictions/coverage_fbeta/0.10.npz")
+    expected = svbop.predict_sets(P, f"fbeta:beta={record['parameter']!r}")
+    assert np.array_equal(sets.indptr, expected.indptr) and np.array_equal(sets.indices, expected.indices)
+
+
+def test_the_report_has_the_section_beyond_the_paper(beyond_run):
+    html = (beyond_run / "results/report.html").read_text()
+    section = re.search(r'<section id="beyond"[^>]*>.*?</section>', html, re.S)
+    assert section, "no section beyond the paper"
+    section = section.group(0)
+    assert "Beyond the paper: every kind of set" in section
+    for d in ("digits", "synthetic"):
+        assert f'<table class="beyond" data-dataset="{d}">' in section
+    assert re.search(r'<img src="data:image/png;base64,', section)
+    # digits has no hierarchy: skipped, and said so under its table
+    assert 'data-skipped="hierarchical"' in section and "no class hierarchy" in section
+    assert section.count('data-skipped="hierarchical"') == 1
+    # Tables 3 and 4 hold none of these methods
+    for name in ("predictions", "algorithms"):
+        other = re.search(rf'<section id="{name}"[^>]*>.*?</section>', html, re.S).group(0)
+        assert not re.search(r'data-method="(conformal|coverage|hierarchical)_', other)
+    assert (beyond_run / "results/tables/beyond_every_set.csv").is_file()
+    assert (beyond_run / "results/figures/beyond_coverage_size.png").is_file()
+    assert 'href="tables/beyond_every_set.csv"' in html
