@@ -130,6 +130,9 @@ def test_the_run_evaluates_every_kind_of_set(beyond_run):
         hier = {k for k in keys if k[0].startswith("hierarchical_")}
         assert hier == ({("hierarchical_1", "fbeta_1"), ("hierarchical_2", "fbeta_1")} if hierarchy else set())
         for r in rows:
+            if r["calibrated"].startswith("not reachable: "):  # a credal family short of 1 - epsilon: no numbers
+                assert r["method"] == "coverage_credal" and r["coverage_pct"] == "nan"
+                continue
             cover, worst, size = float(r["coverage_pct"]), float(r["class_coverage_worst_pct"]), float(r["mean_size"])
             assert 0 <= worst <= cover <= 100 and size >= 0
             if r["method"].startswith(("conformal_", "coverage_")):
@@ -174,3 +177,120 @@ def test_the_report_has_the_section_beyond_the_paper(beyond_run):
     assert (beyond_run / "results/tables/beyond_every_set.csv").is_file()
     assert (beyond_run / "results/figures/beyond_coverage_size.png").is_file()
     assert 'href="tables/beyond_every_set.csv"' in html
+
+
+# --- the library side of the pipeline's methods beyond the paper (svbop.evaluation), no Snakemake ---
+
+
+def _toy():
+    import svbop
+
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(6) * 0.5, size=400)
+    y = np.array([rng.choice(6, p=p) for p in P])
+    return svbop, P, y
+
+
+def test_evaluate_beyond_scores_every_kind_of_set():
+    from svbop.evaluation import BEYOND_COLUMNS, evaluate_beyond
+    from svbop.metrics import class_conditional_coverage, coverage
+
+    svbop, P, y = _toy()
+    sets = {("svbop_full", "fbeta_1"): svbop.predict_sets(P[200:], "fbeta:beta=1"),
+            ("conformal_aps", "0.10"): svbop.ConformalSetPredictor(0.1, score="aps").fit(P[:200], y[:200]).predict(P[200:])}
+    rows = evaluate_beyond(sets, y[200:], ["fbeta:beta=1"], dataset="toy", extra={("conformal_aps", "0.10"): {"calibrated": "q"}})
+    assert [(r["method"], r["param"]) for r in rows] == list(sets)
+    for r, s in zip(rows, sets.values()):
+        assert list(r)[: len(BEYOND_COLUMNS)] == list(BEYOND_COLUMNS)
+        assert r["coverage_pct"] == pytest.approx(100 * coverage(s, y[200:]))
+        assert r["class_coverage_worst_pct"] == pytest.approx(100 * class_conditional_coverage(s, y[200:])[1])
+        assert r["mean_size"] == pytest.approx(s.sizes.mean())
+    assert np.isnan(rows[0]["target_coverage_pct"]) and rows[1]["target_coverage_pct"] == pytest.approx(90.0)
+    assert rows[1]["calibrated"] == "q" and "calibrated" not in rows[0]
+    with pytest.raises(ValueError, match="unknown method 'svbop_hsg'"):
+        evaluate_beyond({("svbop_hsg", "fbeta_1"): sets["svbop_full", "fbeta_1"]}, y[200:], [], dataset="toy")
+
+
+@pytest.mark.parametrize("kwargs, method, text", [
+    ({"score": "aps"}, "conformal_aps", r"q = [\d.]+"),
+    ({"score": "lac", "class_conditional": True}, "conformal_lac_cc", r"q = [\d.]+\.\.[\d.]+ \(median [\d.]+\)"),
+    ({"score": "fbeta"}, "coverage_fbeta", r"beta = [\d.]+"),
+    ({"score": "credal", "gamma": 1.2, "epsilon": 0.4}, "coverage_credal", r"delta = [\d.]+"),
+])
+def test_the_calibration_record_says_what_was_calibrated(tmp_path, kwargs, method, text):
+    import json
+
+    from svbop.evaluation import calibration_record, read_calibration
+
+    svbop, P, y = _toy()
+    kwargs = {"epsilon": 0.1, **kwargs}
+    predictor = svbop.ConformalSetPredictor(**kwargs).fit(P[:200], y[:200])
+    record = calibration_record(predictor, method=method, epsilon=kwargs["epsilon"], n_calibration=200)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(record))
+    assert read_calibration(path) == {"calibrated": read_calibration(path)["calibrated"], "reached": True}
+    assert re.fullmatch(text, read_calibration(path)["calibrated"])
+    if "parameter" in record:
+        assert record["parameter"] == predictor.parameter_
+    elif kwargs.get("class_conditional"):
+        assert record["quantile_max"] == pytest.approx(np.max(predictor.quantiles_[np.isfinite(predictor.quantiles_)]))
+
+
+def test_classes_too_rare_to_calibrate_are_counted(tmp_path):
+    import json
+
+    from svbop.evaluation import calibration_record, read_calibration
+
+    svbop, P, y = _toy()
+    y_cal = y[:40].copy()
+    y_cal[0] = 5  # class 5 has few calibration rows: its threshold is infinite at epsilon 0.01
+    predictor = svbop.ConformalSetPredictor(0.01, score="lac", class_conditional=True).fit(P[:40], y_cal)
+    record = calibration_record(predictor, method="conformal_lac_cc", epsilon=0.01, n_calibration=40)
+    assert record["classes_unbounded"] == int(np.sum(~np.isfinite(predictor.quantiles_))) > 0
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(record))
+    assert re.search(r"; q = inf for \d+ class", read_calibration(path)["calibrated"])
+
+
+def test_a_credal_family_that_reaches_no_coverage_gives_a_row_without_numbers(tmp_path):
+    import json
+
+    from svbop.evaluation import evaluate_beyond, read_calibration, unreachable_record
+
+    svbop, P, y = _toy()
+    with pytest.raises(ValueError) as info:  # even delta = gamma covers too few rows at gamma 1.2
+        svbop.ConformalSetPredictor(0.1, score="credal", gamma=1.2).fit(P[:200], y[:200])
+    record = unreachable_record(method="coverage_credal", epsilon=0.1, n_calibration=200, reason=str(info.value))
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(record))
+    read = read_calibration(path)
+    assert read["reached"] is False and read["calibrated"].startswith("not reachable: score='credal'")
+
+    class Unread(dict):  # the unreachable method's (empty) sets are never read
+        def __getitem__(self, key):
+            if key[0] == "coverage_credal":
+                raise AssertionError("read the sets of an unreachable method")
+            return dict.__getitem__(self, key)
+
+    sets = Unread({("top_s", "1"): svbop.top_s_sets(P[200:], 1), ("coverage_credal", "0.10"): None})
+    rows = evaluate_beyond(sets, y[200:], ["fbeta:beta=1"], dataset="toy", unreachable=[("coverage_credal", "0.10")],
+                           extra={("coverage_credal", "0.10"): {"calibrated": read["calibrated"]}})
+    assert rows[1]["target_coverage_pct"] == pytest.approx(90.0) and rows[1]["n_test"] == 200
+    assert all(np.isnan(rows[1][c]) for c in ("coverage_pct", "class_coverage_worst_pct", "mean_size", "fbeta_1_pct"))
+    assert rows[0]["coverage_pct"] > 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "cannot read the calibration record"),
+    ("[1, 2]", "expected a JSON object, got list"),
+    ('{"method": "x"}', "neither 'parameter', 'quantile' nor"),
+    ('{"quantile": "high"}', "the calibrated values are not numbers"),
+])
+def test_a_bad_calibration_record_is_named(tmp_path, content, message):
+    from svbop.evaluation import read_calibration
+
+    path = tmp_path / "c.json"
+    path.write_text(content)
+    with pytest.raises(ValueError) as info:
+        read_calibration(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)

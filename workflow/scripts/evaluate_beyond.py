@@ -11,8 +11,13 @@ to_log_file(snakemake.log[0])
 (y,) = load_score_arrays(snakemake.input.scores, "y_test")
 methods = [tuple(m) for m in snakemake.params.methods]
 sets = SetFiles(dict(zip(methods, snakemake.input.sets)))  # read one method at a time
-extra = {tuple(m): read_calibration(path) for m, path in zip(snakemake.params.calibrated, snakemake.input.calibration)}
-rows = evaluate_beyond(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra)
+extra, unreachable = {}, []
+for method, path in zip(snakemake.params.calibrated, snakemake.input.calibration):
+    extra[tuple(method)] = read_calibration(path)
+    if not extra[tuple(method)].pop("reached"):  # no parameter reaches 1 - epsilon: a row without numbers
+        unreachable.append(tuple(method))
+rows = evaluate_beyond(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra,
+                       unreachable=unreachable)
 write_tsv(snakemake.output[0], rows)
 logging.info("%d methods x %d utilities on %d test rows -> %s", len(rows), len(snakemake.params.utilities), len(y),
              snakemake.output[0])

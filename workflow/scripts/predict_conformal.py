@@ -5,8 +5,11 @@ predict_coverage)."""
 import json
 import logging
 
+import numpy as np
+
+from svbop import SetPredictions
 from svbop.baselines import ConformalSetPredictor
-from svbop.evaluation import calibration_record
+from svbop.evaluation import calibration_record, unreachable_record
 from svbop.io import atomic_path, load_score_arrays, save_sets
 from svbop.logs import to_log_file
 
@@ -15,12 +18,27 @@ params = snakemake.params
 method = snakemake.output.sets.split("/")[-2]
 P_cal, y_cal, P_test = load_score_arrays(snakemake.input.scores, "P_calibration", "y_calibration", "P_test")
 predictor = ConformalSetPredictor(params.epsilon, score=params.score, class_conditional=params.class_conditional,
-                                  empty=params.empty, **params.options).fit(P_cal, y_cal)
-record = calibration_record(predictor, method=method, epsilon=params.epsilon, n_calibration=len(y_cal))
-sets = predictor.predict(P_test)
+                                  empty=params.empty, **params.options)
+try:
+    predictor.fit(P_cal, y_cal)
+    reason = None
+except ValueError as exc:
+    if params.score != "credal":
+        raise
+    # the credal family may not reach 1 - epsilon at all (even its largest sets, delta = gamma, cover too
+    # few calibration rows): a finding about this dataset, not a failure of it. No sets; the report says why.
+    reason = str(exc)
+if reason is None:
+    record = calibration_record(predictor, method=method, epsilon=params.epsilon, n_calibration=len(y_cal))
+    sets = predictor.predict(P_test)
+else:
+    record = unreachable_record(method=method, epsilon=params.epsilon, n_calibration=len(y_cal), reason=reason)
+    sets = SetPredictions(np.zeros(0, np.int64), np.zeros(1, np.int64), P_test.shape[1])
+    logging.warning("%s at epsilon %g: not reachable (%s)", method, params.epsilon, reason)
 del P_cal, P_test  # at small epsilon the sets hold most classes: GBs to write
 save_sets(snakemake.output.sets, sets)
 with atomic_path(snakemake.output.calibration) as tmp:
     tmp.write_text(json.dumps(record, indent=2) + "\n")
-logging.info("%s at epsilon %g: %s; mean set size %.3f", method, params.epsilon,
-             {k: v for k, v in record.items() if k not in ("method", "epsilon")}, sets.sizes.mean())
+logging.info("%s at epsilon %g: %s; %d sets, mean size %s", method, params.epsilon,
+             {k: v for k, v in record.items() if k not in ("method", "epsilon")}, len(sets),
+             f"{sets.sizes.mean():.3f}" if len(sets) else "-")

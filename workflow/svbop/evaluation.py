@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -25,7 +25,8 @@ from .utilities import Utility, utility
 
 __all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
-           "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns"]
+           "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
+           "unreachable_record"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
 METHODS = ("svbop_full", "svbop_full_naive", "svbop_hsg", "svbop_hf_predefined", "svbop_hf_kmeans", "threshold",
@@ -129,6 +130,7 @@ def evaluate_beyond(
     *,
     dataset: str,
     extra: Mapping[tuple[str, str], Mapping[str, object]] | None = None,
+    unreachable: Iterable[tuple[str, str]] = (),
 ) -> list[dict]:
     """Score every kind of set on the test rows: utilities, coverage and set sizes.
 
@@ -148,6 +150,10 @@ def evaluate_beyond(
         Written into each row.
     extra : mapping of (method, param) to dict, optional
         Further columns per method (e.g. ``calibrated``: :func:`read_calibration`).
+    unreachable : iterable of (method, param), optional
+        Methods of ``sets`` that could not be calibrated (a credal family that reaches no
+        coverage of 1 - epsilon: :func:`unreachable_record`): their sets are not read, and their
+        row has no numbers (NaN), only ``extra``'s (the reason, in ``calibrated``).
 
     Returns
     -------
@@ -164,18 +170,25 @@ def evaluate_beyond(
         A method that is neither the paper's of :data:`BEYOND_PAPER_METHODS` nor beyond it.
     """
     rows = []
-    for (method, param), predicted in sets.items():
+    unreachable = set(unreachable)
+    labels = [f"{utility(u).label}_pct" for u in utilities]
+    for key in sets:
+        method, param = key
         if method not in BEYOND_PAPER_METHODS and not beyond_method(method):
             raise ValueError(f"unknown method {method!r} (expected one of {BEYOND_PAPER_METHODS}, conformal_<score>, "
                              "coverage_<family> or hierarchical_<max_nodes>)")
-        scores = mean_scores(predicted, y, utilities)
+        if key in unreachable:
+            scores = dict.fromkeys(["n", *BEYOND_COLUMNS[5:], *labels], float("nan"))
+            scores["n"] = len(y)
+        else:  # a lazy mapping (svbop.io.SetFiles) reads the sets here, and lets them go before the next
+            scores = mean_scores(sets[key], y, utilities)
         row = {"dataset": dataset, "method": method, "param": str(param), "n_test": int(scores["n"]),
                "target_coverage_pct": target_coverage_pct(method, str(param))}
         row.update((c, scores[c]) for c in BEYOND_COLUMNS[5:])
-        row.update((f"{utility(u).label}_pct", scores[f"{utility(u).label}_pct"]) for u in utilities)
-        row.update((extra or {}).get((method, param), {}))
+        row.update((lab, scores[lab]) for lab in labels)
+        row.update((extra or {}).get(key, {}))
         rows.append(row)
-        del predicted, scores
+        del scores
     return rows
 
 
@@ -224,13 +237,23 @@ def calibration_record(predictor, *, method: str, epsilon: float, n_calibration:
     return record
 
 
-def read_calibration(path: str | os.PathLike) -> dict[str, str]:
+def unreachable_record(*, method: str, epsilon: float, n_calibration: int, reason: str) -> dict[str, object]:
+    """The calibration record of a method that no parameter calibrates to coverage ``1 - epsilon``
+    (a credal family whose largest sets cover too few calibration rows): ``method``, ``epsilon``,
+    ``n_calibration`` and ``unreachable``, the reason (one line)."""
+    return {"method": method, "epsilon": float(epsilon), "n_calibration": int(n_calibration),
+            "unreachable": " ".join(str(reason).split())}
+
+
+def read_calibration(path: str | os.PathLike) -> dict[str, object]:
     """The ``calibrated`` column of :func:`evaluate_beyond` from a :func:`calibration_record` file.
 
     Returns
     -------
     dict
-        ``{"calibrated": text}``: ``"beta = 2.31"`` / ``"delta = 1.87"`` for a coverage method,
+        ``{"calibrated": text, "reached": bool}``; ``reached`` is False for an
+        :func:`unreachable_record` (text ``"not reachable: <reason>"``). Texts: ``"beta = 2.31"`` /
+        ``"delta = 1.87"`` for a coverage method,
         ``"q = 0.934"`` for one threshold, ``"q = 0.81..1 (median 0.93)"`` for one per class
         (``"; q = inf for 3 classes"`` added for classes with too few calibration rows).
 
@@ -246,12 +269,14 @@ def read_calibration(path: str | os.PathLike) -> dict[str, str]:
         raise ValueError(f"{path}: cannot read the calibration record ({exc})") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(record).__name__}")
+    if "unreachable" in record:
+        return {"calibrated": f"not reachable: {record['unreachable']}", "reached": False}
     try:
         if "parameter" in record:
             name = "delta" if str(record.get("method", "")).endswith("credal") else "beta"
-            return {"calibrated": f"{name} = {float(record['parameter']):.4g}"}
+            return {"calibrated": f"{name} = {float(record['parameter']):.4g}", "reached": True}
         if "quantile" in record:
-            return {"calibrated": f"q = {float(record['quantile']):.4g}"}
+            return {"calibrated": f"q = {float(record['quantile']):.4g}", "reached": True}
         lo, mid, hi = (float(record[k]) for k in ("quantile_min", "quantile_median", "quantile_max"))
         unbounded = int(record.get("classes_unbounded", 0))
     except KeyError:
@@ -261,7 +286,7 @@ def read_calibration(path: str | os.PathLike) -> dict[str, str]:
     text = f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})"
     if unbounded:
         text += f"; q = inf for {unbounded} class{'es' if unbounded > 1 else ''}"
-    return {"calibrated": text}
+    return {"calibrated": text, "reached": True}
 
 
 def timing_columns(
