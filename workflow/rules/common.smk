@@ -224,8 +224,8 @@ def beyond_skipped(dataset):
     """Methods beyond the paper that do not apply to a dataset: {method family: reason}."""
     out = {}
     if MAX_NODES and not svbop.config._has_hierarchy(config["datasets"][dataset]):
-        out["hierarchical"] = ("this dataset has no class hierarchy (give it a `hierarchy:` to get sets restricted "
-                               "to its nodes)")
+        out["hierarchical"] = ("this dataset has no class hierarchy (give its config entry a hierarchy: key to get "
+                               "sets restricted to the hierarchy's nodes)")
     return out
 
 
