@@ -94,6 +94,21 @@ def test_the_section_stands_apart_from_tables_3_and_4(inputs, beyond_files, tmp_
     # the figure is in the section, and the reason a kind of set did not run is said
     assert re.search(r'<img src="data:image/png;base64,', section)
     assert "Hierarchy-restricted: not run, this dataset has no class hierarchy" in section
+    assert "β = 2.5" in section  # the calibrated parameter, by its symbol
+
+
+def test_an_unreachable_method_shows_dashes_and_its_reason(inputs, beyond_files, tmp_path):  # noqa: F811
+    frame = read_beyond(beyond_files)
+    row = (frame["method"] == "coverage_credal") & (frame["dataset"] == "digits")
+    numbers = ["coverage_pct", "class_coverage_worst_pct", "mean_size", *(f"{lab}_pct" for lab in LABELS)]
+    frame.loc[row, numbers] = np.nan
+    reason = "not reachable: score='credal' with gamma=1.2: even the largest credal sets; use score='fbeta'"
+    frame.loc[row, "calibrated"] = reason
+    html, page = _report(inputs, tmp_path, beyond=frame)
+    table = next(t for t in page.tables if t["attrs"].get("data-dataset") == "digits" and "beyond" in t["attrs"]["class"])
+    keys = _row_keys(_section(html, "beyond"), "digits")
+    cells = [c["text"] for c in table["rows"][1 + keys.index("coverage_credal/0.10")]]
+    assert cells[1:1 + len(LABELS)] == ["–"] * len(LABELS) and cells[-1] == reason
 
 
 def test_no_section_without_methods_beyond_the_paper(inputs, tmp_path):  # noqa: F811

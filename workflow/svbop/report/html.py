@@ -280,6 +280,14 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
     return out
 
 
+def _calibrated_text(text: str) -> str:
+    """``"beta = 1.87"`` -> ``"β = 1.87"`` (the calibrated parameter's symbol); other texts as they are."""
+    for name, symbol in (("beta = ", "β = "), ("delta = ", "δ = ")):
+        if text.startswith(name):
+            return symbol + text[len(name):]
+    return text
+
+
 def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mapping[str, str]] | None,
                     labels: Sequence[str], names: DisplayNames, order: Sequence[str]) -> dict[str, object] | None:
     """The section "Beyond the paper": per dataset, one row per method (utilities, coverage, worst-class
@@ -309,7 +317,7 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
                 {"text": _fmt(r["mean_size"]), "cls": "num size"},
                 {"text": _fmt(r["singleton_pct"]), "cls": "num"},
                 {"text": _fmt(r["empty_pct"]), "cls": "num"},
-                {"text": html_name(r["calibrated"].replace("beta", "β").replace("delta", "δ")), "cls": "text"},
+                {"text": _calibrated_text(r["calibrated"]), "cls": "text"},
             ]
             rows.append({"name": html_name(r["method"]), "key": r["key"], "family": r["family"], "cells": cells})
         out.append({"id": d, "title": names.dataset(d), "rows": rows,
