@@ -350,7 +350,7 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
 
 
 @njit(**_JIT)
-def _rows(P, total, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
+def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
           out_cls, out_size, out_val, out_nodes, out_nn):
     n_nodes = post.size
     rank = np.empty(K, np.int64)
@@ -360,12 +360,14 @@ def _rows(P, total, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
     p = np.empty(K)
     mark = np.zeros(K, np.bool_)
     for i in range(P.shape[0]):
+        total = 0.0
         for c in range(K):
             p[c] = P[i, c]
+            total += p[c]
         nn, s, u = _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes[i])
         out_nn[i] = nn
         out_size[i] = s
-        out_val[i] = u / total[i]
+        out_val[i] = u / total
         # the classes, in the order of the ranking (decreasing probability, then class id)
         for t in range(nn):
             v = out_nodes[i, t]
@@ -538,9 +540,9 @@ def predict_sets_hierarchical(
 
     def task(lo: int, hi: int) -> None:
         X = np.ascontiguousarray(P_arr[lo:hi], dtype=np.float64)
-        _, total = row_stats(X, lo, "P")
+        row_stats(X, lo, "P")  # one-line errors for NaN, infinite, negative, all-zero rows
         cls = np.empty((hi - lo, K), np.int64)
-        _rows(X, total, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K,
+        _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K,
               cls, sizes[lo:hi], value[lo:hi], nodes[lo:hi], nn[lo:hi])
         keep = np.arange(K) < sizes[lo:hi, None]
         pieces[lo] = cls[keep]
