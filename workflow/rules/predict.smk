@@ -258,7 +258,7 @@ rule predict_hierarchical:
     input:
         scores="results/{dataset}/scores/flat.npz",
         dataset="data/{dataset}/dataset.npz",
-        code=library_sources("datasets/base", "utilities", "sets"),  # + the hierarchy module: TODO after merge
+        code=library_sources("hierarchical", "_kernels", "_prefix", "search", "datasets/base", "utilities", "sets"),
     output:
         "results/{dataset}/predictions/hierarchical_{max_nodes}/{hutility}.npz",
     params:
