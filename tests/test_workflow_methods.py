@@ -243,13 +243,19 @@ def test_classes_too_rare_to_calibrate_are_counted(tmp_path):
 
     svbop, P, y = _toy()
     y_cal = y[:40].copy()
-    y_cal[0] = 5  # class 5 has few calibration rows: its threshold is infinite at epsilon 0.01
-    predictor = svbop.ConformalSetPredictor(0.01, score="lac", class_conditional=True).fit(P[:40], y_cal)
-    record = calibration_record(predictor, method="conformal_lac_cc", epsilon=0.01, n_calibration=40)
+    y_cal[y_cal == 5] = 4
+    y_cal[0] = 5  # class 5 has one calibration row: its threshold is infinite at epsilon 0.3, the others' are not
+    predictor = svbop.ConformalSetPredictor(0.3, score="lac", class_conditional=True).fit(P[:40], y_cal)
+    assert 0 < np.sum(np.isfinite(predictor.quantiles_)) < 6
+    record = calibration_record(predictor, method="conformal_lac_cc", epsilon=0.3, n_calibration=40)
     assert record["classes_unbounded"] == int(np.sum(~np.isfinite(predictor.quantiles_))) > 0
     path = tmp_path / "c.json"
     path.write_text(json.dumps(record))
     assert re.search(r"; q = inf for \d+ class", read_calibration(path)["calibrated"])
+    # too few rows for every class: said once, not as a range of infinities
+    predictor = svbop.ConformalSetPredictor(0.01, score="lac", class_conditional=True).fit(P[:20], y[:20])
+    path.write_text(json.dumps(calibration_record(predictor, method="conformal_lac_cc", epsilon=0.01, n_calibration=20)))
+    assert read_calibration(path)["calibrated"] == "q = inf for every class (6): too few calibration rows per class"
 
 
 def test_a_credal_family_that_reaches_no_coverage_gives_a_row_without_numbers(tmp_path):

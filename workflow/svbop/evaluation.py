@@ -283,6 +283,9 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
         raise ValueError(f"{path}: neither 'parameter', 'quantile' nor 'quantile_min/median/max'") from None
     except (TypeError, ValueError):
         raise ValueError(f"{path}: the calibrated values are not numbers") from None
+    if not math.isfinite(lo):  # no class had enough calibration rows: every set holds every class
+        return {"calibrated": f"q = inf for every class ({unbounded}): too few calibration rows per class",
+                "reached": True}
     text = f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})"
     if unbounded:
         text += f"; q = inf for {unbounded} class{'es' if unbounded > 1 else ''}"
