@@ -98,13 +98,17 @@ def test_the_section_stands_apart_from_tables_3_and_4(inputs, beyond_files, tmp_
 
 
 def test_an_unreachable_method_shows_dashes_and_its_reason(inputs, beyond_files, tmp_path):  # noqa: F811
-    frame = read_beyond(beyond_files)
-    row = (frame["method"] == "coverage_credal") & (frame["dataset"] == "digits")
+    frame = pd.read_csv(beyond_files[0], sep="\t", dtype={"param": str})
+    row = frame["method"] == "coverage_credal"
     numbers = ["coverage_pct", "class_coverage_worst_pct", "mean_size", *(f"{lab}_pct" for lab in LABELS)]
     frame.loc[row, numbers] = np.nan
     reason = "not reachable: score='credal' with gamma=1.2: even the largest credal sets; use score='fbeta'"
     frame.loc[row, "calibrated"] = reason
-    html, page = _report(inputs, tmp_path, beyond=frame)
+    from svbop.io import write_tsv  # as evaluate_beyond's rows are written: NaN as "nan"
+
+    write_tsv(beyond_files[0], frame.to_dict("records"))
+    assert "\tnan\t" in beyond_files[0].read_text()
+    html, page = _report(inputs, tmp_path, beyond=beyond_files)
     table = next(t for t in page.tables if t["attrs"].get("data-dataset") == "digits" and "beyond" in t["attrs"]["class"])
     keys = _row_keys(_section(html, "beyond"), "digits")
     cells = [c["text"] for c in table["rows"][1 + keys.index("coverage_credal/0.10")]]

@@ -28,6 +28,9 @@ BEYOND_FAMILIES = (
 )
 
 _NUMERIC = BEYOND_COLUMNS[3:]
+#: How a number that is not there is written (svbop.io.write_tsv writes NaN as "nan"); a method that
+#: could not be calibrated has no numbers (svbop.evaluation.evaluate_beyond's ``unreachable``).
+_MISSING = ("", "nan", "NaN", "NA")
 
 
 def method_family(method: str) -> str:
@@ -73,8 +76,8 @@ def read_beyond(paths: str | os.PathLike | Iterable[str | os.PathLike],
         if not path.is_file():
             raise ValueError(f"{path}: no such file")
         try:
-            df = pd.read_csv(path, sep="\t", dtype={"dataset": str, "method": str, "param": str, "calibrated": str},
-                             keep_default_na=False, na_values={c: ["", "NA", "NaN", "nan"] for c in _NUMERIC})
+            # every column as written (param "0.10" stays "0.10"); numbers, NaN written as "nan" included, below
+            df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
         except pd.errors.EmptyDataError:
             raise ValueError(f"{path}: empty file, expected a header with columns {', '.join(required)}") from None
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -84,8 +87,9 @@ def read_beyond(paths: str | os.PathLike | Iterable[str | os.PathLike],
                 raise ValueError(f"{path}: missing column {col!r}")
         numeric = [c for c in df.columns if c in _NUMERIC or c.endswith("_pct")]
         for col in numeric:
-            values = pd.to_numeric(df[col], errors="coerce")
-            bad = values.isna() & df[col].notna()
+            missing = df[col].isin(_MISSING)
+            values = pd.to_numeric(df[col].mask(missing), errors="coerce")
+            bad = values.isna() & ~missing
             if bad.any():
                 row = int(bad.to_numpy().argmax()) + 2
                 raise ValueError(f"{path}: row {row}: column {col!r} is not a number: {df[col].iloc[row - 2]!r}")
