@@ -423,7 +423,7 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
         plain = FuncFormatter(lambda v, _: f"{v:g}")
         ax.xaxis.set_major_formatter(plain)  # 1, 10, 100 (not 10^0); sizes within a decade label their minor ticks
         sizes = df["mean_size"][df["mean_size"] > 0]
-        narrow = len(sizes) and sizes.max() / sizes.min() < 10
+        narrow = len(sizes) and sizes.max() / sizes.min() < 20
         ax.xaxis.set_minor_formatter(plain if narrow else NullFormatter())
         ax.set_xlabel("mean set size (log scale)")
         ax.set_ylabel("coverage on the test rows (%)")
