@@ -250,6 +250,8 @@ def test_fbeta_with_too_few_rows_keeps_every_class_and_credal_refuses():
     P, y = np.tile([[0.4, 0.3, 0.2, 0.1]], (50, 1)), np.full(50, 3)
     with pytest.raises(ValueError, match=r"even the largest credal sets \(delta = gamma\)"):
         ConformalSetPredictor(0.1, score="credal", gamma=0.6).fit(P, y)
+    with pytest.raises(ValueError, match="no delta gives 0 <= g"):  # delta <= 2 + 10/2 < gamma
+        ConformalSetPredictor(0.1, score="credal", gamma=10.0).fit(P, y)
 
 
 # --- hostile arguments ---------------------------------------------------------------------------

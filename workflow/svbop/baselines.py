@@ -16,6 +16,10 @@ same partial-sorting engine as :func:`svbop.predict_sets`.
   ``empty="top1"`` returns the most probable class instead.  The paper's utilities are defined on
   non-empty sets only, and adding a class can only raise coverage, so the guarantee still holds;
   ``empty="keep"`` keeps the raw conformal set (empty, utility 0).
+
+Beyond the paper, :class:`ConformalSetPredictor` also calibrates the APS and RAPS scores,
+class-conditional (Mondrian) thresholds, and Bayes-optimal F-beta and credal sets with a
+coverage guarantee (see its docstring for the definitions and the proof).
 """
 
 from __future__ import annotations
@@ -332,6 +336,10 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     def first(X, rowmax, total):
         if score == "lac":  # candidates: P >= 1 - q, with a margin; the test on s is exact
             return np.full(X.shape[0], max(0.0, (1.0 - qmax) - 1e-12))
+        if score == "raps" and lam > 0:  # ranks o with lam (o - k_reg) > q are out: the top m suffice
+            m = k_reg + int(qmax / lam) + 1
+            if m < X.shape[1]:
+                return np.partition(X, X.shape[1] - m, axis=1)[:, X.shape[1] - m]
         return rowmax * 1e-2
 
     def decide(heads: SortedHeads, t, total, K):
@@ -353,8 +361,12 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     indices, indptr = [], [np.zeros(1, dtype=np.int64)]
     offset = 0
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
-        sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
-        ind, ptr = sets.indices, sets.indptr
+        if qmax == math.inf:  # some class is in every set: the whole ranking, sorted at once
+            order = np.argsort(-Xn, axis=1, kind="stable")  # decreasing, ties by class index
+            ind, ptr = order.reshape(-1), np.arange(0, Xn.size + 1, Xn.shape[1])
+        else:
+            sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
+            ind, ptr = sets.indices, sets.indptr
         if per_class:
             ind, ptr = _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty)
         indices.append(ind)
@@ -689,16 +701,25 @@ class ConformalSetPredictor:
                     f"score='credal': {n} calibration rows are too few for epsilon={self.epsilon} (the quantile is"
                     " infinite, i.e. every class, which no credal utility predicts); add rows or raise epsilon"
                 )
-            s = np.arange(1, K + 1, dtype=np.float64)
-            delta_max = float(np.min(s + gamma / s))  # g(s) = delta/s - gamma/s^2 <= 1 for every s <= K
-            while True:
+            # g(s) = delta/s - gamma/s^2 <= 1 for every s up to K (and up to 1000, where a utility
+            # without K is checked); g >= 0 needs delta >= gamma
+            s = np.arange(1, max(K, 1000) + 1, dtype=np.float64)
+            delta_max = float(np.min(s + gamma / s))
+            for _ in range(8):  # a few ulps below the bound if rounding leaves g(s) above 1
+                if delta_max < gamma:
+                    break
                 try:
                     _family_utility("credal", delta_max, gamma).values(K)
                     break
                 except ValueError:
                     delta_max = float(np.nextafter(delta_max, 0.0))
-                    if delta_max < gamma:
-                        raise ValueError(f"score='credal': no delta gives 0 <= g <= 1 for gamma={gamma} and K={K}") from None
+            else:  # pragma: no cover - rounding is a few ulps
+                raise RuntimeError(f"no largest delta found for gamma={gamma}")
+            if delta_max < gamma:
+                raise ValueError(
+                    f"score='credal': no delta gives 0 <= g(s) <= 1 for every s with gamma={gamma}"
+                    " (g(1) >= 0 needs delta >= gamma, g(s) <= 1 needs delta <= s + gamma/s)"
+                )
             if not _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k:
                 raise ValueError(
                     f"score='credal' with gamma={gamma}: even the largest credal sets (delta = gamma) contain the"
