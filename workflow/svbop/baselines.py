@@ -364,6 +364,8 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
         if qmax == math.inf:  # some class is in every set: the whole ranking, sorted at once
             order = np.argsort(-Xn, axis=1, kind="stable")  # decreasing, ties by class index
             ind, ptr = order.reshape(-1), np.arange(0, Xn.size + 1, Xn.shape[1])
+        elif score == "aps":
+            ind, ptr = _aps_prefixes(Xn, qmax, decide, first)
         else:
             sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
             ind, ptr = sets.indices, sets.indptr
@@ -375,6 +377,42 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     return SetPredictions(
         np.concatenate(indices) if indices else np.empty(0, dtype=np.int64), np.concatenate(indptr), P.shape[1]
     )
+
+
+def _aps_prefixes(Xn, q, decide, first):
+    """APS prefixes of a chunk: rows whose set ends among the classes above 1 % of their maximum go
+    through the engine as usual; rows with larger sets would take several widening rounds, so their
+    values are sorted once (a fast value sort), the APS scores computed along them (the same
+    cumulative sums: equal values are interchangeable) and the first class outside the set
+    becomes the engine's threshold, which then settles them in one round."""
+    r, K = Xn.shape
+    rowmax = Xn.max(axis=1)
+    t1 = rowmax * 1e-2
+    big = ~(np.where(Xn >= t1[:, None], Xn, 0.0).sum(axis=1) > q * (1 + 1e-9) + 1e-12)
+    parts = []
+    for rows, big_rows in ((np.flatnonzero(~big), False), (np.flatnonzero(big), True)):
+        if rows.size == 0:
+            continue
+        X = Xn[rows]
+        if big_rows:
+            V = np.sort(X, axis=1)[:, ::-1]
+            size = (np.cumsum(V, axis=1) <= q).sum(axis=1)
+            t0 = np.where(size < K, V[np.arange(rows.size), np.minimum(size, K - 1)], 0.0)
+            del V
+            start = lambda X, rowmax, total, t0=t0: t0  # noqa: E731
+        else:
+            start = first
+        sets, _ = prefix_search(X, decide, start, geometric_widening(), chunk_bytes=X.nbytes + 1)
+        parts.append((rows, sets))
+    sizes = np.zeros(r, dtype=np.int64)
+    for rows, sets in parts:
+        sizes[rows] = sets.sizes
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    ind = np.empty(ptr[-1], dtype=np.int64)
+    for rows, sets in parts:
+        dest = np.repeat(ptr[rows], sets.sizes) + (np.arange(sets.indices.size) - np.repeat(sets.indptr[:-1], sets.sizes))
+        ind[dest] = sets.indices
+    return ind, ptr
 
 
 def _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty):
