@@ -263,6 +263,11 @@ def test_the_parameter_is_the_order_statistic_of_the_per_row_scores(score):
     k = math.ceil((len(y) + 1) * (1 - eps))
     expected = sorted(scores)[k - 1] if score == "fbeta" else sorted(scores, reverse=True)[k - 1]
     assert model.parameter_ == expected == model.quantile_
+    # the fallback calibration, counting with predict_sets itself, finds the same parameter
+    from svbop.baselines import _calibrate_parameter, _covered
+
+    slow = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), len(y), k, score, 0.6, lo, hi)
+    assert slow == model.parameter_
     assert float(model.utility_.params["beta" if score == "fbeta" else "delta"]) == model.parameter_
     # the set at parameter_ covers at least k labels, one float further towards smaller sets fewer
     covered = svbop.recall(svbop.predict_sets(P, model.utility_), y).sum()
@@ -277,6 +282,8 @@ def test_predict_is_predict_sets_with_the_calibrated_utility(score, kw, rng):
     P, y = _calibrated(rng, 600, 12)
     model = ConformalSetPredictor(0.45, score=score, **kw).fit(P[:300], y[:300])
     assert model.predict(P[300:]) == svbop.predict_sets(P[300:], model.utility_)
+    if score == "fbeta":  # the calibration counts with Theorem 2's early stop: valid for F-beta
+        assert model.utility_.properties(12).early_stop_valid
     assert model.utility_.name == score and (score == "fbeta" or float(model.utility_.params["gamma"]) == 1.2)
 
 

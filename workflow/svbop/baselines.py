@@ -477,13 +477,26 @@ class _RankedCalibration:
             self.V[row0 : row0 + X.shape[0]] = np.take_along_axis(X, order, axis=1)
             self.pos[row0 : row0 + X.shape[0]] = np.argmax(order == y[row0 : row0 + X.shape[0], None], axis=1)
 
-    def covered(self, rows: np.ndarray, u: Utility) -> np.ndarray:
+    def covered(self, rows: np.ndarray, u: Utility, early_stop: bool = False) -> np.ndarray:
         """Whether the label of each of ``rows`` is in its Bayes-optimal set under ``u``: Algorithm
-        1's scan (the arithmetic of :func:`svbop.predict_sets`) over the whole ranking, the set
-        being the last accepted prefix."""
+        1's scan with the arithmetic of :func:`svbop.predict_sets`.  Without ``early_stop`` the set
+        is the last accepted prefix of the whole ranking; with it (exact when ``g`` is
+        (1/x)-convex and non-increasing, Theorem 2, and then what ``predict_sets`` does) the label
+        is covered when every prefix up to it is accepted, so only the classes ranked at or
+        before the label are scanned (rows in order of the label's rank, chunk by chunk)."""
         K = self.V.shape[1]
         g = u.values(K)
         out = np.empty(rows.size, dtype=bool)
+        if early_stop:
+            by_rank = np.argsort(self.pos[rows], kind="stable")
+            for i in range(0, rows.size, self.rows):
+                j = by_rank[i : i + self.rows]
+                r = rows[j]
+                pos = self.pos[r]
+                W = int(pos.max()) + 1
+                ok = _scan(self.V[r, :W], np.full(r.size, W), g, TIE_RTOL)[3]
+                out[j] = (ok | (np.arange(W) > pos[:, None])).all(axis=1)
+            return out
         for i in range(0, rows.size, self.rows):
             r = rows[i : i + self.rows]
             ok = _scan(self.V[r], np.full(r.size, K), g, TIE_RTOL)[3]
@@ -714,7 +727,10 @@ class ConformalSetPredictor:
         again with ``predict_sets`` itself, whose count at the result is then right by construction."""
         n = y.size
         fast = _RankedCalibration(P, y, chunk_bytes)
-        t = _calibrate_parameter(fast.covered, n, k, self.score, self.gamma, lo, hi)
+        # F-beta is (1/x)-convex and decreasing for every beta (the paper's Section 2.2; its
+        # properties hold with equality), so predict_sets stops early and so can the count
+        early = self.score == "fbeta"
+        t = _calibrate_parameter(lambda r, u: fast.covered(r, u, early), n, k, self.score, self.gamma, lo, hi)
         del fast
         if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
             t = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi)
