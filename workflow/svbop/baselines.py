@@ -410,8 +410,8 @@ def _aps_prefixes(Xn, q, decide, first):
     ptr = np.concatenate([[0], np.cumsum(sizes)])
     ind = np.empty(ptr[-1], dtype=np.int64)
     for rows, sets in parts:
-        dest = np.repeat(ptr[rows], sets.sizes) + (np.arange(sets.indices.size) - np.repeat(sets.indptr[:-1], sets.sizes))
-        ind[dest] = sets.indices
+        within = np.arange(sets.indices.size) - np.repeat(sets.indptr[:-1], sets.sizes)
+        ind[np.repeat(ptr[rows], sets.sizes) + within] = sets.indices
     return ind, ptr
 
 
