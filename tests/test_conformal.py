@@ -6,6 +6,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import svbop
 from svbop.baselines import ConformalSetPredictor
@@ -89,6 +91,45 @@ def test_sets_equal_a_transcription_of_the_definitions(config, kind):
                 model = ConformalSetPredictor(eps, empty=empty, **config).fit(P_cal, y_cal)
                 expected = _brute_sets(P_cal, y_cal, P_test, eps, empty=empty, **config)
                 assert model.predict(P_test).to_list() == expected, (seed, eps, empty)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    K=st.integers(1, 6),
+    n_cal=st.integers(1, 25),
+    eps=st.sampled_from([0.01, 0.1, 0.25, 0.5, 0.9]),
+    config=st.sampled_from(CONFIGS),
+    empty=st.sampled_from(["top1", "keep"]),
+)
+def test_sets_equal_the_transcription_on_arbitrary_tied_inputs(data, K, n_cal, eps, config, empty):
+    """Hypothesis: small matrices of a few probability levels (ties everywhere, zero rows replaced),
+    test rows drawn from the calibration rows and new ones."""
+    level = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0])
+    rows = st.lists(st.lists(level, min_size=K, max_size=K), min_size=1, max_size=n_cal)
+    P_cal = np.array(data.draw(rows), dtype=np.float64).reshape(-1, K)
+    P_cal[P_cal.sum(axis=1) == 0, 0] = 1.0
+    y_cal = np.array(data.draw(st.lists(st.integers(0, K - 1), min_size=len(P_cal), max_size=len(P_cal))))
+    P_new = np.array(data.draw(rows), dtype=np.float64).reshape(-1, K)
+    P_new[P_new.sum(axis=1) == 0, -1] = 1.0
+    P_test = np.vstack([P_cal, P_new])
+    model = ConformalSetPredictor(eps, empty=empty, **config).fit(P_cal, y_cal)
+    assert model.predict(P_test).to_list() == _brute_sets(P_cal, y_cal, P_test, eps, empty=empty, **config)
+
+
+@pytest.mark.parametrize("score", ["aps", "raps"])
+def test_sets_of_many_classes_equal_the_transcription(score, rng):
+    """Wide rows of many small probabilities at a small epsilon: sets of fifty classes and more,
+    beyond the engine's first candidates (APS then sorts those rows' values first)."""
+    K = 200
+    P = rng.dirichlet(np.full(K, 0.2), size=200)
+    y = np.array([rng.choice(K, p=p) for p in P])
+    kw = dict(k_reg=10, lam=0.001) if score == "raps" else {}
+    for eps in (0.02, 0.1):
+        model = ConformalSetPredictor(eps, score=score, **kw).fit(P[:100], y[:100])
+        got = model.predict(P[100:])
+        assert got.sizes.max() > 50
+        assert got.to_list() == _brute_sets(P[:100], y[:100], P[100:], eps, score, **kw)
 
 
 def test_quantiles_and_the_infinite_threshold_of_a_class_without_calibration_rows():
@@ -222,6 +263,11 @@ def test_the_parameter_is_the_order_statistic_of_the_per_row_scores(score):
     k = math.ceil((len(y) + 1) * (1 - eps))
     expected = sorted(scores)[k - 1] if score == "fbeta" else sorted(scores, reverse=True)[k - 1]
     assert model.parameter_ == expected == model.quantile_
+    # the fallback calibration, counting with predict_sets itself, finds the same parameter
+    from svbop.baselines import _calibrate_parameter, _covered
+
+    slow = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), len(y), k, score, 0.6, lo, hi)
+    assert slow == model.parameter_
     assert float(model.utility_.params["beta" if score == "fbeta" else "delta"]) == model.parameter_
     # the set at parameter_ covers at least k labels, one float further towards smaller sets fewer
     covered = svbop.recall(svbop.predict_sets(P, model.utility_), y).sum()
@@ -236,6 +282,8 @@ def test_predict_is_predict_sets_with_the_calibrated_utility(score, kw, rng):
     P, y = _calibrated(rng, 600, 12)
     model = ConformalSetPredictor(0.45, score=score, **kw).fit(P[:300], y[:300])
     assert model.predict(P[300:]) == svbop.predict_sets(P[300:], model.utility_)
+    if score == "fbeta":  # the calibration counts with Theorem 2's early stop: valid for F-beta
+        assert model.utility_.properties(12).early_stop_valid
     assert model.utility_.name == score and (score == "fbeta" or float(model.utility_.params["gamma"]) == 1.2)
 
 
@@ -250,6 +298,8 @@ def test_fbeta_with_too_few_rows_keeps_every_class_and_credal_refuses():
     P, y = np.tile([[0.4, 0.3, 0.2, 0.1]], (50, 1)), np.full(50, 3)
     with pytest.raises(ValueError, match=r"even the largest credal sets \(delta = gamma\)"):
         ConformalSetPredictor(0.1, score="credal", gamma=0.6).fit(P, y)
+    with pytest.raises(ValueError, match="no delta gives 0 <= g"):  # delta <= 2 + 10/2 < gamma
+        ConformalSetPredictor(0.1, score="credal", gamma=10.0).fit(P, y)
 
 
 # --- hostile arguments ---------------------------------------------------------------------------

@@ -16,6 +16,10 @@ same partial-sorting engine as :func:`svbop.predict_sets`.
   ``empty="top1"`` returns the most probable class instead.  The paper's utilities are defined on
   non-empty sets only, and adding a class can only raise coverage, so the guarantee still holds;
   ``empty="keep"`` keeps the raw conformal set (empty, utility 0).
+
+Beyond the paper, :class:`ConformalSetPredictor` also calibrates the APS and RAPS scores,
+class-conditional (Mondrian) thresholds, and Bayes-optimal F-beta and credal sets with a
+coverage guarantee (see its docstring for the definitions and the proof).
 """
 
 from __future__ import annotations
@@ -332,6 +336,10 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     def first(X, rowmax, total):
         if score == "lac":  # candidates: P >= 1 - q, with a margin; the test on s is exact
             return np.full(X.shape[0], max(0.0, (1.0 - qmax) - 1e-12))
+        if score == "raps" and lam > 0:  # ranks o with lam (o - k_reg) > q are out: the top m suffice
+            m = k_reg + int(qmax / lam) + 1
+            if m < X.shape[1]:
+                return np.partition(X, X.shape[1] - m, axis=1)[:, X.shape[1] - m]
         return rowmax * 1e-2
 
     def decide(heads: SortedHeads, t, total, K):
@@ -353,8 +361,14 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     indices, indptr = [], [np.zeros(1, dtype=np.int64)]
     offset = 0
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
-        sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
-        ind, ptr = sets.indices, sets.indptr
+        if qmax == math.inf:  # some class is in every set: the whole ranking, sorted at once
+            order = np.argsort(-Xn, axis=1, kind="stable")  # decreasing, ties by class index
+            ind, ptr = order.reshape(-1), np.arange(0, Xn.size + 1, Xn.shape[1])
+        elif score == "aps":
+            ind, ptr = _aps_prefixes(Xn, qmax, decide, first)
+        else:
+            sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
+            ind, ptr = sets.indices, sets.indptr
         if per_class:
             ind, ptr = _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty)
         indices.append(ind)
@@ -363,6 +377,42 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     return SetPredictions(
         np.concatenate(indices) if indices else np.empty(0, dtype=np.int64), np.concatenate(indptr), P.shape[1]
     )
+
+
+def _aps_prefixes(Xn, q, decide, first):
+    """APS prefixes of a chunk: rows whose set ends among the classes above 1 % of their maximum go
+    through the engine as usual; rows with larger sets would take several widening rounds, so their
+    values are sorted once (a fast value sort), the APS scores computed along them (the same
+    cumulative sums: equal values are interchangeable) and the first class outside the set
+    becomes the engine's threshold, which then settles them in one round."""
+    r, K = Xn.shape
+    rowmax = Xn.max(axis=1)
+    t1 = rowmax * 1e-2
+    big = ~(np.where(Xn >= t1[:, None], Xn, 0.0).sum(axis=1) > q * (1 + 1e-9) + 1e-12)
+    parts = []
+    for rows, big_rows in ((np.flatnonzero(~big), False), (np.flatnonzero(big), True)):
+        if rows.size == 0:
+            continue
+        X = Xn[rows]
+        if big_rows:
+            V = np.sort(X, axis=1)[:, ::-1]
+            size = (np.cumsum(V, axis=1) <= q).sum(axis=1)
+            t0 = np.where(size < K, V[np.arange(rows.size), np.minimum(size, K - 1)], 0.0)
+            del V
+            start = lambda X, rowmax, total, t0=t0: t0  # noqa: E731
+        else:
+            start = first
+        sets, _ = prefix_search(X, decide, start, geometric_widening(), chunk_bytes=X.nbytes + 1)
+        parts.append((rows, sets))
+    sizes = np.zeros(r, dtype=np.int64)
+    for rows, sets in parts:
+        sizes[rows] = sets.sizes
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    ind = np.empty(ptr[-1], dtype=np.int64)
+    for rows, sets in parts:
+        within = np.arange(sets.indices.size) - np.repeat(sets.indptr[:-1], sets.sizes)
+        ind[np.repeat(ptr[rows], sets.sizes) + within] = sets.indices
+    return ind, ptr
 
 
 def _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty):
@@ -427,13 +477,26 @@ class _RankedCalibration:
             self.V[row0 : row0 + X.shape[0]] = np.take_along_axis(X, order, axis=1)
             self.pos[row0 : row0 + X.shape[0]] = np.argmax(order == y[row0 : row0 + X.shape[0], None], axis=1)
 
-    def covered(self, rows: np.ndarray, u: Utility) -> np.ndarray:
+    def covered(self, rows: np.ndarray, u: Utility, early_stop: bool = False) -> np.ndarray:
         """Whether the label of each of ``rows`` is in its Bayes-optimal set under ``u``: Algorithm
-        1's scan (the arithmetic of :func:`svbop.predict_sets`) over the whole ranking, the set
-        being the last accepted prefix."""
+        1's scan with the arithmetic of :func:`svbop.predict_sets`.  Without ``early_stop`` the set
+        is the last accepted prefix of the whole ranking; with it (exact when ``g`` is
+        (1/x)-convex and non-increasing, Theorem 2, and then what ``predict_sets`` does) the label
+        is covered when every prefix up to it is accepted, so only the classes ranked at or
+        before the label are scanned (rows in order of the label's rank, chunk by chunk)."""
         K = self.V.shape[1]
         g = u.values(K)
         out = np.empty(rows.size, dtype=bool)
+        if early_stop:
+            by_rank = np.argsort(self.pos[rows], kind="stable")
+            for i in range(0, rows.size, self.rows):
+                j = by_rank[i : i + self.rows]
+                r = rows[j]
+                pos = self.pos[r]
+                W = int(pos.max()) + 1
+                ok = _scan(self.V[r, :W], np.full(r.size, W), g, TIE_RTOL)[3]
+                out[j] = (ok | (np.arange(W) > pos[:, None])).all(axis=1)
+            return out
         for i in range(0, rows.size, self.rows):
             r = rows[i : i + self.rows]
             ok = _scan(self.V[r], np.full(r.size, K), g, TIE_RTOL)[3]
@@ -664,7 +727,10 @@ class ConformalSetPredictor:
         again with ``predict_sets`` itself, whose count at the result is then right by construction."""
         n = y.size
         fast = _RankedCalibration(P, y, chunk_bytes)
-        t = _calibrate_parameter(fast.covered, n, k, self.score, self.gamma, lo, hi)
+        # F-beta is (1/x)-convex and decreasing for every beta (the paper's Section 2.2; its
+        # properties hold with equality), so predict_sets stops early and so can the count
+        early = self.score == "fbeta"
+        t = _calibrate_parameter(lambda r, u: fast.covered(r, u, early), n, k, self.score, self.gamma, lo, hi)
         del fast
         if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
             t = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi)
@@ -689,16 +755,25 @@ class ConformalSetPredictor:
                     f"score='credal': {n} calibration rows are too few for epsilon={self.epsilon} (the quantile is"
                     " infinite, i.e. every class, which no credal utility predicts); add rows or raise epsilon"
                 )
-            s = np.arange(1, K + 1, dtype=np.float64)
-            delta_max = float(np.min(s + gamma / s))  # g(s) = delta/s - gamma/s^2 <= 1 for every s <= K
-            while True:
+            # g(s) = delta/s - gamma/s^2 <= 1 for every s up to K (and up to 1000, where a utility
+            # without K is checked); g >= 0 needs delta >= gamma
+            s = np.arange(1, max(K, 1000) + 1, dtype=np.float64)
+            delta_max = float(np.min(s + gamma / s))
+            for _ in range(8):  # a few ulps below the bound if rounding leaves g(s) above 1
+                if delta_max < gamma:
+                    break
                 try:
                     _family_utility("credal", delta_max, gamma).values(K)
                     break
                 except ValueError:
                     delta_max = float(np.nextafter(delta_max, 0.0))
-                    if delta_max < gamma:
-                        raise ValueError(f"score='credal': no delta gives 0 <= g <= 1 for gamma={gamma} and K={K}") from None
+            else:  # pragma: no cover - rounding is a few ulps
+                raise RuntimeError(f"no largest delta found for gamma={gamma}")
+            if delta_max < gamma:
+                raise ValueError(
+                    f"score='credal': no delta gives 0 <= g(s) <= 1 for every s with gamma={gamma}"
+                    " (g(1) >= 0 needs delta >= gamma, g(s) <= 1 needs delta <= s + gamma/s)"
+                )
             if not _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k:
                 raise ValueError(
                     f"score='credal' with gamma={gamma}: even the largest credal sets (delta = gamma) contain the"
