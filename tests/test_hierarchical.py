@@ -368,3 +368,18 @@ def test_bad_shapes_and_utilities():
         svbop.predict_sets_hierarchical(P4, "nope", H4, 2)
     with pytest.raises(ValueError, match="tie_rtol"):
         svbop.predict_sets_hierarchical(P4, "fbeta:beta=1", H4, 2, tie_rtol=2.0)
+
+
+@pytest.mark.parametrize("a, b, want", [(6, 7, [0, 3]), (7, 6, [1, 2])])
+def test_last_tie_goes_to_the_first_set_in_depth_first_leaf_order(a, b, want):
+    """{0, 3} and {1, 2}: same size, same mass, same rank sum; the node visited first wins."""
+    parent = np.full(9, 8)
+    parent[[0, 3]] = a
+    parent[[1, 2]] = b
+    parent[8] = -1
+    h = Hierarchy(parent, n_classes=6)
+    P = np.array([[0.2, 0.2, 0.2, 0.2, 0.1, 0.1]])
+    for spec in ("precision", "genreject:alpha=1,beta=1"):
+        got = svbop.predict_sets_hierarchical(P, spec, h, 1)
+        assert got.to_list() == [want]
+        assert oracle(P[0], svbop.utility(spec).values(6), h, 1)[0] == want
