@@ -176,6 +176,15 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
         low = max(low, g[s - 1] * top)
     smax = 1
     top = 0.0
+    total = 0.0
+    for c in range(K):
+        total += p[c]
+    gsuf = np.empty(K)  # max of g over sizes >= s
+    gsuf[K - 1] = g[K - 1]
+    for s in range(K - 2, -1, -1):
+        gsuf[s] = max(g[s], gsuf[s + 1])
+    cut = (1.0 - rho) ** 3 * low
+    root = post[n_nodes - 1]
     for s in range(1, K + 1):
         top += p[order[s - 1]]
         if g[s - 1] * top >= (1.0 - rho) * low:
@@ -237,12 +246,13 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
             continue
         k = indptr[v + 1] - indptr[v]
         first = n_t - k
-        # the accumulator starts as the first child's table, rows beyond its own repeated
+        # the accumulator starts as the first child's table; it has J_acc = min(m, leaves) + 1
+        # rows (more nodes than leaves change nothing)
         o, J, S = t_off[first], t_J[first], t_S[first]
-        for j in range(m + 1):
-            jj = min(j, J - 1)
+        J_acc = J
+        for j in range(J):
             for s in range(S):
-                q = o + jj * S + s
+                q = o + j * S + s
                 a_mass[j, s] = st_mass[q]
                 a_rs[j, s] = st_rs[q]
                 a_cnt[j, s] = st_cnt[q]
@@ -252,14 +262,22 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
         for b in range(first + 1, n_t):
             o, J, S = t_off[b], t_J[b], t_S[b]
             S_new = min(S_acc - 1 + S - 1, smax) + 1
-            for j in range(m + 1):
+            J_new = min(m, J_acc - 1 + J - 1) + 1
+            for j in range(J_acc, J_new):  # new rows start as copies of the last one
+                for s in range(S_acc):
+                    a_mass[j, s] = a_mass[J_acc - 1, s]
+                    a_rs[j, s] = a_rs[J_acc - 1, s]
+                    a_cnt[j, s] = a_cnt[J_acc - 1, s]
+                    for t in range(a_cnt[j, s]):
+                        a_nodes[j, s, t] = a_nodes[J_acc - 1, s, t]
+            for j in range(J_new):
                 for s in range(S_acc, S_new):
                     a_mass[j, s] = -np.inf
                     a_rs[j, s] = 0
                     a_cnt[j, s] = 0
             # in place, sizes descending: a candidate reads only smaller sizes, not yet updated
             for s in range(S_new - 1, 0, -1):
-                for j in range(m, 0, -1):
+                for j in range(J_new - 1, 0, -1):
                     for sc in range(1, min(S - 1, s) + 1):
                         sa = s - sc
                         if sa >= S_acc:
@@ -270,6 +288,11 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                             q = o + jc * S + sc
                             cm = st_mass[q]
                             if am == -np.inf or cm == -np.inf:
+                                continue
+                            # The child's best set with fewer nodes than allowed is also its
+                            # best with exactly its own count: that candidate, with the spare
+                            # allowance on the accumulator's side, is the same union or better
+                            if st_cnt[q] < jc:
                                 continue
                             mass = am + cm
                             rs = a_rs[ja, sa] + st_rs[q]
@@ -303,17 +326,42 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                                 a_mass[j, s] = mass
                                 a_rs[j, s] = rs
             S_acc = S_new
+            J_acc = J_new
         # v itself: the only set of |v| classes below v
         if size[v] <= smax:
-            for j in range(1, m + 1):
+            for s in range(S_acc, size[v] + 1):  # columns cut off by the pruning below
+                for j in range(J_acc):
+                    a_mass[j, s] = -np.inf
+                    a_rs[j, s] = 0
+                    a_cnt[j, s] = 0
+            S_acc = max(S_acc, size[v] + 1)
+            for j in range(1, J_acc):
                 a_mass[j, size[v]] = nm[v]
                 a_rs[j, size[v]] = nr[v]
                 a_cnt[j, size[v]] = 1
                 a_nodes[j, size[v], 0] = v
+        # States that no completion by classes outside v can make good enough: a set of size
+        # s + t has value <= max_{t} g(s + t) * (mass + mass outside v).  The cut lies below
+        # (1 - rho)^3 L: such a set cannot even tie (within rho) with the winner of its size.
+        if v != root:
+            out = total - nm[v]
+            last = 0
+            for s in range(1, S_acc):
+                alive = False
+                for j in range(1, J_acc):
+                    if a_mass[j, s] != -np.inf:
+                        if gsuf[s - 1] * (a_mass[j, s] + out) < cut:
+                            a_mass[j, s] = -np.inf
+                            a_cnt[j, s] = 0
+                        else:
+                            alive = True
+                if alive:
+                    last = s
+            S_acc = last + 1
         # pop the children, push v
         n_t = first
         o = t_off[n_t]
-        J = min(m, size[v]) + 1
+        J = J_acc
         S = S_acc
         for j in range(J):
             for s in range(S):
