@@ -383,3 +383,14 @@ def test_last_tie_goes_to_the_first_set_in_depth_first_leaf_order(a, b, want):
         got = svbop.predict_sets_hierarchical(P, spec, h, 1)
         assert got.to_list() == [want]
         assert oracle(P[0], svbop.utility(spec).values(6), h, 1)[0] == want
+
+
+def test_a_row_too_large_for_the_workspace_is_refused_in_one_line():
+    K = 200
+    h = Hierarchy(np.r_[np.full(K, K), -1], n_classes=K)
+    P = np.full((3, K), 1.0 / K)  # recall: every size can be optimal
+    ok = svbop.predict_sets_hierarchical(P, "recall", h, 150)
+    assert ok.to_list() == [list(range(K))] * 3
+    with pytest.raises(ValueError, match=r"^P: row 0: the exact search would need more than workspace_bytes=1000 ") as e:
+        svbop.predict_sets_hierarchical(P, "recall", h, 150, workspace_bytes=1000)
+    assert "\n" not in str(e.value)

@@ -61,6 +61,9 @@ __all__ = ["predict_sets_hierarchical", "canonical_nodes"]
 
 _JIT = {"nogil": True, "cache": True}
 
+#: Default memory bound of one row's dynamic-programming tables (bytes).
+DEFAULT_WORKSPACE_BYTES = 1 << 30
+
 
 # --- tree layout --------------------------------------------------------------------------------
 
@@ -149,7 +152,7 @@ def _first_in_leaf_order(x, nx, y, ny, start, size, bx, by):
 
 
 @njit(**_JIT)
-def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes):
+def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes, max_words):
     """The best set of one row (``p`` sums to anything positive).  Writes its nodes (sorted by
     leaf position) into ``out_nodes``; returns ``(number of nodes, set size, g(s) * mass)``."""
     n_nodes = post.size
@@ -194,6 +197,8 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
         if g[s - 1] * top >= (1.0 - rho) * low:
             smax = s
 
+    # a set of at most smax classes needs at most smax nodes
+    m = min(m, smax)
     # Tables: node v's table has J_v = min(m, leaves) + 1 rows (j nodes at most) and
     # S_v = min(|v|, smax) + 1 columns (s classes); a state holds mass (-inf: none), rank sum,
     # number of nodes and the nodes.  Finished tables wait on a stack until their parent merges
@@ -208,6 +213,8 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                 live -= (min(m, size[c]) + 1) * (min(size[c], smax) + 1)
         live += (min(m, size[v]) + 1) * (min(size[v], smax) + 1)
         most = max(most, live)
+    if (most + (m + 1) * (smax + 1)) * (m + 3) > max_words:
+        return -1, smax, float(m)  # the caller refuses the row: too much memory
     st_mass = np.empty(most)
     st_rs = np.empty(most, np.int64)
     st_cnt = np.empty(most, np.int64)
@@ -402,7 +409,7 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
 
 
 @njit(**_JIT)
-def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
+def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_words,
           out_cls, out_size, out_val, out_nodes, out_nn):
     n_nodes = post.size
     rank = np.empty(K, np.int64)
@@ -416,7 +423,13 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
         for c in range(K):
             p[c] = P[i, c]
             total += p[c]
-        nn, s, u = _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes[i])
+        nn, s, u = _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes[i],
+                        max_words)
+        if nn < 0:  # refused: report the row, its size bound and node bound
+            out_nn[i] = -1
+            out_size[i] = s
+            out_val[i] = u
+            return i
         out_nn[i] = nn
         out_size[i] = s
         out_val[i] = u / total
@@ -434,6 +447,7 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
                 w += 1
                 if w == s:
                     break
+    return -1
 
 
 @njit(**_JIT)
@@ -502,6 +516,7 @@ def predict_sets_hierarchical(
     tie_rtol: float = TIE_RTOL,
     return_nodes: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    workspace_bytes: int = DEFAULT_WORKSPACE_BYTES,
     n_jobs: int | None = None,
 ):
     """The best set that is a union of at most ``max_nodes`` nodes of a class tree, per row.
@@ -527,6 +542,11 @@ def predict_sets_hierarchical(
     chunk_bytes : int
         Memory bound: rows are processed in blocks of about this many bytes of ``P`` (and of
         the output buffers).
+    workspace_bytes : int, default 1 GiB
+        Memory bound of one row's tables, about ``8 (m' + 3)`` bytes per state with
+        ``m' = min(max_nodes, S)``, ``S`` the largest size that can be optimal (see the module
+        notes); a row that would need more is refused with a ``ValueError`` naming it (it
+        happens only when both ``S`` and ``max_nodes`` are in the hundreds or more).
     n_jobs : int or None
         Threads working on blocks of rows in parallel (``None``/1: one; -1: all cores).
 
@@ -543,7 +563,7 @@ def predict_sets_hierarchical(
     Raises
     ------
     ValueError
-        For ``max_nodes`` not an integer >= 1, a hierarchy whose leaves are not ``P``'s columns,
+        For ``max_nodes`` not an integer >= 1, a row whose tables exceed ``workspace_bytes``, a hierarchy whose leaves are not ``P``'s columns,
         a bad utility or ``tie_rtol``, or a row of ``P`` with NaN, infinite or negative values or
         no mass (the message names the row).
 
@@ -583,28 +603,35 @@ def predict_sets_hierarchical(
     m = int(max_nodes)
     post, size, start, dfs_leaf = _layout(hierarchy)
     indptr, children = hierarchy.children_csr()
-    block = max(1, min(n, int(chunk_bytes) // (16 * K)))
+    block = max(1, min(n, int(chunk_bytes) // (8 * (K + m))))
+    max_words = max(1, int(workspace_bytes) // 8)
     sizes = np.zeros(n, np.int64)
     value = np.zeros(n)
     nn = np.zeros(n, np.int64)
-    nodes = np.zeros((n, m), np.int64)
     pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def task(lo: int, hi: int) -> None:
         X = np.ascontiguousarray(P_arr[lo:hi], dtype=np.float64)
         row_stats(X, lo, "P")  # one-line errors for NaN, infinite, negative, all-zero rows
         cls = np.empty((hi - lo, K), np.int64)
-        _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K,
-              cls, sizes[lo:hi], value[lo:hi], nodes[lo:hi], nn[lo:hi])
-        keep = np.arange(K) < sizes[lo:hi, None]
-        pieces[lo] = cls[keep]
+        nodes = np.empty((hi - lo, m), np.int64)
+        bad = _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K, max_words,
+                    cls, sizes[lo:hi], value[lo:hi], nodes, nn[lo:hi])
+        if bad >= 0:
+            raise ValueError(
+                f"P: row {lo + bad}: the exact search would need more than workspace_bytes={workspace_bytes} "
+                f"(sets of up to {sizes[lo + bad]} classes can be optimal, with up to {int(value[lo + bad])} "
+                "nodes); give a smaller max_nodes or a larger workspace_bytes"
+            )
+        pieces[lo] = (cls[np.arange(K) < sizes[lo:hi, None]], nodes[np.arange(m) < nn[lo:hi, None]])
 
     run_blocks(task, n, block, n_jobs)
+    order = sorted(pieces)
     indptr_out = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    indices = np.concatenate([pieces[lo] for lo in sorted(pieces)]) if pieces else np.empty(0, np.int64)
+    indices = np.concatenate([pieces[lo][0] for lo in order]) if pieces else np.empty(0, np.int64)
     sets = SetPredictions(indices, indptr_out, K, expected_utility=value)
     if not return_nodes:
         return sets
     nptr = np.concatenate([[0], np.cumsum(nn)]).astype(np.int64)
-    keep = np.arange(m) < nn[:, None]
-    return sets, SetPredictions(nodes[keep], nptr, hierarchy.n_nodes)
+    node_ids = np.concatenate([pieces[lo][1] for lo in order]) if pieces else np.empty(0, np.int64)
+    return sets, SetPredictions(node_ids, nptr, hierarchy.n_nodes)
