@@ -368,3 +368,29 @@ def test_bad_shapes_and_utilities():
         svbop.predict_sets_hierarchical(P4, "nope", H4, 2)
     with pytest.raises(ValueError, match="tie_rtol"):
         svbop.predict_sets_hierarchical(P4, "fbeta:beta=1", H4, 2, tie_rtol=2.0)
+
+
+@pytest.mark.parametrize("a, b, want", [(6, 7, [0, 3]), (7, 6, [1, 2])])
+def test_last_tie_goes_to_the_first_set_in_depth_first_leaf_order(a, b, want):
+    """{0, 3} and {1, 2}: same size, same mass, same rank sum; the node visited first wins."""
+    parent = np.full(9, 8)
+    parent[[0, 3]] = a
+    parent[[1, 2]] = b
+    parent[8] = -1
+    h = Hierarchy(parent, n_classes=6)
+    P = np.array([[0.2, 0.2, 0.2, 0.2, 0.1, 0.1]])
+    for spec in ("precision", "genreject:alpha=1,beta=1"):
+        got = svbop.predict_sets_hierarchical(P, spec, h, 1)
+        assert got.to_list() == [want]
+        assert oracle(P[0], svbop.utility(spec).values(6), h, 1)[0] == want
+
+
+def test_a_row_too_large_for_the_workspace_is_refused_in_one_line():
+    K = 200
+    h = Hierarchy(np.r_[np.full(K, K), -1], n_classes=K)
+    P = np.full((3, K), 1.0 / K)  # recall: every size can be optimal
+    ok = svbop.predict_sets_hierarchical(P, "recall", h, 150)
+    assert ok.to_list() == [list(range(K))] * 3
+    with pytest.raises(ValueError, match=r"^P: row 0: the exact search would need more than workspace_bytes=1000 ") as e:
+        svbop.predict_sets_hierarchical(P, "recall", h, 150, workspace_bytes=1000)
+    assert "\n" not in str(e.value)

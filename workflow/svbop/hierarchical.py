@@ -20,8 +20,12 @@ Algorithm (exact)
     probable classes) gives a lower bound ``L`` of the optimum.  Sizes with
     ``g(s) T(s) < (1 - tie_rtol) L`` beyond the last size where the inequality fails can neither
     win nor be part of a winner, so every table stops at ``S = max{s : g(s) T(s) >= (1 -
-    tie_rtol) L}``.  The work per row is ``O(m^2 sum_v min(|v|, S) min(|v'|, S))`` over merges, at
-    most ``O(m^2 K min(K, S))`` (the tree-knapsack bound), plus sorting the row.
+    tie_rtol) L}``.  Likewise a state of ``v`` whose best completion, ``max_{t >= s} g(t)``
+    times its mass plus all the mass outside ``v``, stays below ``(1 - tie_rtol)^3 L`` is
+    dropped (it cannot even tie with the winner).  The work per row is ``O(m^2)`` times the sum,
+    over merges, of the product of the two tables' widths (at most ``S + 1`` each): at most
+    ``O(m^2 K min(K, S))`` (the tree-knapsack bound), plus sorting the row.  In practice ``S`` is
+    small (a few classes for F1 on softmax outputs) and the cost is a few passes over the tree.
 
 Ties (one rule, also what the tests' exhaustive search implements)
     1. The size: as in :func:`svbop.predict_sets` (Algorithm 1), size ``s`` is accepted when
@@ -56,6 +60,9 @@ from .utilities import Utility
 __all__ = ["predict_sets_hierarchical", "canonical_nodes"]
 
 _JIT = {"nogil": True, "cache": True}
+
+#: Default memory bound of one row's dynamic-programming tables (bytes).
+DEFAULT_WORKSPACE_BYTES = 1 << 30
 
 
 # --- tree layout --------------------------------------------------------------------------------
@@ -145,7 +152,7 @@ def _first_in_leaf_order(x, nx, y, ny, start, size, bx, by):
 
 
 @njit(**_JIT)
-def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes):
+def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes, max_words):
     """The best set of one row (``p`` sums to anything positive).  Writes its nodes (sorted by
     leaf position) into ``out_nodes``; returns ``(number of nodes, set size, g(s) * mass)``."""
     n_nodes = post.size
@@ -176,11 +183,22 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
         low = max(low, g[s - 1] * top)
     smax = 1
     top = 0.0
+    total = 0.0
+    for c in range(K):
+        total += p[c]
+    gsuf = np.empty(K)  # max of g over sizes >= s
+    gsuf[K - 1] = g[K - 1]
+    for s in range(K - 2, -1, -1):
+        gsuf[s] = max(g[s], gsuf[s + 1])
+    cut = (1.0 - rho) ** 3 * low
+    root = post[n_nodes - 1]
     for s in range(1, K + 1):
         top += p[order[s - 1]]
         if g[s - 1] * top >= (1.0 - rho) * low:
             smax = s
 
+    # a set of at most smax classes needs at most smax nodes
+    m = min(m, smax)
     # Tables: node v's table has J_v = min(m, leaves) + 1 rows (j nodes at most) and
     # S_v = min(|v|, smax) + 1 columns (s classes); a state holds mass (-inf: none), rank sum,
     # number of nodes and the nodes.  Finished tables wait on a stack until their parent merges
@@ -195,6 +213,8 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                 live -= (min(m, size[c]) + 1) * (min(size[c], smax) + 1)
         live += (min(m, size[v]) + 1) * (min(size[v], smax) + 1)
         most = max(most, live)
+    if (most + (m + 1) * (smax + 1)) * (m + 3) > max_words:
+        return -1, smax, float(m)  # the caller refuses the row: too much memory
     st_mass = np.empty(most)
     st_rs = np.empty(most, np.int64)
     st_cnt = np.empty(most, np.int64)
@@ -237,12 +257,13 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
             continue
         k = indptr[v + 1] - indptr[v]
         first = n_t - k
-        # the accumulator starts as the first child's table, rows beyond its own repeated
+        # the accumulator starts as the first child's table; it has J_acc = min(m, leaves) + 1
+        # rows (more nodes than leaves change nothing)
         o, J, S = t_off[first], t_J[first], t_S[first]
-        for j in range(m + 1):
-            jj = min(j, J - 1)
+        J_acc = J
+        for j in range(J):
             for s in range(S):
-                q = o + jj * S + s
+                q = o + j * S + s
                 a_mass[j, s] = st_mass[q]
                 a_rs[j, s] = st_rs[q]
                 a_cnt[j, s] = st_cnt[q]
@@ -252,14 +273,22 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
         for b in range(first + 1, n_t):
             o, J, S = t_off[b], t_J[b], t_S[b]
             S_new = min(S_acc - 1 + S - 1, smax) + 1
-            for j in range(m + 1):
+            J_new = min(m, J_acc - 1 + J - 1) + 1
+            for j in range(J_acc, J_new):  # new rows start as copies of the last one
+                for s in range(S_acc):
+                    a_mass[j, s] = a_mass[J_acc - 1, s]
+                    a_rs[j, s] = a_rs[J_acc - 1, s]
+                    a_cnt[j, s] = a_cnt[J_acc - 1, s]
+                    for t in range(a_cnt[j, s]):
+                        a_nodes[j, s, t] = a_nodes[J_acc - 1, s, t]
+            for j in range(J_new):
                 for s in range(S_acc, S_new):
                     a_mass[j, s] = -np.inf
                     a_rs[j, s] = 0
                     a_cnt[j, s] = 0
             # in place, sizes descending: a candidate reads only smaller sizes, not yet updated
             for s in range(S_new - 1, 0, -1):
-                for j in range(m, 0, -1):
+                for j in range(J_new - 1, 0, -1):
                     for sc in range(1, min(S - 1, s) + 1):
                         sa = s - sc
                         if sa >= S_acc:
@@ -270,6 +299,11 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                             q = o + jc * S + sc
                             cm = st_mass[q]
                             if am == -np.inf or cm == -np.inf:
+                                continue
+                            # The child's best set with fewer nodes than allowed is also its
+                            # best with exactly its own count: that candidate, with the spare
+                            # allowance on the accumulator's side, is the same union or better
+                            if st_cnt[q] < jc:
                                 continue
                             mass = am + cm
                             rs = a_rs[ja, sa] + st_rs[q]
@@ -303,17 +337,42 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                                 a_mass[j, s] = mass
                                 a_rs[j, s] = rs
             S_acc = S_new
+            J_acc = J_new
         # v itself: the only set of |v| classes below v
         if size[v] <= smax:
-            for j in range(1, m + 1):
+            for s in range(S_acc, size[v] + 1):  # columns cut off by the pruning below
+                for j in range(J_acc):
+                    a_mass[j, s] = -np.inf
+                    a_rs[j, s] = 0
+                    a_cnt[j, s] = 0
+            S_acc = max(S_acc, size[v] + 1)
+            for j in range(1, J_acc):
                 a_mass[j, size[v]] = nm[v]
                 a_rs[j, size[v]] = nr[v]
                 a_cnt[j, size[v]] = 1
                 a_nodes[j, size[v], 0] = v
+        # States that no completion by classes outside v can make good enough: a set of size
+        # s + t has value <= max_{t} g(s + t) * (mass + mass outside v).  The cut lies below
+        # (1 - rho)^3 L: such a set cannot even tie (within rho) with the winner of its size.
+        if v != root:
+            out = total - nm[v]
+            last = 0
+            for s in range(1, S_acc):
+                alive = False
+                for j in range(1, J_acc):
+                    if a_mass[j, s] != -np.inf:
+                        if gsuf[s - 1] * (a_mass[j, s] + out) < cut:
+                            a_mass[j, s] = -np.inf
+                            a_cnt[j, s] = 0
+                        else:
+                            alive = True
+                if alive:
+                    last = s
+            S_acc = last + 1
         # pop the children, push v
         n_t = first
         o = t_off[n_t]
-        J = min(m, size[v]) + 1
+        J = J_acc
         S = S_acc
         for j in range(J):
             for s in range(S):
@@ -350,7 +409,7 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
 
 
 @njit(**_JIT)
-def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
+def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_words,
           out_cls, out_size, out_val, out_nodes, out_nn):
     n_nodes = post.size
     rank = np.empty(K, np.int64)
@@ -364,7 +423,13 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
         for c in range(K):
             p[c] = P[i, c]
             total += p[c]
-        nn, s, u = _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes[i])
+        nn, s, u = _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes[i],
+                        max_words)
+        if nn < 0:  # refused: report the row, its size bound and node bound
+            out_nn[i] = -1
+            out_size[i] = s
+            out_val[i] = u
+            return i
         out_nn[i] = nn
         out_size[i] = s
         out_val[i] = u / total
@@ -382,6 +447,7 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K,
                 w += 1
                 if w == s:
                     break
+    return -1
 
 
 @njit(**_JIT)
@@ -450,6 +516,7 @@ def predict_sets_hierarchical(
     tie_rtol: float = TIE_RTOL,
     return_nodes: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    workspace_bytes: int = DEFAULT_WORKSPACE_BYTES,
     n_jobs: int | None = None,
 ):
     """The best set that is a union of at most ``max_nodes`` nodes of a class tree, per row.
@@ -475,6 +542,11 @@ def predict_sets_hierarchical(
     chunk_bytes : int
         Memory bound: rows are processed in blocks of about this many bytes of ``P`` (and of
         the output buffers).
+    workspace_bytes : int, default 1 GiB
+        Memory bound of one row's tables, about ``8 (m' + 3)`` bytes per state with
+        ``m' = min(max_nodes, S)``, ``S`` the largest size that can be optimal (see the module
+        notes); a row that would need more is refused with a ``ValueError`` naming it (it
+        happens only when both ``S`` and ``max_nodes`` are in the hundreds or more).
     n_jobs : int or None
         Threads working on blocks of rows in parallel (``None``/1: one; -1: all cores).
 
@@ -491,7 +563,7 @@ def predict_sets_hierarchical(
     Raises
     ------
     ValueError
-        For ``max_nodes`` not an integer >= 1, a hierarchy whose leaves are not ``P``'s columns,
+        For ``max_nodes`` not an integer >= 1, a row whose tables exceed ``workspace_bytes``, a hierarchy whose leaves are not ``P``'s columns,
         a bad utility or ``tie_rtol``, or a row of ``P`` with NaN, infinite or negative values or
         no mass (the message names the row).
 
@@ -531,28 +603,35 @@ def predict_sets_hierarchical(
     m = int(max_nodes)
     post, size, start, dfs_leaf = _layout(hierarchy)
     indptr, children = hierarchy.children_csr()
-    block = max(1, min(n, int(chunk_bytes) // (16 * K)))
+    block = max(1, min(n, int(chunk_bytes) // (8 * (K + m))))
+    max_words = max(1, int(workspace_bytes) // 8)
     sizes = np.zeros(n, np.int64)
     value = np.zeros(n)
     nn = np.zeros(n, np.int64)
-    nodes = np.zeros((n, m), np.int64)
     pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def task(lo: int, hi: int) -> None:
         X = np.ascontiguousarray(P_arr[lo:hi], dtype=np.float64)
         row_stats(X, lo, "P")  # one-line errors for NaN, infinite, negative, all-zero rows
         cls = np.empty((hi - lo, K), np.int64)
-        _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K,
-              cls, sizes[lo:hi], value[lo:hi], nodes[lo:hi], nn[lo:hi])
-        keep = np.arange(K) < sizes[lo:hi, None]
-        pieces[lo] = cls[keep]
+        nodes = np.empty((hi - lo, m), np.int64)
+        bad = _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K, max_words,
+                    cls, sizes[lo:hi], value[lo:hi], nodes, nn[lo:hi])
+        if bad >= 0:
+            raise ValueError(
+                f"P: row {lo + bad}: the exact search would need more than workspace_bytes={workspace_bytes} "
+                f"(sets of up to {sizes[lo + bad]} classes can be optimal, with up to {int(value[lo + bad])} "
+                "nodes); give a smaller max_nodes or a larger workspace_bytes"
+            )
+        pieces[lo] = (cls[np.arange(K) < sizes[lo:hi, None]], nodes[np.arange(m) < nn[lo:hi, None]])
 
     run_blocks(task, n, block, n_jobs)
+    order = sorted(pieces)
     indptr_out = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    indices = np.concatenate([pieces[lo] for lo in sorted(pieces)]) if pieces else np.empty(0, np.int64)
+    indices = np.concatenate([pieces[lo][0] for lo in order]) if pieces else np.empty(0, np.int64)
     sets = SetPredictions(indices, indptr_out, K, expected_utility=value)
     if not return_nodes:
         return sets
     nptr = np.concatenate([[0], np.cumsum(nn)]).astype(np.int64)
-    keep = np.arange(m) < nn[:, None]
-    return sets, SetPredictions(nodes[keep], nptr, hierarchy.n_nodes)
+    node_ids = np.concatenate([pieces[lo][1] for lo in order]) if pieces else np.empty(0, np.int64)
+    return sets, SetPredictions(node_ids, nptr, hierarchy.n_nodes)
