@@ -86,6 +86,8 @@ def _assert_same_sets(got, expected, classes):
         TopSClassifier(LogisticRegression(), s=2),
         ThresholdSetClassifier(LogisticRegression()),
         ConformalSetClassifier(LogisticRegression(), epsilon=0.2),
+        ConformalSetClassifier(LogisticRegression(), epsilon=0.2, conformity_score="raps", k_reg=2, lam=0.1, class_conditional=True),
+        ConformalSetClassifier(LogisticRegression(), epsilon=0.2, conformity_score="fbeta"),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -412,6 +414,79 @@ def test_conformal_calibration_labels_unseen_in_fitting_have_nonconformity_one(d
     np.testing.assert_allclose(thr.scores_, scores * seen.mean())
 
 
+CONFORMAL_VARIANTS = [
+    {"score": "lac"},
+    {"score": "lac", "class_conditional": True},
+    {"score": "aps"},
+    {"score": "aps", "class_conditional": True, "empty": "keep"},
+    {"score": "raps", "k_reg": 2, "lam": 0.05},
+    {"score": "fbeta"},
+    {"score": "credal", "gamma": 1.2},
+]
+
+
+def _conformal(model, params, **kw):
+    """The classifier for the predictor parameters ``params`` (its ``conformity_score`` is their ``score``)."""
+    params = dict(params)
+    return ConformalSetClassifier(model, conformity_score=params.pop("score"), **params, **kw)
+
+
+@pytest.mark.parametrize("params", CONFORMAL_VARIANTS, ids=lambda p: "-".join(map(str, p.values())))
+def test_conformal_scores_are_svbop_conformal_set_predictor_mapped_to_classes(digits, params):
+    X_train, X_test, y_train, y_test = digits
+    model = lr(C=0.05).fit(X_train, y_train)
+    X_cal, X_new, y_cal, y_new = train_test_split(X_test, y_test, test_size=0.5, random_state=1, stratify=y_test)
+    clf = _conformal(model, params, epsilon=0.1, cv="prefit").fit(X_cal, y_cal)
+    reference = svbop.ConformalSetPredictor(0.1, **params).fit(model.predict_proba(X_cal), y_cal)
+    _assert_same_sets(clf.predict_sets(X_new), [model.classes_[s] for s in reference.predict(model.predict_proba(X_new))],
+                      clf.classes_)
+    assert clf.quantile_ == reference.quantile_
+    for attr in ("quantiles_", "parameter_"):
+        assert hasattr(clf, attr) == hasattr(reference, attr)
+    if params.get("class_conditional"):
+        np.testing.assert_array_equal(clf.quantiles_, reference.quantiles_)
+        # Mondrian calibration covers every class of the calibration data itself at 1 - epsilon
+        covered = svbop.SetPredictions.from_sets(clf.predict_sets(X_cal, output="indices"), 10)
+        per_class, worst = svbop.metrics.class_conditional_coverage(covered, y_cal)
+        assert worst >= 0.9
+    if params["score"] in ("fbeta", "credal"):
+        assert clf.parameter_ == reference.parameter_
+        # the sets are the Bayes-optimal sets of the calibrated family member
+        _assert_same_sets(clf.predict_sets(X_new), _mapped(model.predict_proba(X_new), reference.utility_, clf.classes_),
+                          clf.classes_)
+    # marginal coverage holds on the calibration data itself (the k-th smallest score)
+    assert make_set_scorer(F1, metric="coverage")(clf, X_cal, y_cal) >= 0.9
+
+
+@pytest.mark.parametrize("params", CONFORMAL_VARIANTS[:5], ids=lambda p: "-".join(map(str, p.values())))
+def test_conformal_labels_unseen_in_fitting_calibrate_as_a_zero_probability_class(digits, params):
+    X_train, X_test, y_train, y_test = digits
+    keep = y_train != 9
+    model = lr(C=0.05).fit(X_train[keep], y_train[keep])
+    clf = _conformal(model, params, epsilon=0.1, cv="prefit").fit(X_test, y_test)
+    P = model.predict_proba(X_test)
+    P_aug = np.hstack([P, np.zeros((P.shape[0], 1))])
+    codes = np.searchsorted(model.classes_, y_test)  # 9 -> 9, the added column
+    reference = svbop.ConformalSetPredictor(0.1, **params).fit(P_aug, codes)
+    assert clf.quantile_ == reference.quantile_
+    if params.get("class_conditional"):
+        np.testing.assert_array_equal(clf.quantiles_, reference.quantiles_[:9])
+    expected = [s[s < 9] for s in reference.predict(P_aug)]
+    _assert_same_sets(clf.predict_sets(X_test, output="indices").to_list() and
+                      [np.asarray(s) for s in clf.predict_sets(X_test, output="indices")], expected, np.arange(9))
+    assert clf.predict_sets(X_test, output="indicator").shape == (y_test.size, 9)
+
+
+def test_conformal_refit_forgets_the_attributes_of_an_earlier_score(digits):
+    X_train, X_test, y_train, y_test = digits
+    model = lr(C=0.05).fit(X_train, y_train)
+    clf = ConformalSetClassifier(model, epsilon=0.1, cv="prefit", conformity_score="aps", class_conditional=True)
+    clf.fit(X_test, y_test)
+    assert hasattr(clf, "quantiles_") and not hasattr(clf, "parameter_")
+    clf.set_params(conformity_score="fbeta", class_conditional=False).fit(X_test, y_test)
+    assert hasattr(clf, "parameter_") and not hasattr(clf, "quantiles_")
+
+
 def test_split_passes_per_sample_fit_params_with_the_rows():
     class Recorder(_RowsAreProbabilities):
         def fit(self, X, y, sample_weight=None, tag=None):
@@ -460,6 +535,12 @@ def test_compare_the_four_in_one_cross_validate(digits):
         (ConformalSetClassifier(lr(), empty="none"), r"empty must be 'top1' or 'keep'"),
         (ConformalSetClassifier(lr(), calibration_size=0), r"calibration_size must be a fraction"),
         (ConformalSetClassifier(lr(), cv="prefit", calibrate="sigmoid"), r"calibrate='sigmoid' needs cv='split'"),
+        (ConformalSetClassifier(lr(), conformity_score="bogus"), r"score must be one of lac, aps, raps, fbeta, credal; got 'bogus'"),
+        (ConformalSetClassifier(lr(), conformity_score="fbeta", class_conditional=True), r"class_conditional=True is for score"),
+        (ConformalSetClassifier(lr(), lam=0.5), r"k_reg and lam are RAPS parameters"),
+        (ConformalSetClassifier(lr(), conformity_score="raps", k_reg=-1), r"k_reg must be an integer >= 0, got -1"),
+        (ConformalSetClassifier(lr(), conformity_score="credal"), r"score='credal' needs gamma"),
+        (ConformalSetClassifier(lr(), gamma=1.0), r"gamma is the credal family's parameter"),
     ],
 )
 def test_invalid_parameters_raise_naming_the_parameter(digits, estimator, message):

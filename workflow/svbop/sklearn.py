@@ -529,10 +529,10 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     (nonconformity ``1 - P(y|x)``) this is the paper's ICP baseline (Section 5.2): ``q`` is the
     ``ceil((n+1)(1-epsilon))``-th smallest calibration score and the set is
     ``{c : 1 - P(c|x) <= q}``, covering the true class with probability at least
-    ``1 - epsilon``.  ``score="aps"`` and ``"raps"`` rank the classes by decreasing probability
+    ``1 - epsilon``.  ``conformity_score="aps"`` and ``"raps"`` rank the classes by decreasing probability
     and score a class by the mass ranked at or before it (RAPS: ``+ lam * max(0, rank - k_reg)``);
     ``class_conditional=True`` calibrates one ``q`` per class (coverage ``>= 1 - epsilon`` for
-    every class); ``score="fbeta"`` (``"credal"`` with ``gamma``) calibrates the family's
+    every class); ``conformity_score="fbeta"`` (``"credal"`` with ``gamma``) calibrates the family's
     parameter so that the Bayes-optimal sets of :func:`svbop.predict_sets` cover with
     probability at least ``1 - epsilon``.  See :class:`svbop.ConformalSetPredictor` for the
     definitions and the proofs.
@@ -546,16 +546,17 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         Unfitted (``cv="split"``) or fitted (``cv="prefit"``) classifier with ``predict_proba``.
     epsilon : float, default 0.1
         Significance level in (0, 1) (the paper: 0.01 and 0.10).
-    score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
-        The conformity score (see above).
+    conformity_score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
+        The predictor's ``score`` (see above; named as in MAPIE, since ``score`` is the
+        scikit-learn method that reports the mean set utility).
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
-        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only).
+        RAPS: ranks up to ``k_reg`` are not penalised (``"raps"`` only).
     lam : float, default 0.0
-        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only).
+        RAPS: penalty per rank beyond ``k_reg`` (``"raps"`` only).
     gamma : float, optional
-        The credal family's fixed ``gamma > 0`` (``score="credal"`` only).
+        The credal family's fixed ``gamma > 0`` (``"credal"`` only).
     utility : str or Utility, default "fbeta:beta=1"
         Used by :meth:`score` only.
     empty : {"top1", "keep"}, default "top1"
@@ -583,7 +584,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     quantiles_ : ndarray of shape (n_classes,)
         Per-class thresholds, in the order of ``classes_`` (``class_conditional=True`` only).
     parameter_ : float
-        The calibrated ``beta`` (``score="fbeta"``) or ``delta`` (``score="credal"``).
+        The calibrated ``beta`` (``"fbeta"``) or ``delta`` (``"credal"``).
     estimator_, classes_, utility_, n_features_in_, feature_names_in_
         As in :class:`SetValuedClassifier` (``utility_`` is the scoring utility).
 
@@ -592,7 +593,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.linear_model import LogisticRegression
     >>> X, y = load_iris(return_X_y=True)
-    >>> aps = ConformalSetClassifier(LogisticRegression(max_iter=1000), 0.1, score="aps", random_state=0)
+    >>> aps = ConformalSetClassifier(LogisticRegression(max_iter=1000), 0.1, conformity_score="aps", random_state=0)
     >>> aps.fit(X, y).predict_sets(X[[0]])
     [array([0])]
     """
@@ -604,7 +605,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         estimator,
         epsilon=0.1,
         *,
-        score="lac",
+        conformity_score="lac",
         class_conditional=False,
         k_reg=1,
         lam=0.0,
@@ -618,7 +619,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     ):
         self.estimator = estimator
         self.epsilon = epsilon
-        self.score = score
+        self.conformity_score = conformity_score
         self.class_conditional = class_conditional
         self.k_reg = k_reg
         self.lam = lam
@@ -633,7 +634,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     def _predictor(self) -> ConformalSetPredictor:
         """An unfitted predictor; its constructor checks the conformal parameters."""
         return ConformalSetPredictor(
-            self.epsilon, score=self.score, class_conditional=self.class_conditional, k_reg=self.k_reg,
+            self.epsilon, score=self.conformity_score, class_conditional=self.class_conditional, k_reg=self.k_reg,
             lam=self.lam, empty=self.empty, gamma=self.gamma,
         )
 
