@@ -200,3 +200,52 @@ def test_predict_method_options_are_checked_with_one_line_errors(tmp_path, capsy
     code, err = _run(capsys, "predict", test, "-m", "conformal", "--epsilon", "0.1", "--calibration",
                      tmp_path / "cal.npy", "--calibration-labels", tmp_path / "y3.txt", "-o", out)
     assert code == 2 and "y3.txt has 3 labels but there are 200 samples" in err and err.count("\n") == 1
+
+
+EDGES = "r a\nr b\na 0\na 1\na 2\nb 3\nb 4\nb 5\n"  # root r > a: {0, 1, 2}, b: {3, 4, 5}
+
+
+@pytest.mark.parametrize("max_nodes", [1, 2, 6])
+def test_predict_hierarchical_equals_the_library_function(tmp_path, capsys, max_nodes):
+    import svbop
+    from svbop.datasets import read_hierarchy
+
+    _, _, P = _conformal_files(tmp_path)
+    (tmp_path / "tree.txt").write_text(EDGES)
+    code, err = _run(capsys, "predict", tmp_path / "test.csv", "-m", "hierarchical", "-u", "fbeta:beta=1",
+                     "--hierarchy", tmp_path / "tree.txt", "--max-nodes", max_nodes, "-o", tmp_path / "s.npz")
+    assert code == 0, err
+    tree = read_hierarchy(None, {"format": "edges", "file": tmp_path / "tree.txt"}, [str(c) for c in range(6)])
+    expected = svbop.predict_sets_hierarchical(P, "fbeta:beta=1", tree, max_nodes)
+    assert load_sets(tmp_path / "s.npz") == expected
+    if max_nodes == 6:
+        assert expected == svbop.predict_sets(P, "fbeta:beta=1")
+
+
+def test_predict_hierarchical_on_a_hand_computed_example(tmp_path, capsys):
+    # F1 on one node: {0} 0.4; a = {0, 1, 2} 0.7 * 2/4 = 0.35; r = everything 2/7 -> {0};
+    # second row: {3} 0.3, b = {3, 4, 5} 0.8 * 2/4 = 0.4 -> b
+    np.savetxt(tmp_path / "p.txt", [[0.4, 0.2, 0.1, 0.1, 0.1, 0.1], [0.1, 0.05, 0.05, 0.3, 0.25, 0.25]])
+    (tmp_path / "tree.txt").write_text(EDGES)
+    code, err = _run(capsys, "predict", tmp_path / "p.txt", "-m", "hierarchical", "-u", "fbeta:beta=1",
+                     "--hierarchy", tmp_path / "tree.txt", "-o", tmp_path / "s.txt")
+    assert code == 0, err
+    assert [sorted(s) for s in load_sets(tmp_path / "s.txt", n_classes=6).to_list()] == [[0], [3, 4, 5]]
+
+
+def test_predict_hierarchical_refuses_bad_trees_in_one_line(tmp_path, capsys):
+    _conformal_files(tmp_path)
+    test, out = tmp_path / "test.csv", tmp_path / "s.npz"
+    (tmp_path / "five.txt").write_text("r a\na 0\na 1\na 2\nr 3\nr 4\n")  # no leaf for column 5
+    (tmp_path / "tree.txt").write_text(EDGES)
+    (tmp_path / "cycle.txt").write_text(EDGES + "0 r\n")
+    cases = [
+        (["--hierarchy", tmp_path / "nope.txt"], "nope.txt: no such hierarchy file"),
+        (["--hierarchy", tmp_path / "five.txt"], "five.txt"),
+        (["--hierarchy", tmp_path / "tree.txt", "--max-nodes", "0"], "--max-nodes must be >= 1, got 0"),
+        (["--hierarchy", tmp_path / "tree.txt", "--hierarchy-format", "nested_lists"], "tree.txt"),
+    ]
+    for argv, message in cases:
+        code, err = _run(capsys, "predict", test, "-m", "hierarchical", "-u", "fbeta:beta=1", *argv, "-o", out)
+        assert code == 2 and message in err and err.count("\n") == 1, (argv, err)
+    assert not out.exists()

@@ -29,8 +29,10 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import svbop  # noqa: E402
 from conftest import brute_force_best  # noqa: E402
+from svbop.datasets import Hierarchy, random_tree  # noqa: E402
 from svbop.sklearn import (  # noqa: E402
     ConformalSetClassifier,
+    HierarchicalSetClassifier,
     SetValuedClassifier,
     ThresholdSetClassifier,
     TopSClassifier,
@@ -88,6 +90,8 @@ def _assert_same_sets(got, expected, classes):
         ConformalSetClassifier(LogisticRegression(), epsilon=0.2),
         ConformalSetClassifier(LogisticRegression(), epsilon=0.2, conformity_score="raps", k_reg=2, lam=0.1, class_conditional=True),
         ConformalSetClassifier(LogisticRegression(), epsilon=0.2, conformity_score="fbeta"),
+        HierarchicalSetClassifier(LogisticRegression()),
+        HierarchicalSetClassifier(LogisticRegression(), max_nodes=2),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -485,6 +489,69 @@ def test_conformal_refit_forgets_the_attributes_of_an_earlier_score(digits):
     assert hasattr(clf, "quantiles_") and not hasattr(clf, "parameter_")
     clf.set_params(conformity_score="fbeta", class_conditional=False).fit(X_test, y_test)
     assert hasattr(clf, "parameter_") and not hasattr(clf, "quantiles_")
+
+
+# --- HierarchicalSetClassifier ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digit_tree():
+    """A random tree over the ten digits (leaves at depths 1 to 3)."""
+    return random_tree(10, [0.2, 0.4, 0.4], rng=3)
+
+
+@pytest.mark.parametrize("max_nodes", [1, 2, 3, 10])
+def test_hierarchical_sets_are_svbop_predict_sets_hierarchical_mapped_to_classes(digits, digit_tree, max_nodes):
+    X_train, X_test, y_train, _ = digits
+    clf = HierarchicalSetClassifier(lr(C=0.05), F1, digit_tree, max_nodes).fit(X_train, y_train)
+    P = clf.predict_proba(X_test)
+    expected = svbop.predict_sets_hierarchical(P, F1, digit_tree, max_nodes)
+    got = clf.predict_sets(X_test, output="indices")
+    assert got == expected
+    np.testing.assert_array_equal(got.expected_utility, expected.expected_utility)
+    np.testing.assert_array_equal(clf.leaf_of_class_, np.arange(10))
+    if max_nodes == 10:  # no restriction left: the Bayes-optimal sets
+        _assert_same_sets(clf.predict_sets(X_test), _mapped(P, F1, clf.classes_), clf.classes_)
+
+
+def test_hierarchical_string_labels_map_to_leaves_by_name(digits, digit_tree):
+    X_train, X_test, y_train, _ = digits
+    names = [f"digit {d}" for d in range(10)]
+    # leaf j is named after digit (7 * j) % 10, so the leaves are not in the order of classes_
+    leaf_digit = (7 * np.arange(10)) % 10
+    node_names = [names[d] for d in leaf_digit] + [f"inner {i}" for i in range(digit_tree.n_nodes - 10)]
+    tree = Hierarchy(digit_tree.parent, 10, node_names)
+    labels = np.array(names)[y_train]
+    clf = HierarchicalSetClassifier(lr(C=0.05), F1, tree, 2).fit(X_train, labels)
+    assert clf.classes_.tolist() == sorted(names)
+    np.testing.assert_array_equal(np.array(node_names)[clf.leaf_of_class_], clf.classes_)
+    # the reference: the same model on integer labels, columns put in leaf order by hand
+    P = clf.predict_proba(X_test)  # columns: digits 0..9 (sorted names)
+    by_leaf = svbop.predict_sets_hierarchical(P[:, leaf_digit], F1, tree, 2)
+    expected = [np.array(names)[leaf_digit[s]] for s in by_leaf]
+    _assert_same_sets(clf.predict_sets(X_test), expected, clf.classes_)
+
+
+def test_hierarchical_without_a_tree_is_flat(digits):
+    X_train, X_test, y_train, _ = digits
+    clf = HierarchicalSetClassifier(lr(C=0.05), "credal:delta=1.6,gamma=0.6").fit(X_train, y_train)
+    sizes = clf.predict_sets(X_test, output="indices").sizes
+    assert set(sizes.tolist()) <= {1, 10} and clf.hierarchy_.n_nodes == 11
+
+
+@pytest.mark.parametrize("labels, tree, message", [
+    ("int", random_tree(9, [1.0], rng=0), r"hierarchy has 9 leaves but fit saw 10 classes"),
+    ("str", random_tree(10, [1.0], rng=0), r"label 'd0' is not the name of a leaf of the hierarchy"),
+    ("str", Hierarchy(np.r_[np.full(10, 10), -1], 10), r"hierarchy has no node_names, so its leaves are the labels 0..9"),
+    ("int", "tree.txt", r"hierarchy must be a svbop.datasets.Hierarchy or None, got str"),
+])
+def test_hierarchical_refuses_a_tree_that_does_not_fit_the_labels(digits, labels, tree, message):
+    X_train, _, y_train, _ = digits
+    y = y_train if labels == "int" else np.array([f"d{v}" for v in y_train])
+    with pytest.raises(ValueError, match=message):
+        HierarchicalSetClassifier(lr(), F1, tree, 2).fit(X_train, y)
+    with pytest.raises(ValueError, match=r"max_nodes must be an integer >= 1, got 0"):
+        HierarchicalSetClassifier(lr(), F1, None, 0).fit(X_train, y_train)
 
 
 def test_split_passes_per_sample_fit_params_with_the_rows():
