@@ -781,7 +781,7 @@ def _leaves_of_classes(hierarchy, classes: np.ndarray):
     leaves = np.array([leaf_of_name.get(str(c), -1) for c in classes.tolist()], dtype=np.int64)
     missing = np.flatnonzero(leaves < 0)
     if missing.size:
-        raise ValueError(f"label {classes[missing[0]]!r} is not the name of a leaf of the hierarchy")
+        raise ValueError(f"label {classes.tolist()[missing[0]]!r} is not the name of a leaf of the hierarchy")
     if np.unique(leaves).size != K:  # two labels with the same str
         raise ValueError("two labels have the same name as text, so they name the same leaf of the hierarchy")
     return hierarchy, leaves
