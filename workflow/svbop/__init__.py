@@ -12,6 +12,7 @@ predict_sets_hsg    SVBOP-HSG: classes from an HNSW index over the class weights
 predict_sets_hf     SVBOP-HF: best-first search over a probabilistic class tree
 svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
 top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
+ConformalSetPredictor   conformal sets: LAC, APS, RAPS, class-conditional, Bayes-optimal with coverage
 set_utility, recall, mean_scores             metrics
 
 Subpackages and modules used by the pipeline (importable on their own)

@@ -16,6 +16,10 @@ same partial-sorting engine as :func:`svbop.predict_sets`.
   ``empty="top1"`` returns the most probable class instead.  The paper's utilities are defined on
   non-empty sets only, and adding a class can only raise coverage, so the guarantee still holds;
   ``empty="keep"`` keeps the raw conformal set (empty, utility 0).
+
+Beyond the paper, :class:`ConformalSetPredictor` also calibrates the APS and RAPS scores,
+class-conditional (Mondrian) thresholds, and Bayes-optimal F-beta and credal sets with a
+coverage guarantee (see its docstring for the definitions and the proof).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from ._prefix import (
     sorted_heads,
 )
 from .metrics import check_labels, set_utility
-from .search import predict_sets
+from .search import TIE_RTOL, _scan, predict_sets
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
@@ -332,6 +336,10 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     def first(X, rowmax, total):
         if score == "lac":  # candidates: P >= 1 - q, with a margin; the test on s is exact
             return np.full(X.shape[0], max(0.0, (1.0 - qmax) - 1e-12))
+        if score == "raps" and lam > 0:  # ranks o with lam (o - k_reg) > q are out: the top m suffice
+            m = k_reg + int(qmax / lam) + 1
+            if m < X.shape[1]:
+                return np.partition(X, X.shape[1] - m, axis=1)[:, X.shape[1] - m]
         return rowmax * 1e-2
 
     def decide(heads: SortedHeads, t, total, K):
@@ -353,8 +361,14 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     indices, indptr = [], [np.zeros(1, dtype=np.int64)]
     offset = 0
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
-        sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
-        ind, ptr = sets.indices, sets.indptr
+        if qmax == math.inf:  # some class is in every set: the whole ranking, sorted at once
+            order = np.argsort(-Xn, axis=1, kind="stable")  # decreasing, ties by class index
+            ind, ptr = order.reshape(-1), np.arange(0, Xn.size + 1, Xn.shape[1])
+        elif score == "aps":
+            ind, ptr = _aps_prefixes(Xn, qmax, decide, first)
+        else:
+            sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
+            ind, ptr = sets.indices, sets.indptr
         if per_class:
             ind, ptr = _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty)
         indices.append(ind)
@@ -363,6 +377,42 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     return SetPredictions(
         np.concatenate(indices) if indices else np.empty(0, dtype=np.int64), np.concatenate(indptr), P.shape[1]
     )
+
+
+def _aps_prefixes(Xn, q, decide, first):
+    """APS prefixes of a chunk: rows whose set ends among the classes above 1 % of their maximum go
+    through the engine as usual; rows with larger sets would take several widening rounds, so their
+    values are sorted once (a fast value sort), the APS scores computed along them (the same
+    cumulative sums: equal values are interchangeable) and the first class outside the set
+    becomes the engine's threshold, which then settles them in one round."""
+    r, K = Xn.shape
+    rowmax = Xn.max(axis=1)
+    t1 = rowmax * 1e-2
+    big = ~(np.where(Xn >= t1[:, None], Xn, 0.0).sum(axis=1) > q * (1 + 1e-9) + 1e-12)
+    parts = []
+    for rows, big_rows in ((np.flatnonzero(~big), False), (np.flatnonzero(big), True)):
+        if rows.size == 0:
+            continue
+        X = Xn[rows]
+        if big_rows:
+            V = np.sort(X, axis=1)[:, ::-1]
+            size = (np.cumsum(V, axis=1) <= q).sum(axis=1)
+            t0 = np.where(size < K, V[np.arange(rows.size), np.minimum(size, K - 1)], 0.0)
+            del V
+            start = lambda X, rowmax, total, t0=t0: t0  # noqa: E731
+        else:
+            start = first
+        sets, _ = prefix_search(X, decide, start, geometric_widening(), chunk_bytes=X.nbytes + 1)
+        parts.append((rows, sets))
+    sizes = np.zeros(r, dtype=np.int64)
+    for rows, sets in parts:
+        sizes[rows] = sets.sizes
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    ind = np.empty(ptr[-1], dtype=np.int64)
+    for rows, sets in parts:
+        dest = np.repeat(ptr[rows], sets.sizes) + (np.arange(sets.indices.size) - np.repeat(sets.indptr[:-1], sets.sizes))
+        ind[dest] = sets.indices
+    return ind, ptr
 
 
 def _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty):
@@ -411,40 +461,78 @@ def _float_between(a: float, b: float) -> float | None:
     return float(np.int64(ia + (ib - ia) // 2).view(np.float64))
 
 
-def _calibrate_parameter(P, y, k, score, gamma, lo, hi):
+class _RankedCalibration:
+    """Every calibration row sorted once (the engine's order and float64 values) and the rank of its
+    label, so that the coverage of many members of a family is counted without sorting again."""
+
+    def __init__(self, P: np.ndarray, y: np.ndarray, chunk_bytes: int) -> None:
+        n, K = P.shape
+        self.V = np.empty((n, K))
+        self.pos = np.empty(n, dtype=np.int64)
+        self.rows = max(1, int(chunk_bytes) // max(1, K * 8))
+        for row0 in range(0, n, self.rows):
+            X = np.ascontiguousarray(P[row0 : row0 + self.rows])
+            row_stats(X, row0, "P_cal")
+            order = np.argsort(-X, axis=1, kind="stable")  # decreasing, ties by class index
+            self.V[row0 : row0 + X.shape[0]] = np.take_along_axis(X, order, axis=1)
+            self.pos[row0 : row0 + X.shape[0]] = np.argmax(order == y[row0 : row0 + X.shape[0], None], axis=1)
+
+    def covered(self, rows: np.ndarray, u: Utility, early_stop: bool = False) -> np.ndarray:
+        """Whether the label of each of ``rows`` is in its Bayes-optimal set under ``u``: Algorithm
+        1's scan with the arithmetic of :func:`svbop.predict_sets`.  Without ``early_stop`` the set
+        is the last accepted prefix of the whole ranking; with it (exact when ``g`` is
+        (1/x)-convex and non-increasing, Theorem 2, and then what ``predict_sets`` does) the label
+        is covered when every prefix up to it is accepted, so only the classes ranked at or
+        before the label are scanned (rows in order of the label's rank, chunk by chunk)."""
+        K = self.V.shape[1]
+        g = u.values(K)
+        out = np.empty(rows.size, dtype=bool)
+        if early_stop:
+            by_rank = np.argsort(self.pos[rows], kind="stable")
+            for i in range(0, rows.size, self.rows):
+                j = by_rank[i : i + self.rows]
+                r = rows[j]
+                pos = self.pos[r]
+                W = int(pos.max()) + 1
+                ok = _scan(self.V[r, :W], np.full(r.size, W), g, TIE_RTOL)[3]
+                out[j] = (ok | (np.arange(W) > pos[:, None])).all(axis=1)
+            return out
+        for i in range(0, rows.size, self.rows):
+            r = rows[i : i + self.rows]
+            ok = _scan(self.V[r], np.full(r.size, K), g, TIE_RTOL)[3]
+            out[i : i + r.size] = K - np.argmax(ok[:, ::-1], axis=1) > self.pos[r]
+        return out
+
+
+def _calibrate_parameter(cover, n, k, score, gamma, lo, hi):
     """The ``k``-th order statistic of the family scores, by bisection over the float64 values.
 
-    With coverage count ``N(t) = #{i : y_i in S_i(t)}``, monotone in ``t`` (nested sets), the
+    With the coverage count ``N(t) = #{i : y_i in S_i(t)}``, monotone in ``t`` (nested sets), the
     ``k``-th smallest F-beta score is the smallest ``beta`` with ``N(beta) >= k`` and the ``k``-th
     largest credal score the largest ``delta`` with ``N(delta) >= k``.  Bisection over the bit
-    patterns of float64 ends at two adjacent floats; rows already decided (covered at the
-    small-set end, or not covered at the large-set end) drop out of later steps.
-    ``lo`` is the end with the small sets' complement: for F-beta the small-set end (0), for
-    credal the large-set end (gamma).  Returns the parameter.
+    patterns of float64 in ``[lo, hi]`` (about 64 steps) ends at two adjacent floats and returns
+    the one at which the count was found ``>= k``.  ``cover(rows, u)`` says which of the labels of
+    ``rows`` ``u`` covers.  Rows already decided drop out: a row covered at a parameter is covered
+    at every parameter on the large-set side of it, a row not covered is not covered on the
+    small-set side.
     """
     grows = score == "fbeta"  # sets grow with the parameter
-    small, large = (lo, hi) if grows else (hi, lo)
-    cov_small = _covered(P, y, _family_utility(score, small, gamma))
-    if cov_small.sum() >= k:
-        return small
-    base = int(cov_small.sum())
-    active = np.flatnonzero(~cov_small)
-    a, b = lo, hi  # invariant: N(small side end) < k <= N(large side end)
+    small_end = lo if grows else hi
+    everyone = np.arange(n)
+    c = cover(everyone, _family_utility(score, small_end, gamma))
+    if c.sum() >= k:
+        return small_end
+    base, active = int(c.sum()), everyone[~c]  # covered at the small end: covered everywhere
+    a, b = lo, hi
     while (mid := _float_between(a, b)) is not None:
-        c = _covered(P[active], y[active], _family_utility(score, mid, gamma)) if active.size else np.zeros(0, bool)
-        if base + int(c.sum()) >= k:  # mid is on the covering side
-            if grows:
-                b = mid
-            else:
-                a = mid
-            active = active[c]  # rows not covered at mid are not covered closer to the small end
-        else:
-            if grows:
-                a = mid
-            else:
-                b = mid
+        c = cover(active, _family_utility(score, mid, gamma)) if active.size else np.zeros(0, dtype=bool)
+        if base + int(c.sum()) >= k:  # mid is on the covering side: move the large-set end there
+            a, b = (a, mid) if grows else (mid, b)
+            active = active[c]  # not covered at mid: not covered between the small end and mid
+        else:  # move the small-set end to mid
+            a, b = (mid, b) if grows else (a, mid)
             base += int(c.sum())
-            active = active[~c]  # covered at mid: covered all the way to the large end
+            active = active[~c]
     return b if grows else a
 
 
@@ -616,7 +704,7 @@ class ConformalSetPredictor:
         for attr in ("quantiles_", "parameter_", "utility_"):
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):
-            self._fit_family(P_cal, y_cal, eps, K)
+            self._fit_family(P_cal, y_cal, eps, K, chunk_bytes)
         elif self.score == "lac" and not self.class_conditional:
             self.quantile_ = conformal_quantile(P_cal, y_cal, eps)
         else:
@@ -633,14 +721,31 @@ class ConformalSetPredictor:
         self.n_classes_ = K
         return self
 
-    def _fit_family(self, P, y, eps, K):
+    def _bisect(self, P, y, k, lo, hi, chunk_bytes):
+        """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
+        result covers fewer than ``k`` labels (a rounding disagreement between the two scans),
+        again with ``predict_sets`` itself, whose count at the result is then right by construction."""
+        n = y.size
+        fast = _RankedCalibration(P, y, chunk_bytes)
+        # F-beta is (1/x)-convex and decreasing for every beta (the paper's Section 2.2; its
+        # properties hold with equality), so predict_sets stops early and so can the count
+        early = self.score == "fbeta"
+        t = _calibrate_parameter(lambda r, u: fast.covered(r, u, early), n, k, self.score, self.gamma, lo, hi)
+        del fast
+        if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
+            t = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi)
+            if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:  # pragma: no cover
+                raise RuntimeError("conformal calibration failed its final check (report this as a bug)")
+        return t
+
+    def _fit_family(self, P, y, eps, K, chunk_bytes):
         n = y.size
         k = math.ceil((n + 1) * (1 - eps))
         if self.score == "fbeta":
             if k > n:
                 self.quantile_, self.parameter_ = math.inf, _FBETA_EVERY_CLASS
             else:
-                self.parameter_ = _calibrate_parameter(P, y, k, "fbeta", None, 0.0, _FBETA_EVERY_CLASS)
+                self.parameter_ = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
                 self.quantile_ = self.parameter_
             self.utility_ = _family_utility("fbeta", self.parameter_, None)
         else:
@@ -650,27 +755,34 @@ class ConformalSetPredictor:
                     f"score='credal': {n} calibration rows are too few for epsilon={self.epsilon} (the quantile is"
                     " infinite, i.e. every class, which no credal utility predicts); add rows or raise epsilon"
                 )
-            s = np.arange(1, K + 1, dtype=np.float64)
-            delta_max = float(np.min(s + gamma / s))  # g(s) = delta/s - gamma/s^2 <= 1 for every s <= K
-            while True:
+            # g(s) = delta/s - gamma/s^2 <= 1 for every s up to K (and up to 1000, where a utility
+            # without K is checked); g >= 0 needs delta >= gamma
+            s = np.arange(1, max(K, 1000) + 1, dtype=np.float64)
+            delta_max = float(np.min(s + gamma / s))
+            for _ in range(8):  # a few ulps below the bound if rounding leaves g(s) above 1
+                if delta_max < gamma:
+                    break
                 try:
                     _family_utility("credal", delta_max, gamma).values(K)
                     break
                 except ValueError:
                     delta_max = float(np.nextafter(delta_max, 0.0))
-                    if delta_max < gamma:
-                        raise ValueError(f"score='credal': no delta gives 0 <= g <= 1 for gamma={gamma} and K={K}") from None
+            else:  # pragma: no cover - rounding is a few ulps
+                raise RuntimeError(f"no largest delta found for gamma={gamma}")
+            if delta_max < gamma:
+                raise ValueError(
+                    f"score='credal': no delta gives 0 <= g(s) <= 1 for every s with gamma={gamma}"
+                    " (g(1) >= 0 needs delta >= gamma, g(s) <= 1 needs delta <= s + gamma/s)"
+                )
             if not _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k:
                 raise ValueError(
                     f"score='credal' with gamma={gamma}: even the largest credal sets (delta = gamma) contain the"
                     f" label of fewer than {k} of the {n} calibration rows needed for epsilon={self.epsilon};"
                     " use score='fbeta' or a larger epsilon"
                 )
-            self.parameter_ = _calibrate_parameter(P, y, k, "credal", gamma, gamma, delta_max)
+            self.parameter_ = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
             self.quantile_ = self.parameter_
             self.utility_ = _family_utility("credal", self.parameter_, gamma)
-        if _covered(P, y, self.utility_).sum() < k:  # pragma: no cover - the bisection's invariant
-            raise RuntimeError("conformal calibration failed its final check (report this as a bug)")
 
     def predict(self, P, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
         """Conformal sets of the rows of ``P`` (classes in decreasing probability)."""
