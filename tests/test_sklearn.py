@@ -510,6 +510,9 @@ def test_hierarchical_sets_are_svbop_predict_sets_hierarchical_mapped_to_classes
     assert got == expected
     np.testing.assert_array_equal(got.expected_utility, expected.expected_utility)
     np.testing.assert_array_equal(clf.leaf_of_class_, np.arange(10))
+    _, nodes = svbop.predict_sets_hierarchical(P, F1, digit_tree, max_nodes, return_nodes=True)
+    assert [v.tolist() for v in clf.predict_nodes(X_test)] == nodes.to_list()
+    assert all(len(v) <= max_nodes for v in clf.predict_nodes(X_test))
     if max_nodes == 10:  # no restriction left: the Bayes-optimal sets
         _assert_same_sets(clf.predict_sets(X_test), _mapped(P, F1, clf.classes_), clf.classes_)
 
@@ -530,6 +533,13 @@ def test_hierarchical_string_labels_map_to_leaves_by_name(digits, digit_tree):
     by_leaf = svbop.predict_sets_hierarchical(P[:, leaf_digit], F1, tree, 2)
     expected = [np.array(names)[leaf_digit[s]] for s in by_leaf]
     _assert_same_sets(clf.predict_sets(X_test), expected, clf.classes_)
+    # the nodes name the same classes as the sets
+    leaves_below = {v: set() for v in range(tree.n_nodes)}
+    for leaf in range(10):
+        for v in tree.path(leaf):
+            leaves_below[int(v)].add(node_names[leaf])
+    for nodes, labels in zip(clf.predict_nodes(X_test), clf.predict_sets(X_test)):
+        assert set().union(*(leaves_below[int(v)] for v in nodes)) == set(labels.tolist())
 
 
 def test_hierarchical_without_a_tree_is_flat(digits):

@@ -713,6 +713,9 @@ class HierarchicalSetClassifier(_SetClassifier):
         The tree used (``hierarchy``, or the flat tree built in ``fit``).
     leaf_of_class_ : ndarray of int64, shape (n_classes,)
         The hierarchy's leaf of every class of ``classes_``.
+
+    :meth:`predict_nodes` returns the nodes whose union each set is (e.g. "animal" rather than
+    its three classes).
     estimator_, classes_, utility_, n_features_in_, feature_names_in_
         As in :class:`SetValuedClassifier`.
 
@@ -750,16 +753,38 @@ class HierarchicalSetClassifier(_SetClassifier):
         self.hierarchy_, self.leaf_of_class_ = _leaves_of_classes(self.hierarchy, self.classes_)
         self._class_of_leaf = np.argsort(self.leaf_of_class_)
 
-    def _sets(self, P) -> SetPredictions:
+    def _predict_hierarchical(self, P, return_nodes: bool = False):
         from .hierarchical import predict_sets_hierarchical
 
         check_is_fitted(self, "leaf_of_class_")
         P = np.asarray(P)
-        # columns in leaf order, the sets' leaves back to columns of classes_
-        leaf_sets = predict_sets_hierarchical(P[:, self._class_of_leaf], self.utility_, self.hierarchy_,
-                                              int(self.max_nodes))
-        return SetPredictions(self._class_of_leaf[leaf_sets.indices], leaf_sets.indptr, len(self.classes_),
+        # columns in leaf order; the sets' leaves go back to columns of classes_
+        out = predict_sets_hierarchical(P[:, self._class_of_leaf], self.utility_, self.hierarchy_,
+                                        int(self.max_nodes), return_nodes=return_nodes)
+        leaf_sets = out[0] if return_nodes else out
+        sets = SetPredictions(self._class_of_leaf[leaf_sets.indices], leaf_sets.indptr, len(self.classes_),
                               leaf_sets.expected_utility)
+        return (sets, out[1]) if return_nodes else sets
+
+    def _sets(self, P) -> SetPredictions:
+        return self._predict_hierarchical(P)
+
+    def predict_nodes(self, X) -> list[np.ndarray]:
+        """The nodes of ``hierarchy_`` whose union is each predicted set.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+
+        Returns
+        -------
+        list of ndarray of int64
+            Per sample, the fewest nodes (ids of ``hierarchy_``, at most ``max_nodes``) whose
+            classes are the set of :meth:`predict_sets`, in depth-first leaf order; name them
+            with ``hierarchy_.node_names``.
+        """
+        _, nodes = self._predict_hierarchical(self.predict_proba(X), return_nodes=True)
+        return [np.asarray(v) for v in nodes]
 
 
 def _leaves_of_classes(hierarchy, classes: np.ndarray):
