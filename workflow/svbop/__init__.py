@@ -10,6 +10,7 @@ predict_sets     SVBOP-Full: the Bayes-optimal set for every row of a probabilit
 predict_sets_full   SVBOP-Full from a linear model and features (no probability matrix)
 predict_sets_hsg    SVBOP-HSG: classes from an HNSW index over the class weights, with doubling
 predict_sets_hf     SVBOP-HF: best-first search over a probabilistic class tree
+predict_sets_hierarchical   the best union of at most m nodes of a class tree (exact tree DP)
 svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
 top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
 ConformalSetPredictor   conformal sets: LAC, APS, RAPS, class-conditional, Bayes-optimal with coverage
@@ -40,6 +41,7 @@ from .baselines import (
 )
 from .full import predict_sets_full, predict_sets_full_naive
 from .hf import predict_sets_hf
+from .hierarchical import predict_sets_hierarchical
 from .hsg import predict_sets_hsg
 from .metrics import mean_scores, recall, set_sizes, set_utility, top1_accuracy
 from .search import (
@@ -85,6 +87,7 @@ __all__ = [
     "predict_sets_full",
     "predict_sets_full_naive",
     "predict_sets_hf",
+    "predict_sets_hierarchical",
     "predict_sets_hsg",
     "recall",
     "set_sizes",
