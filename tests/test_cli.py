@@ -24,6 +24,9 @@ def test_predict_and_evaluate_commands(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "s.npz"), str(tmp_path / "y.txt"), "-u", "fbeta:beta=1"]) == 0
     out = capsys.readouterr().out
     assert "recall_pct\t50.0000" in out and "fbeta_1_pct\t33.3333" in out
+    # the coverage metrics too: class 1's row is covered, class 2's is not; sizes 2 and 1
+    assert "coverage_pct\t50.0000" in out and "class_coverage_worst_pct\t0.0000" in out
+    assert "singleton_pct\t50.0000" in out and "empty_pct\t0.0000" in out
 
 
 def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):

@@ -40,6 +40,8 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
     ) from err
 
 from .baselines import PAPER_THRESHOLDS, ConformalSetPredictor, threshold_sets, top_s_sets, tune_threshold
+from .datasets.base import Hierarchy
+from .hierarchical import predict_sets_hierarchical
 from .metrics import set_utility
 from .search import predict_sets as _bayes_optimal_sets
 from .sets import SetPredictions
@@ -740,11 +742,10 @@ class HierarchicalSetClassifier(_SetClassifier):
         self.calibrate = calibrate
 
     def _check_params(self):
-        from .datasets import Hierarchy
-
         super()._check_params()
         if self.hierarchy is not None and not isinstance(self.hierarchy, Hierarchy):
-            raise ValueError(f"hierarchy must be a svbop.datasets.Hierarchy or None, got {type(self.hierarchy).__name__}")
+            raise ValueError(
+                f"hierarchy must be a svbop.datasets.Hierarchy or None, got {type(self.hierarchy).__name__}")
         if isinstance(self.max_nodes, bool) or not isinstance(self.max_nodes, numbers.Integral) or self.max_nodes < 1:
             raise ValueError(f"max_nodes must be an integer >= 1, got {self.max_nodes!r}")
 
@@ -754,8 +755,6 @@ class HierarchicalSetClassifier(_SetClassifier):
         self._class_of_leaf = np.argsort(self.leaf_of_class_)
 
     def _predict_hierarchical(self, P, return_nodes: bool = False):
-        from .hierarchical import predict_sets_hierarchical
-
         check_is_fitted(self, "leaf_of_class_")
         P = np.asarray(P)
         # columns in leaf order; the sets' leaves go back to columns of classes_
@@ -789,8 +788,6 @@ class HierarchicalSetClassifier(_SetClassifier):
 
 def _leaves_of_classes(hierarchy, classes: np.ndarray):
     """``(tree, leaf_of_class)``: the hierarchy to use and the leaf of every class of ``classes``."""
-    from .datasets import Hierarchy
-
     K = len(classes)
     if hierarchy is None:  # flat: root K over the classes 0..K-1
         return Hierarchy(np.r_[np.full(K, K), -1], n_classes=K), np.arange(K, dtype=np.int64)
