@@ -24,6 +24,9 @@ def test_predict_and_evaluate_commands(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "s.npz"), str(tmp_path / "y.txt"), "-u", "fbeta:beta=1"]) == 0
     out = capsys.readouterr().out
     assert "recall_pct\t50.0000" in out and "fbeta_1_pct\t33.3333" in out
+    # the coverage metrics too: class 1's row is covered, class 2's is not; sizes 2 and 1
+    assert "coverage_pct\t50.0000" in out and "class_coverage_worst_pct\t0.0000" in out
+    assert "singleton_pct\t50.0000" in out and "empty_pct\t0.0000" in out
 
 
 def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
@@ -121,3 +124,131 @@ def test_missing_and_unreadable_label_files_are_named(tmp_path, capsys):
     (tmp_path / "y.npy").write_bytes(b"junk")
     code, err = _run(capsys, "evaluate", tmp_path / "s.npz", tmp_path / "y.npy")
     assert code == 2 and "y.npy: not a readable label file" in err
+
+
+# --- svbop predict --method conformal | hierarchical ---------------------------------------------
+
+
+def _conformal_files(tmp_path, n_cal=200, n_test=50, K=6, seed=0):
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(K) * 0.5, size=n_cal + n_test)
+    y = np.array([rng.choice(K, p=p) for p in P])
+    np.save(tmp_path / "cal.npy", P[:n_cal])
+    np.savetxt(tmp_path / "y_cal.txt", y[:n_cal], fmt="%d")
+    np.savetxt(tmp_path / "test.csv", P[n_cal:], delimiter=",")
+    return P[:n_cal], y[:n_cal], np.loadtxt(tmp_path / "test.csv", delimiter=",")
+
+
+@pytest.mark.parametrize("options, kwargs", [
+    ([], {}),
+    (["--score", "aps"], {"score": "aps"}),
+    (["--score", "raps", "--k-reg", "2", "--lam", "0.1", "--empty", "keep"],
+     {"score": "raps", "k_reg": 2, "lam": 0.1, "empty": "keep"}),
+    (["--score", "aps", "--class-conditional"], {"score": "aps", "class_conditional": True}),
+    (["--score", "fbeta"], {"score": "fbeta"}),
+    (["--score", "credal", "--gamma", "1.2"], {"score": "credal", "gamma": 1.2}),
+])
+def test_predict_conformal_equals_the_library_predictor(tmp_path, capsys, options, kwargs):
+    from svbop import ConformalSetPredictor
+
+    P_cal, y_cal, P = _conformal_files(tmp_path)
+    code, err = _run(capsys, "predict", tmp_path / "test.csv", "--method", "conformal", "--epsilon", "0.1",
+                     "--calibration", tmp_path / "cal.npy", "--calibration-labels", tmp_path / "y_cal.txt",
+                     *options, "-o", tmp_path / "s.npz")
+    assert code == 0, err
+    expected = ConformalSetPredictor(0.1, **kwargs).fit(P_cal, y_cal).predict(P)
+    assert load_sets(tmp_path / "s.npz") == expected
+
+
+def test_predict_conformal_on_a_hand_computed_example(tmp_path, capsys):
+    # LAC scores 1 - P(y|x) of the calibration rows: 0.3, 0.6, 0.4, 0.8; epsilon 0.5: k = ceil(5 * 0.5) = 3,
+    # q = 0.6, so a test set keeps the classes with P >= 0.4
+    np.savetxt(tmp_path / "cal.txt", [[0.7, 0.2, 0.1], [0.5, 0.4, 0.1], [0.3, 0.6, 0.1], [0.2, 0.3, 0.5]])
+    (tmp_path / "y.txt").write_text("0\n1\n1\n0\n")
+    np.savetxt(tmp_path / "p.txt", [[0.5, 0.3, 0.2], [0.45, 0.55, 0.0], [0.34, 0.33, 0.33]])
+    code, err = _run(capsys, "predict", tmp_path / "p.txt", "-m", "conformal", "--epsilon", "0.5", "--calibration",
+                     tmp_path / "cal.txt", "--calibration-labels", tmp_path / "y.txt", "-o", tmp_path / "s.txt",
+                     "--empty", "keep")
+    assert code == 0, err
+    assert load_sets(tmp_path / "s.txt", n_classes=3).to_list() == [[0], [1, 0], []]
+
+
+def test_predict_method_options_are_checked_with_one_line_errors(tmp_path, capsys):
+    _conformal_files(tmp_path)
+    test, out = tmp_path / "test.csv", tmp_path / "s.npz"
+    cal = ["--calibration", tmp_path / "cal.npy", "--calibration-labels", tmp_path / "y_cal.txt"]
+    cases = [
+        (["-o", out], "--method bayes needs --utility"),
+        (["-m", "conformal", *cal, "-o", out], "--method conformal needs --epsilon"),
+        (["-m", "conformal", "--epsilon", "0.1", "-o", out], "--method conformal needs --calibration"),
+        (["-u", "fbeta", "--epsilon", "0.1", "-o", out], "--epsilon is for --method conformal, not bayes"),
+        (["-u", "fbeta", "--max-nodes", "2", "-o", out], "--max-nodes is for --method hierarchical, not bayes"),
+        (["-m", "conformal", "--epsilon", "0.1", *cal, "-u", "fbeta", "-o", out],
+         "--utility is for --method bayes or hierarchical, not conformal"),
+        (["-m", "conformal", "--epsilon", "1.5", *cal, "-o", out], "epsilon must be in (0, 1)"),
+        (["-m", "conformal", "--epsilon", "0.1", *cal, "--lam", "0.5", "-o", out], "k_reg and lam are RAPS parameters"),
+        (["-m", "conformal", "--epsilon", "0.1", "--score", "credal", *cal, "-o", out], "score='credal' needs gamma"),
+        (["-m", "hierarchical", "-u", "fbeta", "-o", out], "--method hierarchical needs --hierarchy"),
+    ]
+    for argv, message in cases:
+        code, err = _run(capsys, "predict", test, *argv)
+        assert code == 2 and message in err and err.count("\n") == 1, (argv, err)
+    assert not out.exists()
+    # calibration files that do not fit: named
+    np.save(tmp_path / "cal4.npy", np.full((3, 4), 0.25))
+    np.savetxt(tmp_path / "y3.txt", [0, 1, 7], fmt="%d")
+    code, err = _run(capsys, "predict", test, "-m", "conformal", "--epsilon", "0.1", "--calibration",
+                     tmp_path / "cal4.npy", "--calibration-labels", tmp_path / "y_cal.txt", "-o", out)
+    assert code == 2 and f"{tmp_path / 'cal4.npy'}: 4 classes, but {test} has 6" in err
+    code, err = _run(capsys, "predict", test, "-m", "conformal", "--epsilon", "0.1", "--calibration",
+                     tmp_path / "cal.npy", "--calibration-labels", tmp_path / "y3.txt", "-o", out)
+    assert code == 2 and "y3.txt has 3 labels but there are 200 samples" in err and err.count("\n") == 1
+
+
+EDGES = "r a\nr b\na 0\na 1\na 2\nb 3\nb 4\nb 5\n"  # root r > a: {0, 1, 2}, b: {3, 4, 5}
+
+
+@pytest.mark.parametrize("max_nodes", [1, 2, 6])
+def test_predict_hierarchical_equals_the_library_function(tmp_path, capsys, max_nodes):
+    import svbop
+    from svbop.datasets import read_hierarchy
+
+    _, _, P = _conformal_files(tmp_path)
+    (tmp_path / "tree.txt").write_text(EDGES)
+    code, err = _run(capsys, "predict", tmp_path / "test.csv", "-m", "hierarchical", "-u", "fbeta:beta=1",
+                     "--hierarchy", tmp_path / "tree.txt", "--max-nodes", max_nodes, "-o", tmp_path / "s.npz")
+    assert code == 0, err
+    tree = read_hierarchy(None, {"format": "edges", "file": tmp_path / "tree.txt"}, [str(c) for c in range(6)])
+    expected = svbop.predict_sets_hierarchical(P, "fbeta:beta=1", tree, max_nodes)
+    assert load_sets(tmp_path / "s.npz") == expected
+    if max_nodes == 6:
+        assert expected == svbop.predict_sets(P, "fbeta:beta=1")
+
+
+def test_predict_hierarchical_on_a_hand_computed_example(tmp_path, capsys):
+    # F1 on one node: {0} 0.4; a = {0, 1, 2} 0.7 * 2/4 = 0.35; r = everything 2/7 -> {0};
+    # second row: {3} 0.3, b = {3, 4, 5} 0.8 * 2/4 = 0.4 -> b
+    np.savetxt(tmp_path / "p.txt", [[0.4, 0.2, 0.1, 0.1, 0.1, 0.1], [0.1, 0.05, 0.05, 0.3, 0.25, 0.25]])
+    (tmp_path / "tree.txt").write_text(EDGES)
+    code, err = _run(capsys, "predict", tmp_path / "p.txt", "-m", "hierarchical", "-u", "fbeta:beta=1",
+                     "--hierarchy", tmp_path / "tree.txt", "-o", tmp_path / "s.txt")
+    assert code == 0, err
+    assert [sorted(s) for s in load_sets(tmp_path / "s.txt", n_classes=6).to_list()] == [[0], [3, 4, 5]]
+
+
+def test_predict_hierarchical_refuses_bad_trees_in_one_line(tmp_path, capsys):
+    _conformal_files(tmp_path)
+    test, out = tmp_path / "test.csv", tmp_path / "s.npz"
+    (tmp_path / "five.txt").write_text("r a\na 0\na 1\na 2\nr 3\nr 4\n")  # no leaf for column 5
+    (tmp_path / "tree.txt").write_text(EDGES)
+    (tmp_path / "cycle.txt").write_text(EDGES + "0 r\n")
+    cases = [
+        (["--hierarchy", tmp_path / "nope.txt"], "nope.txt: no such hierarchy file"),
+        (["--hierarchy", tmp_path / "five.txt"], "five.txt"),
+        (["--hierarchy", tmp_path / "tree.txt", "--max-nodes", "0"], "--max-nodes must be >= 1, got 0"),
+        (["--hierarchy", tmp_path / "tree.txt", "--hierarchy-format", "nested_lists"], "tree.txt"),
+    ]
+    for argv, message in cases:
+        code, err = _run(capsys, "predict", test, "-m", "hierarchical", "-u", "fbeta:beta=1", *argv, "-o", out)
+        assert code == 2 and message in err and err.count("\n") == 1, (argv, err)
+    assert not out.exists()

@@ -107,6 +107,7 @@ def test_mean_scores_adds_coverage_keys_in_percent_and_keeps_the_old_ones():
     sets = svbop.SetPredictions.from_sets(SETS, 4)
     scores = mean_scores(sets, Y, ["fbeta:beta=1"])
     assert list(scores)[:5] == ["n", "recall_pct", "mean_size", "top1_pct", "fbeta_1_pct"]
+    assert list(scores)[5:] == list(svbop.metrics.COVERAGE_KEYS)
     assert scores["recall_pct"] == scores["coverage_pct"] == pytest.approx(60.0)
     assert scores["mean_size"] == pytest.approx(7 / 5)
     assert scores["class_coverage_worst_pct"] == 0.0  # class 3's only row has an empty set

@@ -29,8 +29,10 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import svbop  # noqa: E402
 from conftest import brute_force_best  # noqa: E402
+from svbop.datasets import Hierarchy, random_tree  # noqa: E402
 from svbop.sklearn import (  # noqa: E402
     ConformalSetClassifier,
+    HierarchicalSetClassifier,
     SetValuedClassifier,
     ThresholdSetClassifier,
     TopSClassifier,
@@ -86,6 +88,11 @@ def _assert_same_sets(got, expected, classes):
         TopSClassifier(LogisticRegression(), s=2),
         ThresholdSetClassifier(LogisticRegression()),
         ConformalSetClassifier(LogisticRegression(), epsilon=0.2),
+        ConformalSetClassifier(LogisticRegression(), epsilon=0.2, conformity_score="raps", k_reg=2, lam=0.1,
+                               class_conditional=True),
+        ConformalSetClassifier(LogisticRegression(), epsilon=0.2, conformity_score="fbeta"),
+        HierarchicalSetClassifier(LogisticRegression()),
+        HierarchicalSetClassifier(LogisticRegression(), max_nodes=2),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -412,6 +419,152 @@ def test_conformal_calibration_labels_unseen_in_fitting_have_nonconformity_one(d
     np.testing.assert_allclose(thr.scores_, scores * seen.mean())
 
 
+CONFORMAL_VARIANTS = [
+    {"score": "lac"},
+    {"score": "lac", "class_conditional": True},
+    {"score": "aps"},
+    {"score": "aps", "class_conditional": True, "empty": "keep"},
+    {"score": "raps", "k_reg": 2, "lam": 0.05},
+    {"score": "fbeta"},
+    {"score": "credal", "gamma": 1.2},
+]
+
+
+def _conformal(model, params, **kw):
+    """The classifier for the predictor parameters ``params`` (its ``conformity_score`` is their ``score``)."""
+    params = dict(params)
+    return ConformalSetClassifier(model, conformity_score=params.pop("score"), **params, **kw)
+
+
+@pytest.mark.parametrize("params", CONFORMAL_VARIANTS, ids=lambda p: "-".join(map(str, p.values())))
+def test_conformal_scores_are_svbop_conformal_set_predictor_mapped_to_classes(digits, params):
+    X_train, X_test, y_train, y_test = digits
+    model = lr(C=0.05).fit(X_train, y_train)
+    X_cal, X_new, y_cal, y_new = train_test_split(X_test, y_test, test_size=0.5, random_state=1, stratify=y_test)
+    clf = _conformal(model, params, epsilon=0.1, cv="prefit").fit(X_cal, y_cal)
+    reference = svbop.ConformalSetPredictor(0.1, **params).fit(model.predict_proba(X_cal), y_cal)
+    expected = [model.classes_[s] for s in reference.predict(model.predict_proba(X_new))]
+    _assert_same_sets(clf.predict_sets(X_new), expected, clf.classes_)
+    assert clf.quantile_ == reference.quantile_
+    for attr in ("quantiles_", "parameter_"):
+        assert hasattr(clf, attr) == hasattr(reference, attr)
+    if params.get("class_conditional"):
+        np.testing.assert_array_equal(clf.quantiles_, reference.quantiles_)
+        # Mondrian calibration covers every class of the calibration data itself at 1 - epsilon
+        covered = svbop.SetPredictions.from_sets(clf.predict_sets(X_cal, output="indices"), 10)
+        per_class, worst = svbop.metrics.class_conditional_coverage(covered, y_cal)
+        assert worst >= 0.9
+    if params["score"] in ("fbeta", "credal"):
+        assert clf.parameter_ == reference.parameter_
+        # the sets are the Bayes-optimal sets of the calibrated family member
+        expected = _mapped(model.predict_proba(X_new), reference.utility_, clf.classes_)
+        _assert_same_sets(clf.predict_sets(X_new), expected, clf.classes_)
+    # marginal coverage holds on the calibration data itself (the k-th smallest score)
+    assert make_set_scorer(F1, metric="coverage")(clf, X_cal, y_cal) >= 0.9
+
+
+@pytest.mark.parametrize("params", CONFORMAL_VARIANTS[:5], ids=lambda p: "-".join(map(str, p.values())))
+def test_conformal_labels_unseen_in_fitting_calibrate_as_a_zero_probability_class(digits, params):
+    X_train, X_test, y_train, y_test = digits
+    keep = y_train != 9
+    model = lr(C=0.05).fit(X_train[keep], y_train[keep])
+    clf = _conformal(model, params, epsilon=0.1, cv="prefit").fit(X_test, y_test)
+    P = model.predict_proba(X_test)
+    P_aug = np.hstack([P, np.zeros((P.shape[0], 1))])
+    codes = np.searchsorted(model.classes_, y_test)  # 9 -> 9, the added column
+    reference = svbop.ConformalSetPredictor(0.1, **params).fit(P_aug, codes)
+    assert clf.quantile_ == reference.quantile_
+    if params.get("class_conditional"):
+        np.testing.assert_array_equal(clf.quantiles_, reference.quantiles_[:9])
+    expected = [s[s < 9].tolist() for s in reference.predict(P_aug)]  # the added class is dropped
+    assert clf.predict_sets(X_test, output="indices").to_list() == expected
+    assert clf.predict_sets(X_test, output="indicator").shape == (y_test.size, 9)
+
+
+def test_conformal_refit_forgets_the_attributes_of_an_earlier_score(digits):
+    X_train, X_test, y_train, y_test = digits
+    model = lr(C=0.05).fit(X_train, y_train)
+    clf = ConformalSetClassifier(model, epsilon=0.1, cv="prefit", conformity_score="aps", class_conditional=True)
+    clf.fit(X_test, y_test)
+    assert hasattr(clf, "quantiles_") and not hasattr(clf, "parameter_")
+    clf.set_params(conformity_score="fbeta", class_conditional=False).fit(X_test, y_test)
+    assert hasattr(clf, "parameter_") and not hasattr(clf, "quantiles_")
+
+
+# --- HierarchicalSetClassifier ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digit_tree():
+    """A random tree over the ten digits (leaves at depths 1 to 3)."""
+    return random_tree(10, [0.2, 0.4, 0.4], rng=3)
+
+
+@pytest.mark.parametrize("max_nodes", [1, 2, 3, 10])
+def test_hierarchical_sets_are_svbop_predict_sets_hierarchical_mapped_to_classes(digits, digit_tree, max_nodes):
+    X_train, X_test, y_train, _ = digits
+    clf = HierarchicalSetClassifier(lr(C=0.05), F1, digit_tree, max_nodes).fit(X_train, y_train)
+    P = clf.predict_proba(X_test)
+    expected = svbop.predict_sets_hierarchical(P, F1, digit_tree, max_nodes)
+    got = clf.predict_sets(X_test, output="indices")
+    assert got == expected
+    np.testing.assert_array_equal(got.expected_utility, expected.expected_utility)
+    np.testing.assert_array_equal(clf.leaf_of_class_, np.arange(10))
+    _, nodes = svbop.predict_sets_hierarchical(P, F1, digit_tree, max_nodes, return_nodes=True)
+    assert [v.tolist() for v in clf.predict_nodes(X_test)] == nodes.to_list()
+    assert all(len(v) <= max_nodes for v in clf.predict_nodes(X_test))
+    if max_nodes == 10:  # no restriction left: the Bayes-optimal sets
+        _assert_same_sets(clf.predict_sets(X_test), _mapped(P, F1, clf.classes_), clf.classes_)
+
+
+def test_hierarchical_string_labels_map_to_leaves_by_name(digits, digit_tree):
+    X_train, X_test, y_train, _ = digits
+    names = [f"digit {d}" for d in range(10)]
+    # leaf j is named after digit (7 * j) % 10, so the leaves are not in the order of classes_
+    leaf_digit = (7 * np.arange(10)) % 10
+    node_names = [names[d] for d in leaf_digit] + [f"inner {i}" for i in range(digit_tree.n_nodes - 10)]
+    tree = Hierarchy(digit_tree.parent, 10, node_names)
+    labels = np.array(names)[y_train]
+    clf = HierarchicalSetClassifier(lr(C=0.05), F1, tree, 2).fit(X_train, labels)
+    assert clf.classes_.tolist() == sorted(names)
+    np.testing.assert_array_equal(np.array(node_names)[clf.leaf_of_class_], clf.classes_)
+    # the reference: the same model on integer labels, columns put in leaf order by hand
+    P = clf.predict_proba(X_test)  # columns: digits 0..9 (sorted names)
+    by_leaf = svbop.predict_sets_hierarchical(P[:, leaf_digit], F1, tree, 2)
+    expected = [np.array(names)[leaf_digit[s]] for s in by_leaf]
+    _assert_same_sets(clf.predict_sets(X_test), expected, clf.classes_)
+    # the nodes name the same classes as the sets
+    leaves_below = {v: set() for v in range(tree.n_nodes)}
+    for leaf in range(10):
+        for v in tree.path(leaf):
+            leaves_below[int(v)].add(node_names[leaf])
+    for nodes, labels in zip(clf.predict_nodes(X_test), clf.predict_sets(X_test)):
+        assert set().union(*(leaves_below[int(v)] for v in nodes)) == set(labels.tolist())
+
+
+def test_hierarchical_without_a_tree_is_flat(digits):
+    X_train, X_test, y_train, _ = digits
+    clf = HierarchicalSetClassifier(lr(C=0.05), "credal:delta=1.6,gamma=0.6").fit(X_train, y_train)
+    sizes = clf.predict_sets(X_test, output="indices").sizes
+    assert set(sizes.tolist()) <= {1, 10} and clf.hierarchy_.n_nodes == 11
+
+
+@pytest.mark.parametrize("labels, tree, message", [
+    ("int", random_tree(9, [1.0], rng=0), r"hierarchy has 9 leaves but fit saw 10 classes"),
+    ("str", random_tree(10, [1.0], rng=0), r"label 'd0' is not the name of a leaf of the hierarchy"),
+    ("str", Hierarchy(np.r_[np.full(10, 10), -1], 10),
+     r"hierarchy has no node_names, so its leaves are the labels 0..9"),
+    ("int", "tree.txt", r"hierarchy must be a svbop.datasets.Hierarchy or None, got str"),
+])
+def test_hierarchical_refuses_a_tree_that_does_not_fit_the_labels(digits, labels, tree, message):
+    X_train, _, y_train, _ = digits
+    y = y_train if labels == "int" else np.array([f"d{v}" for v in y_train])
+    with pytest.raises(ValueError, match=message):
+        HierarchicalSetClassifier(lr(), F1, tree, 2).fit(X_train, y)
+    with pytest.raises(ValueError, match=r"max_nodes must be an integer >= 1, got 0"):
+        HierarchicalSetClassifier(lr(), F1, None, 0).fit(X_train, y_train)
+
+
 def test_split_passes_per_sample_fit_params_with_the_rows():
     class Recorder(_RowsAreProbabilities):
         def fit(self, X, y, sample_weight=None, tag=None):
@@ -460,6 +613,14 @@ def test_compare_the_four_in_one_cross_validate(digits):
         (ConformalSetClassifier(lr(), empty="none"), r"empty must be 'top1' or 'keep'"),
         (ConformalSetClassifier(lr(), calibration_size=0), r"calibration_size must be a fraction"),
         (ConformalSetClassifier(lr(), cv="prefit", calibrate="sigmoid"), r"calibrate='sigmoid' needs cv='split'"),
+        (ConformalSetClassifier(lr(), conformity_score="bogus"),
+         r"score must be one of lac, aps, raps, fbeta, credal; got 'bogus'"),
+        (ConformalSetClassifier(lr(), conformity_score="fbeta", class_conditional=True),
+         r"class_conditional=True is for score"),
+        (ConformalSetClassifier(lr(), lam=0.5), r"k_reg and lam are RAPS parameters"),
+        (ConformalSetClassifier(lr(), conformity_score="raps", k_reg=-1), r"k_reg must be an integer >= 0, got -1"),
+        (ConformalSetClassifier(lr(), conformity_score="credal"), r"score='credal' needs gamma"),
+        (ConformalSetClassifier(lr(), gamma=1.0), r"gamma is the credal family's parameter"),
     ],
 )
 def test_invalid_parameters_raise_naming_the_parameter(digits, estimator, message):

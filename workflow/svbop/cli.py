@@ -41,20 +41,95 @@ def _utilities(args) -> int:
     return 0
 
 
+#: ``svbop predict --method``: what each method needs (required options) and takes (optional ones).
+_METHOD_OPTIONS = {
+    "bayes": ({"utility"}, set()),
+    "conformal": ({"epsilon", "calibration", "calibration_labels"},
+                  {"score", "class_conditional", "k_reg", "lam", "gamma", "empty", "calibration_key"}),
+    "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
+}
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_method_options(args) -> None:
+    """Every option the method needs is given, and none that it ignores (one-line errors)."""
+    required, optional = _METHOD_OPTIONS[args.method]
+    for name in sorted(required):
+        if getattr(args, name) is None:
+            raise ValueError(f"--method {args.method} needs {_option(name)}")
+    for name in sorted(set().union(*(r | o for r, o in _METHOD_OPTIONS.values())) - required - optional):
+        if getattr(args, name) not in (None, False):
+            users = [m for m, (r, o) in _METHOD_OPTIONS.items() if name in r | o]
+            raise ValueError(f"{_option(name)} is for --method {' or '.join(users)}, not {args.method}")
+
+
+def _conformal(args, P: np.ndarray):
+    from .baselines import ConformalSetPredictor
+
+    predictor = ConformalSetPredictor(
+        args.epsilon, score=args.score or "lac", class_conditional=args.class_conditional,
+        k_reg=1 if args.k_reg is None else args.k_reg, lam=0.0 if args.lam is None else args.lam,
+        empty=args.empty or "top1", gamma=args.gamma,
+    )
+    P_cal = load_scores(args.calibration, key=args.calibration_key)
+    y_cal = _load_labels(args.calibration_labels)
+    if P_cal.shape[1] != P.shape[1]:
+        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
+    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
+    try:
+        predictor.fit(P_cal, y_cal)
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration}: {exc}") from None
+    try:
+        sets = predictor.predict(P)
+    except ValueError as exc:
+        raise ValueError(f"{args.probs}: {exc}") from None
+    what = f"conformal {predictor.score}{' class-conditional' if predictor.class_conditional else ''}"
+    calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
+                  if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
+    return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
+
+
+def _hierarchical(args, P: np.ndarray, u):
+    from .datasets import read_hierarchy
+    from .hierarchical import predict_sets_hierarchical
+
+    K = P.shape[1]
+    # the probability matrix's classes are its columns: a hierarchy file names them 0 .. K-1
+    tree = read_hierarchy(None, {"format": args.hierarchy_format or "edges", "file": args.hierarchy},
+                          [str(c) for c in range(K)], where=args.hierarchy)
+    max_nodes = 1 if args.max_nodes is None else args.max_nodes
+    if max_nodes < 1:
+        raise ValueError(f"--max-nodes must be >= 1, got {max_nodes}")
+    try:
+        sets = predict_sets_hierarchical(P, u, tree, max_nodes)
+    except ValueError as exc:
+        raise ValueError(f"{args.probs}: {exc}") from None
+    return sets, f"{args.utility!r} over at most {max_nodes} node(s) of {args.hierarchy}"
+
+
 def _predict(args) -> int:
+    _check_method_options(args)
     if os.path.exists(args.output) and os.path.samefile(args.output, args.probs):
         raise ValueError(f"{args.output}: --output is the input file; choose another name (it would be overwritten)")
     P = load_scores(args.probs, key=args.key)
-    u = utility(args.utility)
-    try:
-        sets = predict_sets(P, u, n_jobs=args.jobs)
-    except ValueError as exc:  # a negative score or a zero row: name the file it came from
-        raise ValueError(f"{args.probs}: {exc}") from None
+    u = utility(args.utility) if args.utility is not None else None
+    if args.method == "conformal":
+        sets, what = _conformal(args, P)
+    elif args.method == "hierarchical":
+        sets, what = _hierarchical(args, P, u)
+    else:
+        try:
+            sets = predict_sets(P, u, n_jobs=args.jobs)
+        except ValueError as exc:  # a negative score or a zero row: name the file it came from
+            raise ValueError(f"{args.probs}: {exc}") from None
+        what = repr(args.utility)
     save_sets(args.output, sets)
-    print(
-        f"{len(sets)} sets for {args.utility!r} -> {args.output} "
-        f"(mean size {sets.sizes.mean():.3f}, mean expected utility {sets.expected_utility.mean():.4f})"
-    )
+    eu = "" if sets.expected_utility is None else f", mean expected utility {sets.expected_utility.mean():.4f}"
+    print(f"{len(sets)} sets for {what} -> {args.output} (mean size {sets.sizes.mean():.3f}{eu})")
     return 0
 
 
@@ -106,12 +181,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--K", type=int, default=100, help="number of classes (default 100)")
     p.add_argument("--spec", action="append", help="utility spec (repeatable; default: the standard ones)")
     p.set_defaults(func=_utilities)
-    p = sub.add_parser("predict", help="Bayes-optimal sets from a probability matrix")
+    p = sub.add_parser("predict", help="sets from a probability matrix (Bayes-optimal, conformal or hierarchical)")
     p.add_argument("probs", help="probabilities (.npy, .npz, .csv, .tsv, .txt), one row per sample")
-    p.add_argument("--utility", "-u", required=True, help="utility spec, e.g. 'fbeta:beta=1'")
+    p.add_argument("--method", "-m", choices=sorted(_METHOD_OPTIONS), default="bayes",
+                   help="bayes: the Bayes-optimal set of --utility (default); conformal: split-conformal sets "
+                        "calibrated on --calibration/--calibration-labels; hierarchical: the best union of at most "
+                        "--max-nodes nodes of --hierarchy under --utility")
+    p.add_argument("--utility", "-u", help="utility spec, e.g. 'fbeta:beta=1' (bayes, hierarchical)")
     p.add_argument("--output", "-o", required=True, help="output .npz (with expected utilities) or .csv/.txt")
     p.add_argument("--key", help="array name inside an .npz input")
-    p.add_argument("--jobs", "-j", type=int, default=1, help="threads (-1: all cores)")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="threads (-1: all cores; bayes)")
+    g = p.add_argument_group("conformal")
+    g.add_argument("--epsilon", type=float, help="significance level in (0, 1): coverage >= 1 - epsilon")
+    g.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal"),
+                   help="conformity score (default lac; fbeta/credal: Bayes-optimal sets with a coverage guarantee)")
+    g.add_argument("--class-conditional", action="store_true", help="one threshold per class (lac, aps, raps)")
+    g.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
+    g.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")
+    g.add_argument("--gamma", type=float, help="credal: the family's fixed gamma > 0")
+    g.add_argument("--empty", choices=("top1", "keep"), help="an empty set becomes the top class (default) or stays")
+    g.add_argument("--calibration", help="calibration probabilities (same formats as probs)")
+    g.add_argument("--calibration-labels", help="calibration class indices (.npy or text, one per line)")
+    g.add_argument("--calibration-key", help="array name inside an .npz calibration file")
+    g = p.add_argument_group("hierarchical")
+    g.add_argument("--hierarchy", help="class tree over the columns, named 0 .. K-1 (default format: edges, "
+                                       "'parent child' per line)")
+    g.add_argument("--hierarchy-format", choices=("edges", "lshtc_paths", "nested_lists", "taxonomy"),
+                   help="format of --hierarchy (default edges)")
+    g.add_argument("--max-nodes", type=int, help="largest number of tree nodes a set may join (default 1)")
     p.set_defaults(func=_predict)
     p = sub.add_parser("evaluate", help="mean utility, recall and set size of saved sets")
     p.add_argument("sets", help="sets written by 'svbop predict'")

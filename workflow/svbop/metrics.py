@@ -15,7 +15,11 @@ from .sets import SetPredictions
 from .utilities import Utility, utility
 
 __all__ = ["check_labels", "set_utility", "recall", "set_sizes", "top1_accuracy", "mean_scores", "set_agreement",
-           "coverage", "size_stratified_coverage", "class_conditional_coverage", "singleton_rate", "empty_rate"]
+           "coverage", "size_stratified_coverage", "class_conditional_coverage", "singleton_rate", "empty_rate",
+           "COVERAGE_KEYS"]
+
+#: The coverage keys of :func:`mean_scores` (percentages that are not utilities).
+COVERAGE_KEYS = ("coverage_pct", "class_coverage_worst_pct", "ssc_worst_pct", "singleton_pct", "empty_pct")
 
 
 def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:

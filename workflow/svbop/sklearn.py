@@ -40,6 +40,8 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
     ) from err
 
 from .baselines import PAPER_THRESHOLDS, ConformalSetPredictor, threshold_sets, top_s_sets, tune_threshold
+from .datasets.base import Hierarchy
+from .hierarchical import predict_sets_hierarchical
 from .metrics import set_utility
 from .search import predict_sets as _bayes_optimal_sets
 from .sets import SetPredictions
@@ -529,10 +531,10 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     (nonconformity ``1 - P(y|x)``) this is the paper's ICP baseline (Section 5.2): ``q`` is the
     ``ceil((n+1)(1-epsilon))``-th smallest calibration score and the set is
     ``{c : 1 - P(c|x) <= q}``, covering the true class with probability at least
-    ``1 - epsilon``.  ``score="aps"`` and ``"raps"`` rank the classes by decreasing probability
+    ``1 - epsilon``.  ``conformity_score="aps"`` and ``"raps"`` rank the classes by decreasing probability
     and score a class by the mass ranked at or before it (RAPS: ``+ lam * max(0, rank - k_reg)``);
     ``class_conditional=True`` calibrates one ``q`` per class (coverage ``>= 1 - epsilon`` for
-    every class); ``score="fbeta"`` (``"credal"`` with ``gamma``) calibrates the family's
+    every class); ``conformity_score="fbeta"`` (``"credal"`` with ``gamma``) calibrates the family's
     parameter so that the Bayes-optimal sets of :func:`svbop.predict_sets` cover with
     probability at least ``1 - epsilon``.  See :class:`svbop.ConformalSetPredictor` for the
     definitions and the proofs.
@@ -546,16 +548,17 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         Unfitted (``cv="split"``) or fitted (``cv="prefit"``) classifier with ``predict_proba``.
     epsilon : float, default 0.1
         Significance level in (0, 1) (the paper: 0.01 and 0.10).
-    score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
-        The conformity score (see above).
+    conformity_score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
+        The predictor's ``score`` (see above; named as in MAPIE, since ``score`` is the
+        scikit-learn method that reports the mean set utility).
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
-        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only).
+        RAPS: ranks up to ``k_reg`` are not penalised (``"raps"`` only).
     lam : float, default 0.0
-        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only).
+        RAPS: penalty per rank beyond ``k_reg`` (``"raps"`` only).
     gamma : float, optional
-        The credal family's fixed ``gamma > 0`` (``score="credal"`` only).
+        The credal family's fixed ``gamma > 0`` (``"credal"`` only).
     utility : str or Utility, default "fbeta:beta=1"
         Used by :meth:`score` only.
     empty : {"top1", "keep"}, default "top1"
@@ -583,7 +586,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     quantiles_ : ndarray of shape (n_classes,)
         Per-class thresholds, in the order of ``classes_`` (``class_conditional=True`` only).
     parameter_ : float
-        The calibrated ``beta`` (``score="fbeta"``) or ``delta`` (``score="credal"``).
+        The calibrated ``beta`` (``"fbeta"``) or ``delta`` (``"credal"``).
     estimator_, classes_, utility_, n_features_in_, feature_names_in_
         As in :class:`SetValuedClassifier` (``utility_`` is the scoring utility).
 
@@ -592,7 +595,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     >>> from sklearn.datasets import load_iris
     >>> from sklearn.linear_model import LogisticRegression
     >>> X, y = load_iris(return_X_y=True)
-    >>> aps = ConformalSetClassifier(LogisticRegression(max_iter=1000), 0.1, score="aps", random_state=0)
+    >>> aps = ConformalSetClassifier(LogisticRegression(max_iter=1000), 0.1, conformity_score="aps", random_state=0)
     >>> aps.fit(X, y).predict_sets(X[[0]])
     [array([0])]
     """
@@ -604,7 +607,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         estimator,
         epsilon=0.1,
         *,
-        score="lac",
+        conformity_score="lac",
         class_conditional=False,
         k_reg=1,
         lam=0.0,
@@ -618,7 +621,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     ):
         self.estimator = estimator
         self.epsilon = epsilon
-        self.score = score
+        self.conformity_score = conformity_score
         self.class_conditional = class_conditional
         self.k_reg = k_reg
         self.lam = lam
@@ -633,7 +636,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     def _predictor(self) -> ConformalSetPredictor:
         """An unfitted predictor; its constructor checks the conformal parameters."""
         return ConformalSetPredictor(
-            self.epsilon, score=self.score, class_conditional=self.class_conditional, k_reg=self.k_reg,
+            self.epsilon, score=self.conformity_score, class_conditional=self.class_conditional, k_reg=self.k_reg,
             lam=self.lam, empty=self.empty, gamma=self.gamma,
         )
 
@@ -712,6 +715,9 @@ class HierarchicalSetClassifier(_SetClassifier):
         The tree used (``hierarchy``, or the flat tree built in ``fit``).
     leaf_of_class_ : ndarray of int64, shape (n_classes,)
         The hierarchy's leaf of every class of ``classes_``.
+
+    :meth:`predict_nodes` returns the nodes whose union each set is (e.g. "animal" rather than
+    its three classes).
     estimator_, classes_, utility_, n_features_in_, feature_names_in_
         As in :class:`SetValuedClassifier`.
 
@@ -736,11 +742,10 @@ class HierarchicalSetClassifier(_SetClassifier):
         self.calibrate = calibrate
 
     def _check_params(self):
-        from .datasets import Hierarchy
-
         super()._check_params()
         if self.hierarchy is not None and not isinstance(self.hierarchy, Hierarchy):
-            raise ValueError(f"hierarchy must be a svbop.datasets.Hierarchy or None, got {type(self.hierarchy).__name__}")
+            raise ValueError(
+                f"hierarchy must be a svbop.datasets.Hierarchy or None, got {type(self.hierarchy).__name__}")
         if isinstance(self.max_nodes, bool) or not isinstance(self.max_nodes, numbers.Integral) or self.max_nodes < 1:
             raise ValueError(f"max_nodes must be an integer >= 1, got {self.max_nodes!r}")
 
@@ -749,22 +754,40 @@ class HierarchicalSetClassifier(_SetClassifier):
         self.hierarchy_, self.leaf_of_class_ = _leaves_of_classes(self.hierarchy, self.classes_)
         self._class_of_leaf = np.argsort(self.leaf_of_class_)
 
-    def _sets(self, P) -> SetPredictions:
-        from .hierarchical import predict_sets_hierarchical
-
+    def _predict_hierarchical(self, P, return_nodes: bool = False):
         check_is_fitted(self, "leaf_of_class_")
         P = np.asarray(P)
-        # columns in leaf order, the sets' leaves back to columns of classes_
-        leaf_sets = predict_sets_hierarchical(P[:, self._class_of_leaf], self.utility_, self.hierarchy_,
-                                              int(self.max_nodes))
-        return SetPredictions(self._class_of_leaf[leaf_sets.indices], leaf_sets.indptr, len(self.classes_),
+        # columns in leaf order; the sets' leaves go back to columns of classes_
+        out = predict_sets_hierarchical(P[:, self._class_of_leaf], self.utility_, self.hierarchy_,
+                                        int(self.max_nodes), return_nodes=return_nodes)
+        leaf_sets = out[0] if return_nodes else out
+        sets = SetPredictions(self._class_of_leaf[leaf_sets.indices], leaf_sets.indptr, len(self.classes_),
                               leaf_sets.expected_utility)
+        return (sets, out[1]) if return_nodes else sets
+
+    def _sets(self, P) -> SetPredictions:
+        return self._predict_hierarchical(P)
+
+    def predict_nodes(self, X) -> list[np.ndarray]:
+        """The nodes of ``hierarchy_`` whose union is each predicted set.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+
+        Returns
+        -------
+        list of ndarray of int64
+            Per sample, the fewest nodes (ids of ``hierarchy_``, at most ``max_nodes``) whose
+            classes are the set of :meth:`predict_sets`, in depth-first leaf order; name them
+            with ``hierarchy_.node_names``.
+        """
+        _, nodes = self._predict_hierarchical(self.predict_proba(X), return_nodes=True)
+        return [np.asarray(v) for v in nodes]
 
 
 def _leaves_of_classes(hierarchy, classes: np.ndarray):
     """``(tree, leaf_of_class)``: the hierarchy to use and the leaf of every class of ``classes``."""
-    from .datasets import Hierarchy
-
     K = len(classes)
     if hierarchy is None:  # flat: root K over the classes 0..K-1
         return Hierarchy(np.r_[np.full(K, K), -1], n_classes=K), np.arange(K, dtype=np.int64)
@@ -780,7 +803,7 @@ def _leaves_of_classes(hierarchy, classes: np.ndarray):
     leaves = np.array([leaf_of_name.get(str(c), -1) for c in classes.tolist()], dtype=np.int64)
     missing = np.flatnonzero(leaves < 0)
     if missing.size:
-        raise ValueError(f"label {classes[missing[0]]!r} is not the name of a leaf of the hierarchy")
+        raise ValueError(f"label {classes.tolist()[missing[0]]!r} is not the name of a leaf of the hierarchy")
     if np.unique(leaves).size != K:  # two labels with the same str
         raise ValueError("two labels have the same name as text, so they name the same leaf of the hierarchy")
     return hierarchy, leaves
