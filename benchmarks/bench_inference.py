@@ -31,8 +31,8 @@ every one a ratio of two figures measured in this run:
 * dry-run: SVBOP-HF on the 2-means tree (dense nodes) no slower than SVBOP-Full (dense flat model);
 * synthetic LSHTC1-shaped problem: SVBOP-HF on the 2-means tree >= 2 x faster than SVBOP-Full.
 
-Figures of other tools (napkinXC) are printed at the end as quoted, with their source and setup;
-they are never divided into ours.  The machine may be shared: the load average is printed at the
+Figures of other tools are not quoted here: napkinXC is compared with svbop only within one run,
+on identical features, by ``../shared/tools/napkinxc/bench_nxc_vs_svbop.py``.  The machine may be shared: the load average is printed at the
 start and end of each problem, and CPU seconds of the whole run at the end.
 
 Problems
@@ -126,15 +126,6 @@ FULL_OVER_BARE = 1.3
 NAIVE_OVER_FULL = 10.0  # dry-run: the paper's SVBOP-Full over ours, at least
 HSG_OVER_FULL = 12.0  # dry-run, clipped model, k=100: HSG's time over Full's, at most
 HF_SPEEDUP = 2.0  # synthetic: Full's time over HF_c's, at least
-#: Quoted, not measured here: issue 15 of this project, napkinXC 0.5.2 built from its tag, one thread,
-#: on identical tf-idf features of the LSHTC1 dry-run, u_F1, ms per sample. Shown beside ours, never divided.
-QUOTED_NAPKINXC = (
-    ("SVBOP-Full, dense weights", 1.24),
-    ("SVBOP-Full, weights clipped at 0.1", 1.57),
-    ("SVBOP-HF, 2-means tree, dense", 0.378),
-    ("SVBOP-HF, 2-means tree, clipped", 0.378),
-    ("SVBOP-HSG (svbopMips, k=100), clipped", 0.54),
-)
 WARMUP_ROWS = 16
 
 # the synthetic problem's shape (LSHTC1: 12,166 classes and 381,571 features)
@@ -656,13 +647,6 @@ def print_targets(name: str, results: dict[str, Any], synthetic: bool) -> list[b
     return verdicts
 
 
-def print_quoted() -> None:
-    say("\nQuoted, not measured in this run (issue 15 of this project: napkinXC 0.5.2 built from its tag, one "
-        "thread, identical tf-idf features of the LSHTC1 dry-run, u_F1; ms per sample; not divided into ours):")
-    for what, ms in QUOTED_NAPKINXC:
-        say(f"  napkinXC {what:<42} {ms:.3f} ms/sample (quoted)")
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -701,8 +685,6 @@ def main(argv=None) -> int:
     if args.problem in ("synthetic", "both"):
         p = synthetic_problem(args)
         verdicts += print_targets(p.name, run_problem(p, args), synthetic=True)
-    if args.problem in ("dryrun", "both"):
-        print_quoted()
     say(f"\n{sum(verdicts)} of {len(verdicts)} targets met; total {time.perf_counter() - start:.0f} s wall, "
         f"{time.process_time() - cpu:.0f} s CPU (all threads), load average at the end {load_average()}")
     return 0

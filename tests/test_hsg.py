@@ -156,3 +156,49 @@ def test_index_recall_is_the_share_of_the_exact_top_k_returned(setup):
     assert got == pytest.approx(by_hand)
     weak = HNSWIndex(M=2, ef_construction=2).fit(model.W, model.b)
     assert index_recall(model, weak, X, 20, ef=20) < 1.0
+
+
+def test_index_scores_by_default_are_the_exact_scores_to_float32_precision(setup):
+    """By default the classes carry the index's float32 inner products (napkinXC's way), which
+    equal the exact scores to float32 precision; ``rescore=True`` gives the exact ones."""
+    model, index, X = setup
+    exact = model.decision_function(X)
+    for i in range(0, X.shape[0], 17):
+        for rescore in (False, True):
+            provider = HSGProvider(model, index, k=10, rescore=rescore)
+            provider.init_prediction(X[i])
+            classes = np.array([c for c, _ in provider._queue])
+            probs = np.array([p for _, p in provider._queue])
+            row = exact[i, classes]
+            want = np.exp(row - row[0])
+            if rescore:
+                np.testing.assert_array_equal(probs, want)
+            else:
+                np.testing.assert_allclose(probs, want, rtol=1e-5)
+    by_index = predict_sets_hsg(model, index, X, "fbeta:beta=1", k=10)
+    by_model = predict_sets_hsg(model, index, X, "fbeta:beta=1", k=10, rescore=True)
+    assert identical(by_index, by_model).mean() >= 0.95
+
+
+def test_rescore_must_be_a_flag(setup):
+    model, index, X = setup
+    with pytest.raises(ValueError, match="rescore must be True or False"):
+        predict_sets_hsg(model, index, X, "fbeta:beta=1", rescore="yes")
+    with pytest.raises(ValueError, match="rescore must be True or False"):
+        HSGProvider(model, index, rescore=1)
+
+
+def test_exact_scores_by_weight_rows_and_by_feature_columns_agree_bit_for_bit():
+    """Sparse weights: many candidates per row make the kernel walk the columns x uses, one
+    candidate makes it walk the candidate's row; both sum as scipy does, bit for bit."""
+    model, X = problem(True, K=300, D=200, n=80, seed=7)
+    D = model.decision_function(X)
+    W = sp.csr_matrix(model.W)
+    row_cost = np.diff(W.indptr)
+    col_cost = np.diff(sp.csr_matrix(W.T).indptr)
+    x_cost = np.array([2 * col_cost[X.indices[X.indptr[i]:X.indptr[i + 1]]].sum() for i in range(X.shape[0])])
+    every = np.tile(np.arange(300), (X.shape[0], 1))
+    one = np.tile(np.array([[int(np.argmin(row_cost))]]), (X.shape[0], 1))
+    assert np.all(x_cost < row_cost.sum()) and np.all(x_cost > row_cost[one[0, 0]])  # both walks are taken
+    np.testing.assert_array_equal(exact_scores(model, X, every), D)
+    np.testing.assert_array_equal(exact_scores(model, X, one), D[:, one[0]])

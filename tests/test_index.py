@@ -282,3 +282,22 @@ def test_build_validates_its_arguments(problem):
         HNSWIndex().query(W, 1)
     with pytest.raises(ValueError, match="model must be a LinearModel"):
         HNSWIndex.from_model(W)
+
+
+def test_sparse_queries_to_a_dense_index_in_chunks_with_duplicate_entries(problem, monkeypatch):
+    """Sparse queries are written into float32 blocks of a few rows (here 7): duplicate entries of
+    a non-canonical CSR add up, as in ``toarray()``, and the block size changes no result."""
+    import svbop.index as index_module
+
+    W, b, X = problem
+    dense = HNSWIndex.build(W, b)
+    Xs = sp.csr_matrix(np.where(np.abs(X) >= 0.5, X, 0.0))
+    whole = dense.query(Xs.toarray(), 10, ef=K)
+    # every entry split in two halves, side by side: a CSR with duplicates, summing to Xs
+    twice = sp.csr_matrix((np.repeat(Xs.data / 2, 2), np.repeat(Xs.indices, 2), 2 * Xs.indptr), shape=Xs.shape)
+    assert twice.nnz == 2 * Xs.nnz and not twice.has_canonical_format
+    monkeypatch.setattr(index_module, "_DENSE_CHUNK_VALUES", 7 * (D + 1))
+    for Xq in (Xs, twice):
+        got = dense.query(Xq, 10, ef=K)
+        np.testing.assert_array_equal(got[0], whole[0])
+        np.testing.assert_allclose(got[1], whole[1], rtol=1e-6)

@@ -5,18 +5,20 @@ of largest inner product, so a maximum-inner-product index (:class:`svbop.index.
 deliver them without scoring all ``K`` classes.  SVBOP-HSG (Algorithms 4 and 5):
 
 1. query the index for the top ``k`` classes of ``x``;
-2. score those classes exactly, ``exp(w_c . x + b_c)`` (unnormalised: Algorithm 1 does not need
-   the partition function), and feed them to Algorithm 1 in decreasing order;
+2. take their scores ``w_c . x + b_c`` (by default the float32 inner products the index returns
+   with them, as the authors' napkinXC does; ``rescore=True`` recomputes them exactly from the
+   model), and feed ``exp`` of them (unnormalised: Algorithm 1 does not need the partition
+   function) to Algorithm 1 in decreasing order;
 3. when Algorithm 1 asks for class ``|Q| + 1`` (every delivered class was accepted), query again
    for ``2 |Q|`` classes and append, sorted, the ones not delivered before ("doubling").
 
 Since the index is approximate, an appended class can be more probable than one delivered
 earlier; Algorithm 1 simply continues on the stream in the order it comes (as the paper's
 ``Q.at(i)`` does).  With an exhaustive index (``ef`` and ``k`` at least ``K``) the stream is the
-exact order and the sets equal SVBOP-Full's.
+exact order and the sets equal SVBOP-Full's (a query for all ``K`` classes is always rescored).
 
 * :func:`predict_sets_hsg` runs this for many rows at once: every round is one batched
-  (multi-threaded) NMSLIB query for all rows still open, exact scoring in compiled code, and
+  (multi-threaded) NMSLIB query for all rows still open, exact scoring (if asked) in compiled code, and
   Algorithm 1 continued across rounds.
 * :class:`HSGProvider` is the paper's ``initPrediction`` / ``getNextClass`` pair for one row, for
   :func:`svbop.svbop` and for reading.
@@ -31,7 +33,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import _kernels
+from . import _hsg_kernels, _kernels
+from .full import _transposed
 from .index import HNSWIndex
 from .linear import LinearModel, _as_sorted_csr, _positive_int
 from .search import TIE_RTOL, utility_for
@@ -61,22 +64,30 @@ def _check(model: Any, index: Any) -> tuple[LinearModel, HNSWIndex]:
     return model, index
 
 
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def exact_scores(model: LinearModel, X: sp.csr_matrix, ids: np.ndarray, n_jobs: int | None = None) -> np.ndarray:
     """``w_c . x_i + b_c`` for ``c = ids[i, q]`` (``-inf`` where ``ids < 0``), shape of ``ids``.
 
     ``X`` is CSR with sorted indices (one row per row of ``ids``).  The products are summed in
-    increasing feature order, as ``X @ W.T`` sums them.
+    increasing feature order, as ``X @ W.T`` sums them, so the scores equal
+    :func:`svbop.full.linear_scores` bit for bit.  Sparse weights are walked by candidate row or
+    by the columns ``x`` uses, whichever is shorter for the row (see :mod:`svbop._hsg_kernels`).
     """
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     out = np.empty(ids.shape)
     xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
     if sp.issparse(model.W):
-        W = model.W
-        w_ptr, w_ind = W.indptr.astype(np.int64), W.indices.astype(np.int64)
+        W, WT, w_ptr, w_ind, wt_ptr, wt_ind = _kernels.per_model(model, "_svbop_hsg_csr", _csr_parts)
 
         def task(lo: int, hi: int) -> None:
-            _kernels.gather_scores_sparse(w_ptr, w_ind, W.data, model.b, ids[lo:hi], xptr[lo:hi + 1], xind, X.data,
-                                          model.n_features, out[lo:hi])
+            _hsg_kernels.rescore_sparse(w_ptr, w_ind, W.data, wt_ptr, wt_ind, WT.data, model.b, ids[lo:hi],
+                                        xptr[lo:hi + 1], xind, X.data, np.zeros(model.n_features),
+                                        np.zeros(model.n_classes), out[lo:hi])
     else:
         W = np.ascontiguousarray(model.W)
 
@@ -85,6 +96,15 @@ def exact_scores(model: LinearModel, X: sp.csr_matrix, ids: np.ndarray, n_jobs: 
 
     _kernels.run_blocks(task, ids.shape[0], _BLOCK, n_jobs)
     return out
+
+
+def _csr_parts(model: LinearModel) -> tuple:
+    """Sparse ``W`` (sorted CSR), its CSR transpose, and their int64 index arrays, once per model."""
+    W = sp.csr_matrix(model.W)
+    W.sort_indices()
+    WT = _transposed(model)
+    return (W, WT, W.indptr.astype(np.int64), W.indices.astype(np.int64), WT.indptr.astype(np.int64),
+            WT.indices.astype(np.int64))
 
 
 def _complete(ids: np.ndarray, delivered: np.ndarray) -> np.ndarray:
@@ -129,6 +149,7 @@ def predict_sets_hsg(
     ef: int | None = None,
     tie_rtol: float = TIE_RTOL,
     n_jobs: int | None = None,
+    rescore: bool = False,
     return_stats: bool = False,
 ) -> SetPredictions | tuple[SetPredictions, dict[str, np.ndarray]]:
     """SVBOP-HSG: Algorithm 1 on the classes an HNSW index delivers, with doubling.
@@ -150,6 +171,13 @@ def predict_sets_hsg(
         Tie tolerance of Algorithm 1.
     n_jobs : int or None
         Threads of NMSLIB's batched queries and of the exact scoring (``None``/1 one, -1 all).
+    rescore : bool, default False
+        Score the delivered classes exactly from the model (float64, :func:`exact_scores`)
+        instead of using the inner products the index returns with them (float32, relative error
+        about 1e-7: see :mod:`svbop.index`), as the authors' napkinXC does.  Rescoring walks the
+        weights of every candidate and cost the LSHTC1 dry-run clipped at 0.1 about a fifth of
+        HSG's time.  A query for all ``K`` classes is always rescored, so with an exhaustive
+        index the sets equal SVBOP-Full's either way.
     return_stats : bool
         Also return per-row statistics: ``queries`` (index queries), ``scored`` (classes scored
         exactly, i.e. delivered by the index) and ``pulled`` (classes Algorithm 1 consumed).
@@ -167,6 +195,7 @@ def predict_sets_hsg(
     so SVBOP-HSG is useful with (1/x)-convex utilities (all those of the paper).
     """
     model, index = _check(model, index)
+    rescore = _flag("rescore", rescore)
     u, g, early = utility_for(u, model.n_classes, tie_rtol)
     K = model.n_classes
     k = min(_positive_int("k", k), K)
@@ -182,16 +211,21 @@ def predict_sets_hsg(
     queries = np.zeros(n, dtype=np.int64)
     want = np.full(n, k, dtype=np.int64)
     stream_rows, stream_pos, stream_cls = [], [], []  # every delivered class, for the final sets
-    seen_keys = np.zeros(0, dtype=np.int64)  # row * K + class, sorted
+    seen_keys = np.zeros(0, dtype=np.int64)
     pending = np.arange(n, dtype=np.int64)
     start = time.perf_counter()
     first = True
     while pending.size:
+        if not first:  # row * K + class of what the open rows were delivered so far, sorted
+            open_row = np.zeros(n, dtype=bool)
+            open_row[pending] = True
+            r_all, c_all = np.concatenate(stream_rows), np.concatenate(stream_cls)
+            seen_keys = np.sort(r_all[open_row[r_all]] * K + c_all[open_row[r_all]])
         groups = [pending[want[pending] == kk] for kk in np.unique(want[pending])]
         for rows in groups:
             kk = int(want[rows[0]])
             Xr = X[rows]
-            ids, _ = index.query(Xr, kk, ef=max(kk, ef or kk), n_threads=threads)
+            ids, scores = index.query(Xr, kk, ef=max(kk, ef or kk), n_threads=threads)
             queries[rows] += 1
             if not first:  # the doubling: keep only classes not delivered before
                 keys = rows[:, None] * K + np.maximum(ids, 0)
@@ -204,7 +238,10 @@ def predict_sets_hsg(
                 delivered = np.zeros((rows.size, K), dtype=bool)
                 delivered[at[at >= 0], seen_keys[at >= 0] % K] = True
                 ids = _complete(ids, delivered)
-            scores = exact_scores(model, Xr, ids, n_jobs)
+            if rescore or kk >= K:
+                scores = exact_scores(model, Xr, ids, n_jobs)
+            else:
+                scores = np.where(ids >= 0, scores, -np.inf)
             ids, scores, counts = _sorted_new(ids, scores)
             if first:
                 top[rows] = scores[:, 0]
@@ -215,7 +252,6 @@ def predict_sets_hsg(
             stream_rows.append(r_idx)
             stream_pos.append((offset[:, None] + np.arange(ids.shape[1]))[valid])
             stream_cls.append(ids[valid])
-            seen_keys = np.union1d(seen_keys, r_idx * K + ids[valid])
             # Algorithm 1 goes on from where it stopped; it may stop early within this batch, in
             # which case the classes after the stop are delivered but never consumed
             consumed = n_seen[rows].copy()
@@ -286,7 +322,8 @@ def index_recall(model: LinearModel, index: HNSWIndex, X: Any, k: int, ef: int |
 class HSGProvider:
     """SVBOP-HSG's class provider (Algorithms 4 and 5), one row at a time.
 
-    ``init_prediction(x)`` queries the index for ``k`` classes and scores them exactly;
+    ``init_prediction(x)`` queries the index for ``k`` classes (scored as
+    :func:`predict_sets_hsg` scores them: ``rescore``);
     ``get_next_class()`` returns them in decreasing order and, when they run out, queries for
     twice as many and appends the new ones.  Probabilities are ``exp(w_c . x + b_c - s_1)``,
     unnormalised (``s_1`` the first class's score).  Use with :func:`svbop.svbop`::
@@ -295,22 +332,28 @@ class HSGProvider:
                     require_sorted=False)
     """
 
-    def __init__(self, model: LinearModel, index: HNSWIndex, k: int = 100, ef: int | None = None) -> None:
+    def __init__(self, model: LinearModel, index: HNSWIndex, k: int = 100, ef: int | None = None,
+                 rescore: bool = False) -> None:
         self.model, self.index = _check(model, index)
+        self.rescore = _flag("rescore", rescore)
         self.k = min(_positive_int("k", k), model.n_classes)
         self.ef = None if ef is None else _positive_int("ef", ef)
         self.queries = 0
 
     def _query(self, kk: int) -> None:
         kk = min(kk, self.model.n_classes)
-        ids, _ = self.index.query(self._x, kk, ef=max(kk, self.ef or kk))
+        ids, scores = self.index.query(self._x, kk, ef=max(kk, self.ef or kk))
         self.queries += 1
         ids = np.array([[c if c not in self._seen else -1 for c in ids[0]]], dtype=np.int64)
         if kk >= self.model.n_classes:  # every class must come: add those the index missed
             delivered = np.zeros((1, self.model.n_classes), dtype=bool)
             delivered[0, list(self._seen)] = True
             ids = _complete(ids, delivered)
-        ids, scores, counts = _sorted_new(ids, exact_scores(self.model, self._x, ids))
+        if self.rescore or kk >= self.model.n_classes:
+            scores = exact_scores(self.model, self._x, ids)
+        else:
+            scores = np.where(ids >= 0, scores, -np.inf)
+        ids, scores, counts = _sorted_new(ids, scores)
         if self._top is None:
             self._top = float(scores[0, 0])
         for c, s in zip(ids[0, : counts[0]], scores[0, : counts[0]]):

@@ -83,6 +83,9 @@ _SPARSE_SPACE = "negdotprod_sparse_fast"
 _SPACES = (_DENSE_SPACE, _SPARSE_SPACE, "negdotprod_sparse")
 #: Queries sent to NMSLIB at once (bounds the float32 copy of a batch of queries).
 _QUERY_CHUNK = 4096
+#: Values of a dense index's float32 query block (16 MiB): small enough to stay in cache-friendly
+#: sizes, large enough that NMSLIB's batch call is not per row.
+_DENSE_CHUNK_VALUES = 1 << 22
 #: NMSLIB's ids are C ints.
 _MAX_ID = 2**31 - 1
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -392,8 +395,9 @@ class HNSWIndex:
         scores = np.full((n, k), -np.inf, dtype=np.float64)
         short = 0
         start = time.perf_counter()
-        for lo in range(0, n, _QUERY_CHUNK):
-            hi = min(lo + _QUERY_CHUNK, n)
+        chunk = _QUERY_CHUNK if self.sparse else max(1, min(_QUERY_CHUNK, _DENSE_CHUNK_VALUES // (self.n_features + 1)))
+        for lo in range(0, n, chunk):
+            hi = min(lo + chunk, n)
             queries = self._augment(X[lo:hi], np.ones(hi - lo), self.sparse, what="X")
             for i, (found, dist) in enumerate(self._index.knnQueryBatch(queries, k=k, num_threads=threads), lo):
                 m = len(found)
@@ -569,7 +573,15 @@ class HNSWIndex:
             out.eliminate_zeros()
             out.sort_indices()
             return out
-        out = np.empty((A.shape[0], A.shape[1] + 1), dtype=np.float32)
-        out[:, :-1] = A.toarray() if sp.issparse(A) else A
+        if sp.issparse(A):  # written straight into float32 (no float64 toarray() of the whole block)
+            out = np.zeros((A.shape[0], A.shape[1] + 1), dtype=np.float32)
+            A = sp.csr_matrix(A)
+            if not A.has_canonical_format:  # duplicate entries add up, as in toarray()
+                A = A.copy()
+                A.sum_duplicates()
+            out[np.repeat(np.arange(A.shape[0]), np.diff(A.indptr)), A.indices] = A.data
+        else:
+            out = np.empty((A.shape[0], A.shape[1] + 1), dtype=np.float32)
+            out[:, :-1] = A
         out[:, -1:] = column
         return out
