@@ -161,8 +161,11 @@ rule report_html:
         illustrations=lambda wc: [f for fs in illustration_files().values() for f in fs],
         train_times=rules.tables.input.train_times,
         template="report/templates/report.html.j2",
+        # optional (report: scaling): benchmarks/bench_scaling.py's results, drawn in Table 4's section
+        scaling=lambda wc: [config["report"]["scaling"]] if config["report"].get("scaling") else [],
         code=library_sources(
-            "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status"
+            "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
+            "report/figures",
         ),
     output:
         report(
@@ -179,6 +182,7 @@ rule report_html:
         missing=Summarised(MISSING),
         illustrations=lambda wc: Summarised(illustration_files()),
         train_time_files=rules.tables.params.train_time_files,
+        scaling=config["report"].get("scaling"),
         # the page a failed run left (Snakefile, onerror): out of date once this report is written
         partial=PARTIAL_REPORT,
     log:

@@ -30,6 +30,7 @@ build_report(
     train_seconds=read_train_seconds(snakemake.params.train_time_files),
     illustrations=illustrations,
     downloads={os.path.basename(t): os.path.relpath(t, os.path.dirname(out)) for t in tables},
+    scaling=snakemake.params.scaling,
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)
