@@ -41,7 +41,10 @@ row says so.
 
 Memory: at K = 1,000,000 with 200 non-zeros per class, the flat weights take 2.4 GB, Full's
 transposed copy as much, and the tree model (built after the flat model is freed) about the same
-again: about 6-8 GB at the peak.
+again: the process held 8.7 GB at K = 1,000,000 in the run of 2026-11-24 (100 rows); at
+K = 100,000 2.9 GB.  Time: the HNSW build took 1,187 s at K = 100,000 on a loaded 2-core machine,
+and the paper's Full 0.2 s per row there (ten times that at K = 1,000,000: keep --rows small).
+With ``--out``, the JSON is rewritten after every size, so a run stopped early keeps what it measured.
 """
 
 from __future__ import annotations
@@ -249,6 +252,13 @@ def figure(out: dict, path: str) -> None:
     save_figure(plot_scaling(out), path)
 
 
+def write_json(path: str, data: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(path).with_name(f".tmp{os.getpid()}.{Path(path).name}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -292,6 +302,11 @@ def main(argv=None) -> dict:
     for K in args.sizes:
         r = run_size(K, args)
         results.append(r)
+        if args.out:  # kept after every size: the largest take long
+            write_json(args.out, {"meta": {**meta, "load_end": list(os.getloadavg()), "wall_s": time.perf_counter() - wall,
+                                           "cpu_s": time.process_time() - cpu, "peak_rss_mb": peak_rss_mb(),
+                                           "partial": True},
+                                  "results": results, "beats_full_from_K": {}})
         b = r["build_seconds"]
         print(f"\nK={K:,}: problem {b['problem_s']:.1f} s, HNSW build {b.get('hsg_index_s', float('nan')):.1f} s, "
               f"tree model {b['hf_tree_s']:.1f} s; peak RSS {r['peak_rss_mb']:.0f} MB; mean nnz(x) {r['x_nnz_mean']:.0f}")
@@ -315,8 +330,7 @@ def main(argv=None) -> dict:
               f"{name} does not beat our Full at the largest size run")
     out = {"meta": meta, "results": results, "beats_full_from_K": summary}
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        write_json(args.out, out)
     if args.figure:
         figure(out, args.figure)
     return out
