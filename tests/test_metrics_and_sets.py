@@ -206,3 +206,24 @@ def test_sets_files_store_classes_in_the_smallest_type_and_load_as_int64(tmp_pat
         assert data["indices"].dtype == stored
     back = load_sets(tmp_path / "s.npz")
     assert back == sets and back.indices.dtype == np.int64
+
+
+def test_timing_columns_carry_the_repeats_spread_and_load_of_each_record():
+    from svbop.evaluation import timing_columns
+
+    full = svbop.SetPredictions.from_sets([[0], [1]], 2)
+    sets = {("svbop_full", "fbeta_1"): full, ("svbop_hsg", "fbeta_1"): full}
+    timings = {("svbop_full", "fbeta_1"): {"ms_per_sample": 0.5, "repeats": 3, "ms_per_sample_min": 0.4,
+                                           "ms_per_sample_max": 0.9, "load_start": [1.5, 1, 1], "load_end": [2.5, 1, 1],
+                                           "cpu_count": 2},
+               # read_timing of a file of one measurement: no load known
+               ("svbop_hsg", "fbeta_1"): {"ms_per_sample": 0.1, "repeats": 1, "ms_per_sample_min": 0.1,
+                                          "ms_per_sample_max": 0.1, "load_start": None, "load_end": None,
+                                          "cpu_count": None}}
+    extra = timing_columns(sets, timings)
+    assert extra[("svbop_full", "fbeta_1")] == {"t_test_ms": 0.5, "t_test_ms_min": 0.4, "t_test_ms_max": 0.9,
+                                                "t_test_repeats": 3.0, "load_start": 1.5, "load_end": 2.5,
+                                                "cpu_count": 2.0}
+    hsg = extra[("svbop_hsg", "fbeta_1")]
+    assert hsg["t_test_repeats"] == 1.0 and hsg["t_test_ms_min"] == hsg["t_test_ms_max"] == 0.1
+    assert np.isnan(hsg["load_start"]) and np.isnan(hsg["cpu_count"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from pathlib import Path
 
 import numpy as np
@@ -504,3 +505,68 @@ def test_the_report_shows_training_with_the_cnn_and_the_features_time_apart(tmp_
     assert re.search(r'<small class="t-features" data-seconds="812\.3">t<sub>features</sub> 812\.3 s</small>', t4[:600])
     t = table4_vs_paper(metrics, {"large": {"svbop_hsg": 9.0}}, {}, features_seconds={"large": 812.34})
     assert (t[t.dataset == "large"]["t_features_s"] == 812.34).all() and t[t.dataset == "small"]["t_features_s"].isna().all()
+
+
+def test_table4_shows_the_median_test_time_with_its_spread_and_the_load(tmp_path):
+    metrics = _claims_metrics(0.5).assign(n_test=5000)
+    timed = metrics["method"].str.startswith("svbop_")
+    metrics.loc[timed, "t_test_ms_min"] = metrics.loc[timed, "t_test_ms"] * 0.5
+    metrics.loc[timed, "t_test_ms_max"] = metrics.loc[timed, "t_test_ms"] * 3
+    metrics.loc[timed, "t_test_repeats"] = 3
+    metrics.loc[timed, "load_start"], metrics.loc[timed, "load_end"], metrics.loc[timed, "cpu_count"] = 1.25, 3.5, 2
+    metrics.loc[(metrics.dataset == "small") & timed, ["t_test_ms_min", "t_test_ms_max"]] = np.nan  # an old run's
+    metrics.loc[(metrics.dataset == "small") & timed, ["t_test_repeats", "load_start", "load_end", "cpu_count"]] = np.nan
+    t = table4_vs_paper(metrics, {}, {})
+    hsg = t[(t.dataset == "large") & (t.algorithm == "HSG")].iloc[0]
+    assert (hsg.t_test_ms, hsg.t_test_ms_min, hsg.t_test_ms_max, hsg.t_test_repeats) == (0.5, 0.25, 1.5, 3)
+    assert (hsg.load_start, hsg.load_end, hsg.cpu_count) == (1.25, 3.5, 2)
+    config = {"utilities": UTILITIES, "run": ["small", "large"], "datasets": {"small": {}, "large": {}}}
+    summaries = [{"dataset": d, "title": d.capitalize(), "synthetic": False, "description": "", "features": "", "K": K, "D": 5,
+                  "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 5000, "top1_pct": 50.0,
+                  "train_seconds": 1.0}
+                 for d, K in (("small", 10), ("large", 1000))]
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES).read_text()
+    large = html[html.index('id="table4-large"'):]
+    large = large[:large.index("</p>")]
+    row = large[large.index('data-algorithm="HSG"'):]
+    assert re.search(r'data-ours="0\.500"[^>]*data-spread="0\.250–1\.500">0\.500<small class="spread">0\.250–1\.500</small>',
+                     row)
+    note = large[large.index('<p class="timing-note"'):]
+    assert "median of 3 timed calls after one warm-up" in note and "load average 1.25–3.50" in note and "on 2 CPUs" in note
+    small = html[html.index('id="table4-small"'):html.index('id="table4-large"')]
+    assert "data-spread" not in small and "one timed call per algorithm" in small and "machine load unknown" in small
+
+
+def test_the_scaling_figure_is_shown_in_table4_only_when_given(tmp_path):
+    from svbop.report.figures import read_scaling
+
+    metrics = _claims_metrics(0.5).assign(n_test=5000)
+    config = {"utilities": UTILITIES, "run": ["large"], "datasets": {"large": {}}}
+    summaries = [{"dataset": "large", "title": "Large", "synthetic": False, "description": "", "features": "", "K": 1000, "D": 5,
+                  "N_train": 10, "N_validation": 1, "N_calibration": 1, "N_test": 5000, "top1_pct": 50.0,
+                  "train_seconds": 1.0}]
+    algorithms = {name: {"ms_per_row": ms, "ms_min": ms * 0.9, "ms_max": ms * 1.1, "ratio_to_full": ms / 0.1}
+                  for name, ms in (("bare scoring", 0.08), ("Full (svbop)", 0.1), ("Full (paper)", 5.0), ("HF", 0.3))}
+    scaling = {"meta": {"date": "2026-11-24 15:00 UTC", "cpu": "Test CPU", "threads": 1, "load_start": [1.5, 1, 1],
+                        "load_end": [2.0, 1, 1]},
+               "results": [{"K": K, "algorithms": {**algorithms, "HSG": {"skipped": "too slow"}}} for K in (1000, 10000)],
+               "beats_full_from_K": {"HSG": None, "HF": 10000}}
+    path = tmp_path / "scaling.json"
+    path.write_text(json.dumps(scaling))
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES, scaling=path).read_text()
+    fig = html[html.index('id="scaling"'):]
+    fig = unescape(fig[:fig.index("</figure>")])
+    assert html.index('id="table4-large"') < html.index('id="scaling"') < html.index('id="claims"')
+    assert "svbop's own measurement, beyond the paper" in fig and 'src="data:image/png;base64,' in fig
+    assert "HF faster than svbop's Full from K = 10,000" in fig and "HSG not faster than svbop's Full at any K run" in fig
+    assert "Test CPU" in fig and "1-minute load 1.50 at the start, 2.00 at the end" in fig
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES).read_text()
+    assert 'id="scaling"' not in html and "beyond the paper</strong> (not in the paper; synthetic" not in html
+    path.write_text(json.dumps({**scaling, "results": [{"K": "many", "algorithms": {}}]}))
+    with pytest.raises(ValueError, match=r"scaling\.json: results\[0\] needs an integer 'K'"):
+        read_scaling(path)
+    with pytest.raises(ValueError, match=r"nothere\.json: no such file"):
+        read_scaling(tmp_path / "nothere.json")

@@ -204,6 +204,12 @@ def test_tiny_run_times_svbop_full_hsg_and_hf_and_compares_them_with_full(finish
                 assert timing["seconds"] > 0 and timing["cpu_seconds"] >= 0
                 assert timing["ms_per_sample"] == pytest.approx(1000 * timing["seconds"] / timing["n_test"])
                 assert float(row["t_test_ms"]) == pytest.approx(timing["ms_per_sample"]) and float(row["t_test_ms"]) > 0
+                # the median of timing: repeats (3 by default) calls, their spread and the load around them
+                assert timing["repeats"] == 3 == len(timing["seconds_each"]) and float(row["t_test_repeats"]) == 3
+                assert timing["seconds"] == pytest.approx(sorted(timing["seconds_each"])[1])
+                assert timing["ms_per_sample_min"] <= timing["ms_per_sample"] <= timing["ms_per_sample_max"]
+                assert float(row["t_test_ms_max"]) == pytest.approx(timing["ms_per_sample_max"])
+                assert len(timing["load_start"]) == len(timing["load_end"]) == 3 and timing["cpu_count"] >= 1
                 if method == "svbop_full":
                     assert row.get("agreement_with_full_pct", "") == row.get("speedup_vs_full", "") == ""
                     continue

@@ -45,6 +45,7 @@ rule predict_svbop_full:
     params:
         utility=lambda wc: UTILITIES[wc.utility],
         method="svbop_full",
+        repeats=config["timing"]["repeats"],
     threads: 1
     resources:
         mem_mb=lambda wc: dataset_config(wc)["flat"]["mem_mb"],
@@ -69,6 +70,7 @@ use rule predict_svbop_full as predict_svbop_full_naive with:
     params:
         utility=lambda wc: UTILITIES[wc.utility],
         method="svbop_full_naive",
+        repeats=config["timing"]["repeats"],
     log:
         "results/logs/predict_svbop_full_naive/{dataset}_{utility}.log",
     benchmark:
@@ -91,6 +93,7 @@ rule predict_svbop_hsg:
         utility=lambda wc: UTILITIES[wc.utility],
         k=lambda wc: dataset_config(wc)["hsg"]["k"],
         ef=lambda wc: dataset_config(wc)["hsg"]["ef"],
+        repeats=config["timing"]["repeats"],
     threads: 1
     resources:
         mem_mb=lambda wc: dataset_config(wc)["hsg"]["mem_mb"],
@@ -116,6 +119,7 @@ rule predict_svbop_hf:
         timing="results/{dataset}/predictions/svbop_hf_{tree}/{utility}.json",
     params:
         utility=lambda wc: UTILITIES[wc.utility],
+        repeats=config["timing"]["repeats"],
     threads: 1
     resources:
         mem_mb=lambda wc: dataset_config(wc)["hf"]["mem_mb"],

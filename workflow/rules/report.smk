@@ -192,9 +192,11 @@ rule report_html:
         train_times=rules.tables.input.train_times,
         template="report/templates/report.html.j2",
         beyond=lambda wc: rules.beyond_report.output if beyond_enabled() and DATASETS else [],
+        # optional (report: scaling): benchmarks/bench_scaling.py's results, drawn in Table 4's section
+        scaling=lambda wc: [config["report"]["scaling"]] if config["report"].get("scaling") else [],
         code=library_sources(
             "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
-            "report/beyond",
+            "report/beyond", "report/figures",
         ),
     output:
         report(
@@ -211,6 +213,7 @@ rule report_html:
         missing=Summarised(MISSING),
         illustrations=lambda wc: Summarised(illustration_files()),
         train_time_files=rules.tables.params.train_time_files,
+        scaling=config["report"].get("scaling"),
         # the page a failed run left (Snakefile, onerror): out of date once this report is written
         partial=PARTIAL_REPORT,
         beyond_tables=lambda wc: [f"results/{d}/beyond.tsv" for d in DATASETS] if beyond_enabled() else [],

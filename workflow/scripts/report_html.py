@@ -35,6 +35,7 @@ build_report(
     beyond=snakemake.params.beyond_tables or None,
     beyond_figure=next((f for f in snakemake.input.beyond if f.endswith(".png")), None),
     beyond_skipped=snakemake.params.beyond_skipped,
+    scaling=snakemake.params.scaling,
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)

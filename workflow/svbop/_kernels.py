@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._threads import _n_workers
+
 _JIT = {"nogil": True, "cache": True}
 
 
@@ -559,8 +561,6 @@ def run_blocks(task, n_rows: int, block: int, n_jobs) -> None:
     scikit-learn: ``None``/1 one thread, -1 every core.
     """
     from concurrent.futures import ThreadPoolExecutor
-
-    from .linear import _n_workers
 
     starts = range(0, n_rows, block)
     workers = 1 if n_jobs is None else min(_n_workers("n_jobs", n_jobs), max(1, len(starts)))

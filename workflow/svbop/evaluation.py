@@ -317,7 +317,11 @@ def timing_columns(
     Returns
     -------
     dict
-        Per timed method: ``t_test_ms`` (test time per sample in ms, the paper's Table 4); for
+        Per timed method: ``t_test_ms`` (test time per sample in ms, the paper's Table 4: the
+        median of the timed repeats), ``t_test_ms_min`` and ``t_test_ms_max`` (the fastest and
+        slowest repeat), ``t_test_repeats``, ``load_start`` and ``load_end`` (the 1-minute load
+        average before and after; NaN in a record of one measurement, which does not know it) and
+        ``cpu_count`` (NaN likewise); for
         the other methods also ``agreement_with_full_pct`` (percentage of test rows whose set
         equals the reference's for the same ``param``) and ``speedup_vs_full`` (reference's
         ``t_test_ms`` over the method's), and ``speedup_vs_full_naive`` (``paper_reference``'s
@@ -335,7 +339,7 @@ def timing_columns(
         if key not in sets:
             raise ValueError(f"timing for {method} {param} but no sets")
         ms = float(record["ms_per_sample"])
-        out[key] = {"t_test_ms": ms}
+        out[key] = {"t_test_ms": ms, **_spread_columns(record)}
         if record.get("index_recall_pct") is not None:  # SVBOP-HSG: its index's recall@k
             out[key]["index_recall_pct"] = float(record["index_recall_pct"])
         if method == reference:
@@ -349,6 +353,24 @@ def timing_columns(
         if method != paper_reference and paper_ref in timings:
             out[key]["speedup_vs_full_naive"] = float(timings[paper_ref]["ms_per_sample"]) / ms
     return out
+
+
+def _spread_columns(record: Mapping[str, object]) -> dict[str, float]:
+    """The repeats, spread and load of a timing record (:func:`svbop.timing.read_timing`; none
+    for a record without ``repeats``)."""
+    if "repeats" not in record:
+        return {}
+    ms = float(record["ms_per_sample"])
+
+    def first(load: object) -> float:
+        return float(load[0]) if isinstance(load, (list, tuple)) and load else math.nan
+
+    count = record.get("cpu_count")
+    return {"t_test_ms_min": float(record.get("ms_per_sample_min", ms)),
+            "t_test_ms_max": float(record.get("ms_per_sample_max", ms)),
+            "t_test_repeats": float(record.get("repeats", 1)),
+            "load_start": first(record.get("load_start")), "load_end": first(record.get("load_end")),
+            "cpu_count": math.nan if count is None else float(count)}
 
 
 def dataset_summary(

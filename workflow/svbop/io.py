@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import warnings
-import zipfile
-import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from ._npz import (  # noqa: F401 - re-exported: svbop.io is where callers find them
+    INFLATE_FLOOR_MB, INFLATE_RATIO, UNREADABLE_NPZ, NpzReader, check_npy_header, inflate_bounds, inflate_problem,
+)
 from .sets import SetPredictions
 
 __all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets", "SetFiles"]
@@ -25,112 +26,6 @@ __all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB"
 #: float64; the baselines break ties by the lower class index.  SVBOP's own predictions do not
 #: read these matrices: they score the model in float64.
 SCORES_DTYPE = np.dtype(np.float32)
-
-#: What numpy raises for a file that is not a readable ``.npy`` / ``.npz`` (not a zip, truncated,
-#: a damaged member, pickled objects): caught at the library's boundary and reported naming the file.
-UNREADABLE_NPZ = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
-
-#: Decompression bound: compressed data (a ``.gz``/``.bz2``/``.xz`` file read by the dataset
-#: readers, a compressed member of an ``.npz``) may inflate to at most ``INFLATE_RATIO`` times the
-#: compressed bytes it came from, or to ``INFLATE_FLOOR_MB`` MiB, whichever is larger.  Real data
-#: inflates 2-10 times (text, libSVM, MNIST); a decompression bomb about 1000 times (gzip's limit).
-#: The environment variables ``SVBOP_INFLATE_RATIO`` and ``SVBOP_INFLATE_FLOOR_MB`` override them.
-INFLATE_RATIO = 100.0
-INFLATE_FLOOR_MB = 64
-
-
-def _env_number(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return float(default)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 and np.isfinite(value)):
-        raise ValueError(f"environment variable {name}: expected a positive number, got {raw!r}")
-    return value
-
-
-def inflate_bounds() -> tuple[float, int]:
-    """The decompression bound in force: ``(ratio, floor in bytes)`` (see :data:`INFLATE_RATIO`).
-
-    Raises
-    ------
-    ValueError
-        If ``SVBOP_INFLATE_RATIO`` or ``SVBOP_INFLATE_FLOOR_MB`` is set to something other than a
-        positive number.
-    """
-    ratio = _env_number("SVBOP_INFLATE_RATIO", INFLATE_RATIO)
-    floor = int(_env_number("SVBOP_INFLATE_FLOOR_MB", INFLATE_FLOOR_MB) * (1 << 20))
-    return ratio, floor
-
-
-def inflate_problem(inflated: int, compressed: int, bounds: tuple[float, int] | None = None) -> str | None:
-    """Why ``inflated`` bytes from ``compressed`` bytes break the bound (``None`` when they do not).
-
-    ``bounds`` is ``(ratio, floor)`` as :func:`inflate_bounds` returns it (the default).
-    """
-    ratio, floor = inflate_bounds() if bounds is None else bounds
-    if inflated <= max(floor, ratio * compressed):
-        return None
-    return (
-        f"{inflated} bytes inflated from {compressed} compressed bytes is over {ratio:g} times as many (and over "
-        f"{floor >> 20} MiB): refused as a likely decompression bomb (the environment variables SVBOP_INFLATE_RATIO "
-        f"and SVBOP_INFLATE_FLOOR_MB raise the bound)"
-    )
-
-
-def check_npy_header(fh, size: int, where: str) -> tuple[tuple[int, ...], np.dtype]:
-    """Read and check an ``.npy`` header from ``fh`` against the ``size`` bytes the array occupies.
-
-    The array a header describes is allocated whole by :func:`numpy.load` before any data is
-    read, so a damaged or hostile header (a shape of 10**10 rows in a 1 kB file) would cost that
-    much memory; checking it against the real size first bounds memory by the data.
-
-    Parameters
-    ----------
-    fh : binary file object
-        Positioned at the start of the ``.npy`` data (its magic string).
-    size : int
-        Bytes of the whole ``.npy`` data (the file's size, or an ``.npz`` member's inflated size).
-    where : str
-        Names the file (and member) in messages.
-
-    Returns
-    -------
-    shape, dtype
-
-    Raises
-    ------
-    ValueError
-        ``"<where>: ..."`` for a file that is not ``.npy``, an unreadable header, an object dtype
-        (pickles), or a header whose shape and dtype need more or fewer bytes than there are.
-    """
-    from numpy.lib import format as npy_format
-
-    try:
-        major, minor = npy_format.read_magic(fh)
-        if (major, minor) == (1, 0):
-            shape, _, dtype = npy_format.read_array_header_1_0(fh)
-        elif (major, minor) == (2, 0):
-            shape, _, dtype = npy_format.read_array_header_2_0(fh)
-        else:
-            raise ValueError(f"npy format version {major}.{minor} is not read here (1.0 and 2.0 are)")
-        offset = fh.tell()
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError, zipfile.BadZipFile, zlib.error) as exc:
-        raise ValueError(f"{where}: not a readable .npy array ({type(exc).__name__}: {exc})") from None
-    if dtype.hasobject:
-        raise ValueError(f"{where}: holds Python objects (dtype {dtype}); only plain arrays are read, never pickles")
-    need = dtype.itemsize
-    for n in shape:
-        need *= int(n)
-    if need != size - offset:
-        raise ValueError(
-            f"{where}: the .npy header announces shape {tuple(shape)} of {dtype} = {need} bytes of data, "
-            f"there are {size - offset} ({'truncated or a damaged header' if need > size - offset else 'extra bytes'})"
-        )
-    return tuple(int(n) for n in shape), dtype
 
 
 def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
@@ -231,105 +126,6 @@ def matrix_arrays(X, prefix: str = "X") -> dict[str, np.ndarray]:
         f"{prefix}_shape": np.asarray(X.shape, dtype=np.int64),
     }
 
-
-class NpzReader:
-    """Read an ``.npz`` file without pickles; a missing or unreadable array raises a ValueError
-    naming the file, what it should be and the key.  Use as a context manager.
-
-    Parameters
-    ----------
-    path : path
-        The file.
-    what : str
-        What the file should be, for messages (e.g. ``"dataset file"``).
-    """
-
-    def __init__(self, path: str | os.PathLike, what: str = "file") -> None:
-        self.path, self.what = Path(path), what
-        if not self.path.is_file():
-            raise ValueError(f"{self.path}: no such file")
-        with open(self.path, "rb") as fh:
-            head = fh.read(4)
-        if not head.startswith(b"PK"):  # numpy would try it as a pickle and say so
-            raise ValueError(f"{self.path}: not an .npz file (an .npz is a zip archive; this file starts with {head!r})")
-        try:
-            self._data = np.load(self.path, allow_pickle=False)
-        except UNREADABLE_NPZ as exc:  # truncated, damaged directory, ...
-            raise ValueError(f"{self.path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
-        self.files = set(self._data.files)
-        self._size = self.path.stat().st_size
-        self._checked: set[str] = set()
-
-    def __enter__(self) -> "NpzReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._data.close()
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.files
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        if key not in self.files:
-            raise ValueError(f"{self.path}: missing key {key!r} (not a {self.what}, or truncated; it holds {sorted(self.files)})")
-        if key not in self._checked:
-            self._check_member(key)
-            self._checked.add(key)
-        try:
-            return self._data[key]
-        except ValueError as exc:
-            raise ValueError(f"{self.path}: key {key!r} cannot be read without pickle ({exc})") from None
-        except UNREADABLE_NPZ as exc:  # a damaged member of the zip
-            raise ValueError(f"{self.path}: key {key!r} is damaged ({type(exc).__name__}: {exc})") from None
-
-    def _check_member(self, key: str) -> None:
-        """Check member ``key`` before numpy allocates what its header announces.
-
-        Its sizes in the zip directory must fit in the file (and, compressed, within the
-        decompression bound :func:`inflate_bounds`), and its ``.npy`` header must describe
-        exactly the bytes the member holds: a damaged or hostile member is a one-line error,
-        not a MemoryError or a ``bytes`` object where an array was expected.
-        """
-        where = f"{self.path}: key {key!r}"
-        zf = self._data.zip
-        names = set(zf.namelist())
-        member = f"{key}.npy" if f"{key}.npy" in names else key
-        try:
-            info = zf.getinfo(member)
-        except KeyError:  # pragma: no cover - numpy listed it
-            raise ValueError(f"{where}: not in the zip directory") from None
-        if info.compress_size > self._size or (info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size):
-            raise ValueError(f"{where}: damaged zip directory (member of {info.compress_size} bytes, {info.file_size} "
-                             f"inflated, in a file of {self._size} bytes)")
-        if info.compress_type != zipfile.ZIP_STORED:
-            problem = inflate_problem(info.file_size, info.compress_size)
-            if problem is not None:
-                raise ValueError(f"{where}: {problem}")
-        try:
-            with zf.open(info) as fh:
-                check_npy_header(fh, info.file_size, where)
-        except (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
-            raise ValueError(f"{where} is damaged ({type(exc).__name__}: {exc})") from None
-
-    def matrix(self, prefix: str = "X"):
-        """The matrix stored by :func:`matrix_arrays` under ``prefix``: numpy array or CSR."""
-        import scipy.sparse as sp
-
-        if prefix in self.files:
-            return self[prefix]
-        shape = self[f"{prefix}_shape"]
-        if shape.shape != (2,) or shape.dtype.kind not in "iu" or shape.min() < 0:
-            raise ValueError(f"{self.path}: {prefix}_shape is {shape.tolist()!r}, expected two non-negative integers")
-        parts = (self[f"{prefix}_data"], self[f"{prefix}_indices"], self[f"{prefix}_indptr"])
-        if parts[0].dtype.kind not in "fiub" or parts[1].dtype.kind not in "iu" or parts[2].dtype.kind not in "iu":
-            raise ValueError(f"{self.path}: sparse {prefix!r} has parts of dtypes {[p.dtype.name for p in parts]}, "
-                             f"expected numbers and integer indices")
-        try:
-            X = sp.csr_matrix(parts, shape=tuple(int(v) for v in shape))
-            X.check_format(full_check=True)  # indices in range, indptr non-decreasing: O(nnz), once
-        except ValueError as exc:
-            raise ValueError(f"{self.path}: inconsistent sparse {prefix!r} ({exc})") from None
-        return X
 
 
 def save_matrix(path: str | os.PathLike, X, **extra) -> None:

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._threads import _n_workers, _positive_int, cpu_count  # noqa: F401 - re-exported (trees, index)
 from .io import NpzReader, check_scores, matrix_arrays, save_arrays
 from .logs import progress as _progress
 
@@ -438,29 +439,6 @@ def _few(ids: np.ndarray, limit: int = 10) -> str:
 # --------------------------------------------------------------------------------------------
 # training with liblinear
 # --------------------------------------------------------------------------------------------
-
-
-def cpu_count() -> int:
-    """Cores this process may run on (``sched_getaffinity`` where available)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def _positive_int(name: str, value: Any, allow_all: bool = False) -> int:
-    """``value`` as an int >= 1 (or -1 for "every core" when ``allow_all``), else ValueError."""
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if ok and (value >= 1 or (allow_all and value == -1)):
-        return int(value)
-    expected = "a positive integer or -1" if allow_all else "a positive integer"
-    raise ValueError(f"{name} must be {expected}, got {value!r}")
-
-
-def _n_workers(name: str, n_jobs: Any) -> int:
-    """A job count (``-1``: every available core) checked and resolved to a number of workers."""
-    n_jobs = _positive_int(name, n_jobs, allow_all=True)
-    return cpu_count() if n_jobs == -1 else n_jobs
 
 
 def _clip_threshold(name: str, value: Any) -> float:

@@ -215,7 +215,7 @@ class SetPredictions(Sequence):
             Naming the file: missing, unreadable, lacking a key, inconsistent arrays, or a set
             that holds a class twice.
         """
-        from .io import NpzReader
+        from ._npz import NpzReader
 
         with NpzReader(path, "set-predictions file") as data:
             missing = {"indices", "indptr", "n_classes"} - data.files

@@ -30,6 +30,7 @@ __all__ = [
     "TOO_FEW",
     "TABLE4_UTILITIES",
     "TABLE5_KEYS",
+    "TIMING_SPREAD",
     "check_claims",
     "read_train_seconds",
     "table2_vs_paper",
@@ -43,6 +44,9 @@ __all__ = [
 #: candidate classes exponentiated and sorted) is the extra row ``Full_svbop``, which the paper lacks.
 ALGORITHMS = {"Full": "svbop_full_naive", "Full_svbop": "svbop_full", "HSG": "svbop_hsg",
               "HF_p": "svbop_hf_predefined", "HF_c": "svbop_hf_kmeans"}
+#: Table 4's columns on how its test times were measured (svbop.evaluation.timing_columns).
+TIMING_SPREAD = ("t_test_ms_min", "t_test_ms_max", "t_test_repeats", "load_start", "load_end", "cpu_count")
+
 #: The two utilities of Table 4 (labels).
 TABLE4_UTILITIES = ("fbeta_1", "credal_2.2_1.2")
 #: Table 5's columns -> (config section, key).
@@ -182,7 +186,9 @@ def table4_vs_paper(
         One row per (dataset, algorithm, utility), algorithms as in :data:`ALGORITHMS`:
         ``dataset, paper_dataset, relation, algorithm, utility, t_train_s, t_features_s, top1_pct,
         utility_pct, recall_pct, set_size, t_test_ms, index_recall_pct`` (HSG: recall@k of its
-        index), ``speedup_vs_full_naive`` (the test time of SVBOP-Full as the paper runs it over
+        index), :data:`TIMING_SPREAD` (``t_test_ms`` is the median of ``t_test_repeats`` timed
+        calls, between ``t_test_ms_min`` and ``t_test_ms_max``; the 1-minute load average before
+        and after them on ``cpu_count`` CPUs; NaN where the metrics hold one measurement), ``speedup_vs_full_naive`` (the test time of SVBOP-Full as the paper runs it over
         this algorithm's: the paper's speed-up, reproduced), ``speedup_vs_full`` (svbop's
         SVBOP-Full over this one's), and the paper's measures with suffix ``_paper`` (NaN where
         the paper has none; ``speedup_vs_full_paper`` is the paper's Full over the algorithm,
@@ -207,10 +213,12 @@ def table4_vs_paper(
                 for m, col in measures.items():
                     row[m] = float(r[f"{label}_pct"] if col is None else r.get(col, math.nan))
                 row["index_recall_pct"] = _number(r.get("index_recall_pct"))
+                for col in TIMING_SPREAD:  # absent in metrics of one measurement: NaN
+                    row[col] = _number(r.get(col))
                 rows.append(row)
     cols = ["t_train_s", "top1_pct", "utility_pct", "recall_pct", "set_size", "t_test_ms"]
     out = pd.DataFrame(rows, columns=["dataset", "paper_dataset", "relation", "algorithm", "utility", *cols,
-                                      "index_recall_pct", "t_features_s"])
+                                      "index_recall_pct", "t_features_s", *TIMING_SPREAD])
     paper = table4_long().rename(columns={"dataset": "paper_dataset"})
     paper = paper.rename(columns={c: f"{c}_paper" for c in cols})
     out = out.merge(paper, how="left", on=["paper_dataset", "algorithm", "utility"])

@@ -31,8 +31,12 @@ __all__ = [
     "plot_coverage_size",
     "plot_fbeta_family",
     "plot_genreject_family",
+    "plot_scaling",
     "plot_utilities",
+    "read_scaling",
     "save_figure",
+    "SCALING_ALGORITHMS",
+    "SCALING_STAMP",
 ]
 
 #: PNG text chunk holding the smallest font of a figure in pixels at its natural size
@@ -454,6 +458,81 @@ def min_font_px(fig: "Figure", dpi: int = 120) -> float:
 
 def _png_metadata(fig: "Figure", dpi: int) -> dict[str, str]:
     return {"Software": "svbop (matplotlib)", MIN_FONT_KEY: f"{min_font_px(fig, dpi):g}"}
+
+
+#: The algorithms of ``benchmarks/bench_scaling.py``'s results, in the order they are drawn.
+SCALING_ALGORITHMS = ("bare scoring", "Full (svbop)", "Full (paper)", "HSG", "HF")
+#: What every scaling figure says of itself.
+SCALING_STAMP = "svbop's own measurement, beyond the paper"
+
+
+def read_scaling(path: str | os.PathLike) -> dict:
+    """Read the results JSON of ``benchmarks/bench_scaling.py --out``.
+
+    Returns
+    -------
+    dict
+        ``meta`` (date, cpu, cpu_count, threads, load_start, load_end, ...), ``results`` (one
+        entry per K: ``K`` and ``algorithms`` -> ``ms_per_row``, ``ms_min``, ``ms_max``,
+        ``ratio_to_full``, or ``skipped``) and ``beats_full_from_K``.
+
+    Raises
+    ------
+    ValueError
+        The file is missing, not JSON, or lacks a key the figure needs (named, with the file).
+    """
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (report: scaling names a results JSON of benchmarks/bench_scaling.py --out)")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) or not isinstance(data.get("results"), list):
+        raise ValueError(f"{path}: not a results file of bench_scaling.py (expected an object with 'meta' and 'results')")
+    for key in ("date", "cpu", "threads", "load_start", "load_end"):
+        if key not in data["meta"]:
+            raise ValueError(f"{path}: meta lacks key {key!r}")
+    for i, r in enumerate(data["results"]):
+        if not isinstance(r, dict) or not isinstance(r.get("K"), int) or not isinstance(r.get("algorithms"), dict):
+            raise ValueError(f"{path}: results[{i}] needs an integer 'K' and an object 'algorithms'")
+        for name, a in r["algorithms"].items():
+            if not isinstance(a, dict):
+                raise ValueError(f"{path}: results[{i}].algorithms[{name!r}] is not an object")
+            for key in ("ms_per_row", "ms_min", "ms_max") if "ms_per_row" in a else ():
+                v = a.get(key)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                    raise ValueError(f"{path}: results[{i}].algorithms[{name!r}].{key} must be a positive number, got {v!r}")
+    return data
+
+
+def plot_scaling(data: dict) -> "Figure":
+    """Time per test row against K, log-log, from :func:`read_scaling`'s data (one line per
+    algorithm, bars from the fastest to the slowest repeat), stamped :data:`SCALING_STAMP` with
+    the date, CPU, threads and load of the run."""
+    fig = _new_figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    for name, marker in zip(SCALING_ALGORITHMS, "o^vsD"):
+        pts = [(r["K"], r["algorithms"][name]) for r in data["results"] if "ms_per_row" in r["algorithms"].get(name, {})]
+        if not pts:
+            continue
+        Ks = [K for K, _ in pts]
+        ms = np.array([a["ms_per_row"] for _, a in pts])
+        lo, hi = np.array([a["ms_min"] for _, a in pts]), np.array([a["ms_max"] for _, a in pts])
+        ax.errorbar(Ks, ms, yerr=[np.maximum(ms - lo, 0), np.maximum(hi - ms, 0)], marker=marker, capsize=2, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of classes K", fontsize=LEGEND_PT)
+    ax.set_ylabel("ms per test row (median; bars: min-max)", fontsize=LEGEND_PT)
+    ax.tick_params(labelsize=LEGEND_PT)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=LEGEND_PT)
+    m = data["meta"]
+    ax.set_title(f"{SCALING_STAMP}\n{m['date']}, {m['cpu']}, {m['threads']} thread(s), "
+                 f"load {m['load_start'][0]:.1f} -> {m['load_end'][0]:.1f}", fontsize=LEGEND_PT)
+    return fig
 
 
 def figure_to_png(fig: "Figure", dpi: int = 120) -> bytes:

@@ -268,15 +268,17 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
                     continue
                 r = r.iloc[0]
                 cells += [(r["utility_pct"], r["utility_pct_paper"], 2), (r["recall_pct"], r["recall_pct_paper"], 2),
-                          (r["set_size"], r["set_size_paper"], 2), (r["t_test_ms"], r["t_test_ms_paper"], 3),
+                          (r["set_size"], r["set_size_paper"], 2), (r["t_test_ms"], r["t_test_ms_paper"], 3, _spread(r)),
                           (r["speedup_vs_full_naive"], r["speedup_vs_full_paper"], 2), (r["speedup_vs_full"], nan, 2)]
             algos.append({"name": html_name(algorithm_name(algorithm)), "key": algorithm,
-                          "cells": [{"ours": _fmt(o, d), "paper": _fmt(p, d) if p == p else ""} for o, p, d in cells]})
+                          "cells": [{"ours": _fmt(c[0], c[2]), "paper": _fmt(c[1], c[2]) if c[1] == c[1] else "",
+                                     "spread": c[3] if len(c) > 3 else ""} for c in cells]})
         first = df.iloc[0]
         features = first.get("t_features_s", float("nan"))
         out.append({"id": dataset, "title": names.dataset(dataset), "paper": first["paper_dataset"],
                     "relation": first["relation"], "features_seconds": "" if features != features else _fmt(features, 1),
-                    "utilities": [html_name(utility_name(u)) for u in utilities], "rows": algos})
+                    "utilities": [html_name(utility_name(u)) for u in utilities], "rows": algos,
+                    "timing": _timing_note(df)})
     return out
 
 
@@ -330,6 +332,52 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
               "worst class %", "mean set size", "singletons %", "empty %", "calibrated"]
     return {"datasets": out, "header": header, "n_utilities": len(labels),
             "figure": _data_uri(_png_bytes("beyond the paper", figure)) if figure is not None else None}
+
+
+def _context_scaling(scaling: str | os.PathLike | Mapping[str, object] | None) -> dict[str, object] | None:
+    """The scaling figure (svbop's own, beyond the paper) and its one-line summary, or None."""
+    if scaling is None:
+        return None
+    from .figures import figure_to_png, plot_scaling, read_scaling
+
+    data = dict(scaling) if isinstance(scaling, Mapping) else read_scaling(scaling)
+    m = data["meta"]
+    Ks = [int(r["K"]) for r in data["results"]]
+    beats = data.get("beats_full_from_K") or {}
+    said = "; ".join(f"{name} faster than svbop's Full from K = {beats[name]:,}" if beats.get(name) else
+                     f"{name} not faster than svbop's Full at any K run" for name in ("HSG", "HF"))
+    return {"src": _data_uri(figure_to_png(plot_scaling(data))),
+            "meta": f"{m['date']}, {m['cpu']}, {m['threads']} thread(s), 1-minute load {m['load_start'][0]:.2f} at the "
+                    f"start, {m['load_end'][0]:.2f} at the end; K = {', '.join(f'{K:,}' for K in Ks)}",
+            "summary": said}
+
+
+def _spread(r: Mapping[str, object]) -> str:
+    """``min–max`` of a test time's repeats (empty for one measurement)."""
+    lo, hi, n = (float(r.get(c, float("nan"))) for c in ("t_test_ms_min", "t_test_ms_max", "t_test_repeats"))
+    if not (n == n and n > 1 and lo == lo and hi == hi):
+        return ""
+    return f"{_fmt(lo, 3)}–{_fmt(hi, 3)}"
+
+
+def _timing_note(df: pd.DataFrame) -> str:
+    """How a dataset's test times were measured: repeats, the load average around them, CPUs."""
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(df[name], errors="coerce") if name in df.columns else pd.Series(dtype=float)
+
+    repeats = col("t_test_repeats").dropna()
+    load = pd.concat([col("load_start"), col("load_end")]).dropna()
+    cpus = col("cpu_count").dropna()
+    if repeats.empty or repeats.max() <= 1:
+        return ("t_test: one timed call per algorithm (metrics written before svbop timed repeats): "
+                "no spread, machine load unknown")
+    n = int(repeats.min()) if repeats.min() == repeats.max() else f"{int(repeats.min())}-{int(repeats.max())}"
+    text = f"t_test: median of {n} timed calls after one warm-up (small: fastest–slowest)"
+    if not load.empty:
+        text += f"; 1-minute load average {load.min():.2f}–{load.max():.2f} while timing"
+    if not cpus.empty:
+        text += f", on {int(cpus.max())} CPU{'s' if cpus.max() != 1 else ''}"
+    return text
 
 
 def _code(text: object) -> Markup:
@@ -464,6 +512,7 @@ def build_report(
     beyond: pd.DataFrame | str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     beyond_figure: object | None = None,
     beyond_skipped: Mapping[str, Mapping[str, str]] | None = None,
+    scaling: str | os.PathLike | Mapping[str, object] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -521,6 +570,10 @@ def build_report(
     beyond_skipped : mapping, optional
         dataset -> {kind of set: reason} of the methods beyond the paper not run on a dataset
         (e.g. ``{"hierarchical": "this dataset has no class hierarchy ..."}``), shown under its table.
+    scaling : path or dict, optional
+        Results of ``benchmarks/bench_scaling.py --out`` (the file, or
+        :func:`~svbop.report.figures.read_scaling`'s data): the Table 4 section then shows its time
+        per row against K, marked as svbop's own measurement beyond the paper.  None: nothing shown.
 
     Returns
     -------
@@ -700,6 +753,7 @@ def build_report(
         "table2_paper_not_run": t1p_not_run,
         "table2_paper_outside": t1p_outside,
         "table4": _context_table4(t4, names),
+        "scaling": _context_scaling(scaling),
         "table5": t5_rows,
         "table5_has_paper": any(c["paper"] for r in t5_rows for c in r["cells"]),
         "comparable": _comparable([d["id"] for d in datasets if d["id"] in present or d["id"] in by_id], links, names,

@@ -58,11 +58,13 @@ TABLE2_COLUMNS = ("Dataset", "K", "D", "N_train", "N_validation", "N_calibration
 
 _NUMERIC_METRICS = ("n_test", "recall_pct", "mean_size", "top1_pct")
 #: Numeric columns that only some methods fill (empty elsewhere): a threshold's tuned theta, and
-#: the test time of the SVBOP methods and their agreement with SVBOP-Full (svbop.evaluation).  A
+#: the test time of the SVBOP methods (median of the repeats, fastest and slowest, the load around
+#: them) and their agreement with SVBOP-Full (svbop.evaluation).  A
 #: threshold also has ``theta_edge`` (text: ``smallest``, ``largest`` or empty, see
 #: :func:`svbop.evaluation.read_threshold_tuning`).
 _OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_vs_full", "speedup_vs_full_naive",
-                     "index_recall_pct")
+                     "index_recall_pct", "t_test_ms_min", "t_test_ms_max", "t_test_repeats", "load_start", "load_end",
+                     "cpu_count")
 _NOT_UTILITIES = ("recall_pct", "top1_pct", "agreement_with_full_pct")
 #: Values of a metrics table's ``theta_edge`` column.
 THETA_EDGES = ("", "smallest", "largest")
