@@ -118,3 +118,16 @@ def test_mean_scores_adds_coverage_keys_in_percent_and_keeps_the_old_ones():
     assert np.isnan(mean_scores(sets, Y, ssc_min_count=3)["ssc_worst_pct"])
     with pytest.raises(ValueError, match="ssc_min_count must be a positive int, got 0"):
         mean_scores(sets, Y, ssc_min_count=0)
+
+
+def test_coverage_keys_of_mean_scores_are_not_taken_for_utilities_by_the_report():
+    # a metrics row is mean_scores' dict; the report's tables read every *_pct column as a utility
+    # unless told otherwise, and Table 3 would gain "coverage", "empty", ... columns
+    import pandas as pd
+
+    from svbop.report.tables import utility_columns
+
+    sets = svbop.SetPredictions.from_sets([[0], [1, 2], []], 3)
+    row = mean_scores(sets, np.array([0, 2, 1]), ["fbeta:beta=1", "credal:delta=2.2,gamma=1.2"])
+    row["index_recall_pct"] = 99.0
+    assert utility_columns(pd.DataFrame([row])) == ["fbeta_1", "credal_2.2_1.2"]
