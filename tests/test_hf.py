@@ -129,20 +129,65 @@ def test_exact_ties_come_out_by_class_id_like_predict_sets():
     np.testing.assert_array_equal(predict_sets_hf(model, X, "recall")[0], np.arange(16))
 
 
-def test_best_first_expands_exactly_the_nodes_above_the_last_class_pulled():
-    """A* minimality: an internal node is expanded iff its probability exceeds that of the last
-    class Algorithm 1 pulled (so a confident row visits about one path, not the tree)."""
+def test_best_first_expands_exactly_the_nodes_that_can_hold_an_accepted_class():
+    """A* minimality with the bound: an internal node is expanded only if its probability exceeds
+    that of the last class Algorithm 1 pulled (all of those are) or a class of its probability could
+    still pass Algorithm 1's test (so a confident row visits about one path, not the tree)."""
     tree = binary_tree(512)
     model = random_model(tree, D=12, seed=11, scale=6.0)
     X = queries(12, 60, seed=11)
     node_p = np.exp(model.node_log_proba(X))
     leaf_order = np.argsort(-node_p[:, :512], axis=1, kind="stable")
     sets, stats = predict_sets_hf(model, X, "fbeta:beta=1", return_stats=True)
+    g = svbop.utility("fbeta:beta=1").values(512)
     rows = np.arange(X.shape[0])
-    last = node_p[rows, leaf_order[rows, stats["pulled"] - 1]]
-    above = (node_p[:, 512:] > last[:, None]).sum(axis=1)
-    np.testing.assert_array_equal(stats["expanded"], above)
+    pulled = stats["pulled"]
+    last = node_p[rows, leaf_order[rows, pulled - 1]]
+    mass = np.array([node_p[i, leaf_order[i, :pulled[i]]].sum() for i in rows])
+    best = np.array([max(g[j] * node_p[i, leaf_order[i, :j + 1]].sum() for j in range(pulled[i])) for i in rows])
+    internal = node_p[:, 512:]
+    could_pass = g[pulled][:, None] * (mass[:, None] + internal) >= (1.0 - svbop.TIE_RTOL) * best[:, None]
+    above = (internal > last[:, None]).sum(axis=1)
+    assert np.all(stats["expanded"] >= above)
+    assert np.all(stats["expanded"] <= above + ((internal <= last[:, None]) & could_pass).sum(axis=1))
     assert stats["expanded"].mean() < 0.2 * (tree.n_nodes - 512)
+    # the bound stops before pulling the class that fails: never more than the set plus one
+    assert np.all(pulled <= sets.sizes + 1) and np.any(pulled == sets.sizes)
+    # and it saves expansions over searching down to that class
+    first_fail = node_p[rows, leaf_order[rows, np.minimum(sets.sizes, 511)]]
+    assert stats["expanded"].sum() < (internal > first_fail[:, None]).sum()
+
+
+def test_batched_search_equals_row_by_row_search_even_when_queues_overflow(monkeypatch):
+    """The lockstep search (rows grouped by node) gives the row-by-row search's sets, values and
+    statistics; rows whose queue outgrows the batched capacity are searched again on their own."""
+    from svbop import _kernels, hf
+
+    # a root with 30 children of 10 classes each: queues of 30 to a few hundred entries
+    tree = Hierarchy(np.concatenate([301 + np.arange(300) // 10, [-1], np.full(30, 300)]), 300)
+    model = random_model(tree, D=20, seed=4, scale=3.0)
+    X = queries(20, 700, seed=4)  # more rows than one task
+    batched = _kernels.hf_search_batched
+    for spec in ("fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "log"):
+        expected = svbop.predict_sets(model.predict_proba(X), spec)
+        got, stats = predict_sets_hf(model, X, spec, return_stats=True)
+        assert_same_sets(got, expected)
+        for cap in (2, 40):  # every row overflows / some rows overflow
+            overflowed = []
+
+            def spy(*args):
+                batched(*args)
+                overflowed.append(int(args[-1].sum()))
+
+            monkeypatch.setattr(hf, "_heap_cap", lambda lay, cap=cap: cap)
+            monkeypatch.setattr(_kernels, "hf_search_batched", spy)
+            again, stats2 = predict_sets_hf(model, X, spec, return_stats=True)
+            monkeypatch.undo()
+            assert sum(overflowed) > 0
+            assert_same_sets(again, got)
+            np.testing.assert_array_equal(again.expected_utility, got.expected_utility)
+            np.testing.assert_array_equal(stats2["expanded"], stats["expanded"])
+            np.testing.assert_array_equal(stats2["pulled"], stats["pulled"])
 
 
 def test_long_sets_beyond_the_first_buffer_are_complete():

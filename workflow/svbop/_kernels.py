@@ -488,6 +488,8 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
                 if not early and g_suffix[n] * total < (1.0 - rho) * best:
                     break
                 continue
+            if early and n > 0 and g[n] * (mass + np.exp(key)) < (1.0 - rho) * best:
+                break  # every class left has P <= exp(key): the next one would fail the test above
             visits += 1
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
@@ -513,6 +515,178 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
         out_val[r] = chosen_u  # the tree's probabilities sum to 1
         out_visits[r] = visits
         out_pulled[r] = n
+
+
+@njit(**_JIT)
+def _children_scores_sorted(node, xind, xval, a0, a1, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
+                            sbuf, nc):
+    """:func:`_children_scores` without a dense copy of the row: a node with few features is
+    merged with the row's sorted features (cost: both lengths); one with many looks the row's
+    features up in its hash table.  Products in increasing feature order, as there."""
+    for q in range(nc):
+        sbuf[q] = 0.0
+    f0 = bptr[node]
+    f1 = bptr[node + 1]
+    bits = hbits[node]
+    if bits == 0 or f1 - f0 <= 4 * (a1 - a0):
+        a = a0
+        f = f0
+        while a < a1 and f < f1:
+            j = xind[a]
+            k = bfeat[f]
+            if j < k:
+                a += 1
+            elif k < j:
+                f += 1
+            else:
+                _add_feature(f, xval[a], node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
+                a += 1
+                f += 1
+        return
+    base = hptr[node]
+    mask = (1 << bits) - 1
+    for a in range(a0, a1):
+        j = xind[a]
+        h = _slot(j, bits)
+        while True:
+            key = htab[base + h, 0]
+            if key == j:
+                _add_feature(htab[base + h, 1], xval[a], node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
+                break
+            if key < 0:
+                break
+            h = (h + 1) & mask
+
+
+@njit(**_JIT)
+def hf_search_batched(rows, xptr, xind, xval, child_ptr, children, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr,
+                      hbits, htab, bias, n_classes, root, g, g_suffix, early, rho, total, heap_cap, out_cls, out_size,
+                      out_val, out_visits, out_pulled, out_overflow):
+    """:func:`hf_search` for many rows in lockstep, expansions grouped by node.
+
+    Every round, each row still searching pops its queue until it reaches an internal node to
+    expand (or is decided); then the rows are sorted by that node and the node's children are
+    scored for all of its rows one after the other, so that the node's weights and hash table are
+    read from cache instead of memory.  Each row goes through exactly the steps of
+    :func:`hf_search` (same queue operations, same sums), so the results are identical.  Each
+    row's queue holds ``heap_cap`` nodes; a row that would need more gets ``out_overflow[r] =
+    True`` and no result (callers rerun it with :func:`hf_search`).  Also stops a row before
+    expanding a node when even a class of probability ``P(node | x)`` would fail Algorithm 1's
+    test (every class left has at most that probability).
+    """
+    R = rows.size
+    K = n_classes
+    n_nodes = child_ptr.size - 1
+    qkey = np.empty((R, heap_cap))
+    qsec = np.empty((R, heap_cap), dtype=np.int64)
+    qnode = np.empty((R, heap_cap), dtype=np.int64)
+    hn = np.zeros(R, dtype=np.int64)
+    npulled = np.zeros(R, dtype=np.int64)
+    mass = np.zeros(R)
+    best = np.full(R, -np.inf)
+    visits = np.zeros(R, dtype=np.int64)
+    pend_node = np.empty(R, dtype=np.int64)
+    pend_key = np.empty(R)
+    active = np.empty(R, dtype=np.int64)
+    following = np.empty(R, dtype=np.int64)
+    max_children = 1
+    for v in range(n_nodes):
+        if child_ptr[v + 1] - child_ptr[v] > max_children:
+            max_children = child_ptr[v + 1] - child_ptr[v]
+    sbuf = np.empty(max_children)
+    cap = out_cls.shape[1]
+    for r in range(R):
+        hn[r] = _push(qkey[r], qsec[r], qnode[r], 0, 0.0, -1, root)
+        active[r] = r
+        out_size[r] = 0
+        out_val[r] = 0.0
+        out_overflow[r] = False
+    n_active = R
+    while n_active > 0:
+        n_pend = 0
+        for t in range(n_active):
+            r = active[t]
+            hk = qkey[r]
+            hs = qsec[r]
+            hq = qnode[r]
+            h = hn[r]
+            n = npulled[r]
+            expand = -1
+            key = 0.0
+            while h > 0:
+                key = hk[0]
+                node = hq[0]
+                h = _pop(hk, hs, hq, h)
+                if node < K:
+                    if n < cap:
+                        out_cls[r, n] = node
+                    mass[r] += np.exp(key)
+                    U = g[n] * mass[r]
+                    n += 1
+                    if U >= (1.0 - rho) * best[r]:
+                        out_size[r] = n
+                        out_val[r] = U
+                        if U > best[r]:
+                            best[r] = U
+                    elif early:
+                        break
+                    if n >= K:
+                        break
+                    if not early and g_suffix[n] * total < (1.0 - rho) * best[r]:
+                        break
+                    continue
+                if early and n > 0 and g[n] * (mass[r] + np.exp(key)) < (1.0 - rho) * best[r]:
+                    break
+                expand = node
+                break
+            hn[r] = h
+            npulled[r] = n
+            if expand >= 0:
+                pend_node[n_pend] = expand
+                pend_key[n_pend] = key
+                active[n_pend] = r  # t >= n_pend: the rows still to visit are not overwritten
+                n_pend += 1
+        order = np.argsort(pend_node[:n_pend], kind="mergesort")
+        n_active = 0
+        for t in order:
+            r = active[t]
+            node = pend_node[t]
+            key = pend_key[t]
+            i = rows[r]
+            a0 = xptr[i]
+            a1 = xptr[i + 1]
+            c0 = child_ptr[node]
+            nc = child_ptr[node + 1] - c0
+            if hn[r] + nc > heap_cap:
+                out_overflow[r] = True
+                continue
+            visits[r] += 1
+            _children_scores_sorted(node, xind, xval, a0, a1, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
+                                    htab, sbuf, nc)
+            m = -np.inf
+            for q in range(nc):
+                sbuf[q] += bias[children[c0 + q]]
+                if sbuf[q] > m:
+                    m = sbuf[q]
+            z = 0.0
+            for q in range(nc):
+                z += np.exp(sbuf[q] - m)
+            lz = np.log(z)
+            hk = qkey[r]
+            hs = qsec[r]
+            hq = qnode[r]
+            h = hn[r]
+            for q in range(nc):
+                child = children[c0 + q]
+                h = _push(hk, hs, hq, h, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+            hn[r] = h
+            following[n_active] = r
+            n_active += 1
+        for t in range(n_active):
+            active[t] = following[t]
+    for r in range(R):
+        out_visits[r] = visits[r]
+        out_pulled[r] = npulled[r]
 
 
 # --- set containers ------------------------------------------------------------------------------
