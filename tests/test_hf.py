@@ -158,38 +158,6 @@ def test_best_first_expands_exactly_the_nodes_that_can_hold_an_accepted_class():
     assert stats["expanded"].sum() < (internal > first_fail[:, None]).sum()
 
 
-def test_batched_search_equals_row_by_row_search_even_when_queues_overflow(monkeypatch):
-    """The lockstep search (rows grouped by node) gives the row-by-row search's sets, values and
-    statistics; rows whose queue outgrows the batched capacity are searched again on their own."""
-    from svbop import _kernels, hf
-
-    # a root with 30 children of 10 classes each: queues of 30 to a few hundred entries
-    tree = Hierarchy(np.concatenate([301 + np.arange(300) // 10, [-1], np.full(30, 300)]), 300)
-    model = random_model(tree, D=20, seed=4, scale=3.0)
-    X = queries(20, 700, seed=4)  # more rows than one task
-    batched = _kernels.hf_search_batched
-    for spec in ("fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "log"):
-        expected = svbop.predict_sets(model.predict_proba(X), spec)
-        got, stats = predict_sets_hf(model, X, spec, return_stats=True)
-        assert_same_sets(got, expected)
-        for cap in (2, 40):  # every row overflows / some rows overflow
-            overflowed = []
-
-            def spy(*args):
-                batched(*args)
-                overflowed.append(int(args[-1].sum()))
-
-            monkeypatch.setattr(hf, "_heap_cap", lambda lay, cap=cap: cap)
-            monkeypatch.setattr(_kernels, "hf_search_batched", spy)
-            again, stats2 = predict_sets_hf(model, X, spec, return_stats=True)
-            monkeypatch.undo()
-            assert sum(overflowed) > 0
-            assert_same_sets(again, got)
-            np.testing.assert_array_equal(again.expected_utility, got.expected_utility)
-            np.testing.assert_array_equal(stats2["expanded"], stats["expanded"])
-            np.testing.assert_array_equal(stats2["pulled"], stats["pulled"])
-
-
 def test_long_sets_beyond_the_first_buffer_are_complete():
     tree = wide_tree(200)
     model = TreeModel(tree, sp.csr_matrix((201, 3)), np.zeros(201), np.arange(201) >= 200)

@@ -48,17 +48,8 @@ _HASH_MIN = 256
 #: Nodes whose children have weights on at least this share of (feature, child) pairs keep them as a
 #: dense block (see TreeSearchLayout).
 _DENSE_MIN = 0.5
-#: Rows per task given to a thread (searched together, see :func:`svbop._kernels.hf_search_batched`).
+#: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
-#: Queue entries kept per row by the batched search, in units of the largest number of children
-#: (a row that needs more is searched again on its own, with a queue as large as the tree).
-_HEAP_CHILDREN = 16
-
-
-def _heap_cap(lay: TreeSearchLayout) -> int:
-    """Queue capacity per row of the batched search: bounded, so that memory does not grow with K."""
-    most = int(np.diff(lay.child_ptr).max()) if lay.child_ptr.size > 1 else 1
-    return int(min(lay.child_ptr.size - 1, max(256, _HEAP_CHILDREN * most)))
 
 
 @dataclass(frozen=True)
@@ -202,7 +193,8 @@ def predict_sets_hf(
     -----
     Exact with respect to the tree: the result equals ``predict_sets(model.predict_proba(X), u)``
     (the test suite checks it on trees of several shapes).  With a (1/x)-convex utility the
-    search stops at Theorem 2's first decrease; otherwise it stops when ``max_{s'>s} g(s')`` times
+    search stops at Theorem 2's first decrease, and does not expand a node whose probability
+    could not make even one more class acceptable; otherwise it stops when ``max_{s'>s} g(s')`` times
     the total mass 1 cannot reach the best expected utility, in the worst case after all ``K``
     leaves.
     """
@@ -218,33 +210,20 @@ def predict_sets_hf(
     expanded = np.zeros(n, dtype=np.int64)
     pulled = np.zeros(n, dtype=np.int64)
 
-    heap_cap = _heap_cap(lay)
-
     def run(rows: np.ndarray, cap: int) -> np.ndarray:
         cls = np.zeros((rows.size, cap), dtype=np.int64)
         size = np.zeros(rows.size, dtype=np.int64)
         val = np.zeros(rows.size)
         vis = np.zeros(rows.size, dtype=np.int64)
         pul = np.zeros(rows.size, dtype=np.int64)
-        over = np.zeros(rows.size, dtype=bool)
 
         def task(lo: int, hi: int) -> None:
-            _kernels.hf_search_batched(
-                rows[lo:hi], xptr, xind, xval, lay.child_ptr, lay.children, lay.bptr, lay.bfeat, lay.bcol, lay.bchild,
-                lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.bias, K, lay.root, g, g_suffix, early,
-                float(tie_rtol), 1.0 + 1e-12, heap_cap, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
-                over[lo:hi],
+            _kernels.hf_search(
+                rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
+                lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.bias, K, lay.root,
+                g, g_suffix, early, float(tie_rtol),
+                1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
-            redo = np.flatnonzero(over[lo:hi]) + lo  # rows whose queue outgrew heap_cap: one at a time
-            if redo.size:
-                c, z, v = np.zeros((redo.size, cap), dtype=np.int64), np.zeros(redo.size, np.int64), np.zeros(redo.size)
-                e, p = np.zeros(redo.size, np.int64), np.zeros(redo.size, np.int64)
-                _kernels.hf_search(
-                    rows[redo], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
-                    lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.bias, K,
-                    lay.root, g, g_suffix, early, float(tie_rtol), 1.0 + 1e-12, c, z, v, e, p,
-                )
-                cls[redo], size[redo], val[redo], vis[redo], pul[redo] = c, z, v, e, p
 
         _kernels.run_blocks(task, rows.size, _ROWS_PER_TASK, n_jobs)
         sizes[rows], value[rows], expanded[rows], pulled[rows] = size, val, vis, pul
