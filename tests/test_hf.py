@@ -219,17 +219,20 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
+@pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
 @pytest.mark.parametrize("hash_min", [0, 10**9])
-def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min):
-    """Nodes with many features look the row's features up in a hash table; others read a
-    dense copy of the row.  Nodes keep their children's weights as a dense block (every node
+def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min):
+    """Nodes with weights on most feature ids keep them as a block over every feature id (every
+    node with direct_min 0, none with 2).  Otherwise nodes with many features look the row's
+    features up in a hash table; others read a dense copy of the row.  Nodes keep their children's weights as a dense block (every node
     with dense_min 0) or as sparse groups (none with 2).  Every combination must give the
     exhaustive answer (rows of 1-3 features force the hash path wherever a node has a table)."""
     import svbop.hf as hf
 
     monkeypatch.setattr(hf, "_HASH_MIN", hash_min)
     monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
+    monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
     rng = np.random.default_rng(4)
@@ -240,6 +243,8 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
     internal = np.diff(hf._layout(model).child_ptr) > 0
     assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0)
     assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0)
+    assert (hf._layout(model).vptr[internal] >= 0).all() == (direct_min == 0.0)
+    assert (hf._layout(model).vptr < 0).all() == (direct_min == 2.0)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):
         assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))
 

@@ -393,17 +393,27 @@ def _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf):
 
 @njit(**_JIT)
 def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
-                     sbuf, nc):
+                     vptr, vval, sbuf, nc):
     """Children scores ``w . x`` (no intercept) of ``node``, products in increasing feature order.
 
-    A node with few features reads them from the dense copy ``xbuf`` of the row (cost: its
-    features); a node with many looks each of the row's features up in its hash table (cost:
+    A node used by most feature ids keeps its children's weights as a block over every feature
+    id (``vval[vptr[node] + j * nc + q]``, ``vptr[node] = -1`` for the others): one read per
+    feature of ``x``.  A node with few features reads them from the dense copy ``xbuf`` of the row
+    (cost: its features); a node with many looks each of the row's features up in its hash table (cost:
     the row's features).  A node whose children have weights on most of its features keeps them
     as a dense block (one row of ``nc`` weights per feature, zeros included: ``s + v * 0.0 = s``,
     so the sums are the same).
     """
     for q in range(nc):
         sbuf[q] = 0.0
+    d = vptr[node]
+    if d >= 0:  # a block over every feature id: no lookup, one read per feature of x
+        for a in range(a0, a1):
+            v = xval[a]
+            base = d + xind[a] * nc
+            for q in range(nc):
+                sbuf[q] += v * vval[base + q]
+        return
     f0 = bptr[node]
     f1 = bptr[node + 1]
     bits = hbits[node]
@@ -430,8 +440,8 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
 
 @njit(**_JIT)
 def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfeat, bcol, bchild, bval, dptr, dval,
-              hptr, hbits, htab, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size, out_val,
-              out_visits, out_pulled):
+              hptr, hbits, htab, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
+              out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
     A priority queue holds nodes keyed by ``log P(v | x)``; a popped leaf is the next class of
@@ -498,7 +508,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
             _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
-                             htab, sbuf, nc)
+                             htab, vptr, vval, sbuf, nc)
             m = -np.inf
             for q in range(nc):
                 sbuf[q] += bias[children[c0 + q]]

@@ -48,6 +48,9 @@ _HASH_MIN = 256
 #: Nodes whose children have weights on at least this share of (feature, child) pairs keep them as a
 #: dense block (see TreeSearchLayout).
 _DENSE_MIN = 0.5
+#: Nodes whose children have weights on at least this share of all (feature id, child) pairs keep them
+#: as a block over every feature id (see TreeSearchLayout): at most 1 / _DIRECT_MIN values per weight.
+_DIRECT_MIN = 0.25
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
 
@@ -65,7 +68,10 @@ class TreeSearchLayout:
     Nodes whose children have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs
     (unclipped liblinear nodes: most) also keep them as a dense block,
     ``dval[dptr[v] + (f - bptr[v]) * n_children + q]`` (``dptr[v] = -1`` for the others): one
-    contiguous read per feature of ``x`` instead of a scatter through ``bchild``.
+    contiguous read per feature of ``x`` instead of a scatter through ``bchild``.  Nodes whose
+    children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs (the top of
+    a 2-means tree, which every row expands) keep them as a block over every feature id,
+    ``vval[vptr[v] + j * n_children + q]`` (``vptr[v] = -1`` for the others): no lookup at all.
     """
 
     child_ptr: np.ndarray
@@ -80,6 +86,8 @@ class TreeSearchLayout:
     hptr: np.ndarray
     hbits: np.ndarray
     htab: np.ndarray
+    vptr: np.ndarray
+    vval: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
@@ -131,6 +139,14 @@ class TreeSearchLayout:
             local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
             keep = dense[group_node]
             dval[dptr[group_node[keep]] + local_f[keep] * n_children[group_node[keep]] + bchild[keep]] = data[keep]
+        D = int(model.n_features)
+        direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_children)
+        vsize = np.where(direct, D * n_children, 0)
+        vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
+        vval = np.zeros(int(vsize.sum()))
+        if direct.any():
+            keep = direct[parent]
+            vval[vptr[parent[keep]] + feat[keep] * n_children[parent[keep]] + position[node[keep]]] = data[keep]
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
@@ -144,6 +160,8 @@ class TreeSearchLayout:
             hptr=hptr,
             hbits=hbits,
             htab=htab,
+            vptr=vptr,
+            vval=vval,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
             n_classes=int(tree.n_classes),
             n_features=int(model.n_features),
@@ -220,8 +238,8 @@ def predict_sets_hf(
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
-                lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.bias, K, lay.root,
-                g, g_suffix, early, float(tie_rtol),
+                lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.vptr, lay.vval,
+                lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
 
