@@ -225,8 +225,8 @@ def test_reference_heap_order_matches_kernel_tie_rule():
 def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min):
     """Nodes with weights on most feature ids keep them as a block over every feature id (every
     node with direct_min 0, none with 2).  Otherwise nodes with many features look the row's
-    features up in a hash table; others read a dense copy of the row.  Nodes keep their children's weights as a dense block (every node
-    with dense_min 0) or as sparse groups (none with 2).  Every combination must give the
+    features up in a hash table; others read a dense copy of the row. Nodes keep their children's weights as a
+    dense block (every node with dense_min 0) or as sparse groups (none with 2). Every combination must give the
     exhaustive answer (rows of 1-3 features force the hash path wherever a node has a table)."""
     import svbop.hf as hf
 

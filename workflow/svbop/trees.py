@@ -15,8 +15,8 @@ Trees
   (Prabhu et al. 2018) and napkinXC: a class profile is the sum of the class's training feature
   vectors, L2-normalised; the classes of a node are split into two halves (sizes differ by at
   most one) by 2-means with cosine similarity, iterated until the mean similarity gains less than
-  ``eps``, from ``n_init`` random initial pairs of which the best split is kept; a node with ``max_leaves`` classes or fewer is not split, its classes become its
-  children.
+  ``eps``, from ``n_init`` random initial pairs of which the best split is kept; a node with
+  ``max_leaves`` classes or fewer is not split, its classes become its children.
 
 Both return a :class:`svbop.datasets.Hierarchy` (leaves ``0 .. K-1`` are the classes).
 
