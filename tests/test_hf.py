@@ -219,15 +219,20 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
+@pytest.mark.parametrize("one_weighted", [False, True])
 @pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
 @pytest.mark.parametrize("hash_min", [0, 10**9])
-def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min):
-    """Nodes with weights on most feature ids keep them as a block over every feature id (every
-    node with direct_min 0, none with 2).  Otherwise nodes with many features look the row's
-    features up in a hash table; others read a dense copy of the row. Nodes keep their children's weights as a
-    dense block (every node with dense_min 0) or as sparse groups (none with 2). Every combination must give the
-    exhaustive answer (rows of 1-3 features force the hash path wherever a node has a table)."""
+def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min,
+                                                                 one_weighted):
+    """Nodes with weights on most feature ids keep them as a block over every feature id instead of a
+    hash table (every node with direct_min 0, none with 2).  Otherwise nodes with many features look
+    the row's features up in a hash table; others read a dense copy of the row. Nodes keep their
+    children's weights as a dense block (every node with two weighted children with dense_min 0) or
+    as sparse groups (none with 2).  With one_weighted, the second child of every node has no weights
+    and bias 0 (as train_tree's binary nodes): the node's one weighted child is stored alone and
+    its hash slots hold the weights.  Every combination must give the exhaustive answer (rows of 1-3
+    features force the hash path wherever a node has a table)."""
     import svbop.hf as hf
 
     monkeypatch.setattr(hf, "_HASH_MIN", hash_min)
@@ -235,14 +240,26 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
     monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
+    if one_weighted:
+        indptr, children = tree.children_csr()
+        second = children[indptr[tree.n_classes + 1:] - 1]  # the last child of every internal node
+        W = model.W.tolil()
+        W[second] = 0
+        b = model.b.copy()
+        b[second] = 0.0
+        model = TreeModel(tree, sp.csr_matrix(W), b, model.trained)
+        model.W.eliminate_zeros()
+        lay = hf._layout(model)
+        internal = np.diff(lay.child_ptr) > 0
+        assert (np.diff(lay.aptr)[internal] == 1).all()
     rng = np.random.default_rng(4)
     rows = [rng.choice(300, size=rng.integers(1, 4), replace=False) for _ in range(80)]
     X = sp.csr_matrix((rng.random(sum(map(len, rows))), np.concatenate(rows),
                        np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(80, 300))
-    assert (hf._layout(model).hbits > 0).any() == (hash_min == 0)
+    assert (hf._layout(model).hbits > 0).any() == (hash_min == 0 and direct_min == 2.0)
     internal = np.diff(hf._layout(model).child_ptr) > 0
-    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0)
-    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0)
+    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0 and not one_weighted)
+    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0 or one_weighted)
     assert (hf._layout(model).vptr[internal] >= 0).all() == (direct_min == 0.0)
     assert (hf._layout(model).vptr < 0).all() == (direct_min == 2.0)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):

@@ -379,12 +379,12 @@ def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
 
 
 @njit(**_JIT)
-def _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf):
-    """``sbuf += v * (weights of the node's children on its feature at position f)``."""
+def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
+    """``sbuf += v * (weights of the node's weighted children on its feature at position f)``."""
     d = dptr[node]
     if d >= 0:  # dense block: the children's weights on this feature are contiguous
-        base = d + (f - f0) * nc
-        for q in range(nc):
+        base = d + (f - f0) * na
+        for q in range(na):
             sbuf[q] += v * dval[base + q]
     else:
         for e in range(bcol[f], bcol[f + 1]):
@@ -393,25 +393,33 @@ def _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf):
 
 @njit(**_JIT)
 def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
-                     vptr, vval, sbuf, nc):
-    """Children scores ``w . x`` (no intercept) of ``node``, products in increasing feature order.
+                     htabf, vptr, vval, sbuf, na):
+    """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
+    products in increasing feature order.
 
     A node used by most feature ids keeps its children's weights as a block over every feature
-    id (``vval[vptr[node] + j * nc + q]``, ``vptr[node] = -1`` for the others): one read per
+    id (``vval[vptr[node] + j * na + q]``, ``vptr[node] = -1`` for the others): one read per
     feature of ``x``.  A node with few features reads them from the dense copy ``xbuf`` of the row
-    (cost: its features); a node with many looks each of the row's features up in its hash table (cost:
-    the row's features).  A node whose children have weights on most of its features keeps them
-    as a dense block (one row of ``nc`` weights per feature, zeros included: ``s + v * 0.0 = s``,
-    so the sums are the same).
+    (cost: its features); a node with many looks each of the row's features up in its hash table
+    (cost: the row's features), whose slot holds the weight itself when the node has one weighted
+    child (``htabf``, the same memory as ``htab`` read as float64).  A node whose children have
+    weights on most of its features keeps them as a dense block (one row of ``na`` weights per
+    feature, zeros included: ``s + v * 0.0 = s``, so the sums are the same).
     """
-    for q in range(nc):
+    for q in range(na):
         sbuf[q] = 0.0
     d = vptr[node]
     if d >= 0:  # a block over every feature id: no lookup, one read per feature of x
+        if na == 1:
+            s = 0.0
+            for a in range(a0, a1):
+                s += xval[a] * vval[d + xind[a]]
+            sbuf[0] = s
+            return
         for a in range(a0, a1):
             v = xval[a]
-            base = d + xind[a] * nc
-            for q in range(nc):
+            base = d + xind[a] * na
+            for q in range(na):
                 sbuf[q] += v * vval[base + q]
         return
     f0 = bptr[node]
@@ -421,17 +429,32 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
         for f in range(f0, f1):
             v = xbuf[bfeat[f]]
             if v != 0.0:
-                _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
+                _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
         return
     base = hptr[node]
     mask = (1 << bits) - 1
+    if na == 1:  # the slot holds the weight
+        s = 0.0
+        for a in range(a0, a1):
+            j = xind[a]
+            h = _slot(j, bits)
+            while True:
+                key = htab[base + h, 0]
+                if key == j:
+                    s += xval[a] * htabf[base + h, 1]
+                    break
+                if key < 0:
+                    break
+                h = (h + 1) & mask
+        sbuf[0] = s
+        return
     for a in range(a0, a1):
         j = xind[a]
         h = _slot(j, bits)
         while True:
             key = htab[base + h, 0]
             if key == j:
-                _add_feature(htab[base + h, 1], xval[a], node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
+                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
                 break
             if key < 0:
                 break
@@ -439,8 +462,8 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfeat, bcol, bchild, bval, dptr, dval,
-              hptr, hbits, htab, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bchild, bval,
+              dptr, dval, hptr, hbits, htab, htabf, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
               out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
@@ -466,6 +489,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
         if child_ptr[v + 1] - child_ptr[v] > max_children:
             max_children = child_ptr[v + 1] - child_ptr[v]
     sbuf = np.empty(max_children)
+    abuf = np.empty(max_children)
     xbuf = np.zeros(n_features)
     cap = out_cls.shape[1]
     for r in range(rows.size):
@@ -507,8 +531,13 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
             visits += 1
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
+            na = aptr[node + 1] - aptr[node]
             _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
-                             htab, vptr, vval, sbuf, nc)
+                             htab, htabf, vptr, vval, abuf, na)
+            for q in range(nc):
+                sbuf[q] = 0.0  # a child without weights scores 0 + b
+            for q in range(na):
+                sbuf[active[aptr[node] + q]] = abuf[q]
             m = -np.inf
             for q in range(nc):
                 sbuf[q] += bias[children[c0 + q]]

@@ -45,12 +45,14 @@ logger = logging.getLogger(__name__)
 _FIRST_CAP = 64
 #: Nodes whose children use more features than this get a hash table (see TreeSearchLayout).
 _HASH_MIN = 256
-#: Nodes whose children have weights on at least this share of (feature, child) pairs keep them as a
-#: dense block (see TreeSearchLayout).
+#: Nodes whose weighted children have weights on at least this share of (feature, child) pairs keep them
+#: as a dense block (see TreeSearchLayout).
 _DENSE_MIN = 0.5
-#: Nodes whose children have weights on at least this share of all (feature id, child) pairs keep them
-#: as a block over every feature id (see TreeSearchLayout): at most 1 / _DIRECT_MIN values per weight.
-_DIRECT_MIN = 0.25
+#: Nodes whose weighted children have weights on at least this share of all (feature id, child) pairs
+#: keep them as a block over every feature id instead of a hash table (see TreeSearchLayout).  At 1/8
+#: the block (8 bytes a pair) is no larger than the node's sparse form: for one weighted child, 64-96
+#: bytes a weight (hash slots, feature id, offset, child, value).
+_DIRECT_MIN = 0.125
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
 
@@ -59,23 +61,32 @@ _ROWS_PER_TASK = 256
 class TreeSearchLayout:
     """A tree model rearranged for the search: each node's children weights grouped by feature.
 
-    For internal node ``v``, ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any
-    child of ``v``; for such a feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the
-    children (positions among ``v``'s children) with a weight on it and ``bval`` the weights.
-    Nodes with more than ``_HASH_MIN`` features also get a hash table from feature id to its
-    position (``hptr``, ``hbits``, ``htab``: (feature, position) pairs), so that scoring their
-    children costs one lookup per feature of ``x`` instead of a pass over all their features.
-    Nodes whose children have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs
+    Children with no weight at all (the second child of a binary node, whose score is ``0 + b``:
+    :func:`svbop.trees.train_tree` trains one logistic model there) cost nothing: internal node
+    ``v``'s *weighted* children are ``active[aptr[v]:aptr[v+1]]`` (their positions among ``v``'s
+    children), and every weight below is stored against a weighted child's index ``a`` in that list.
+
+    ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any child of ``v``; for such a
+    feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the weighted children with a weight
+    on it and ``bval`` the weights.  Nodes with more than ``_HASH_MIN`` features also get a hash
+    table from feature id to its position (``hptr``, ``hbits``, ``htab``: (feature, position) pairs),
+    so that scoring their children costs one lookup per feature of ``x`` instead of a pass over all
+    their features; a node with one weighted child keeps the weight itself in the slot
+    (``htab.view(float64)[slot, 1]``): one cache line per feature of ``x``.  Nodes whose weighted
+    children (two or more) have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs
     (unclipped liblinear nodes: most) also keep them as a dense block,
-    ``dval[dptr[v] + (f - bptr[v]) * n_children + q]`` (``dptr[v] = -1`` for the others): one
+    ``dval[dptr[v] + (f - bptr[v]) * n_weighted + a]`` (``dptr[v] = -1`` for the others): one
     contiguous read per feature of ``x`` instead of a scatter through ``bchild``.  Nodes whose
-    children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs (the top of
-    a 2-means tree, which every row expands) keep them as a block over every feature id,
-    ``vval[vptr[v] + j * n_children + q]`` (``vptr[v] = -1`` for the others): no lookup at all.
+    weighted children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs
+    (the top of a 2-means tree, which every row expands) keep them as a block over every feature
+    id instead of a hash table, ``vval[vptr[v] + j * n_weighted + a]`` (``vptr[v] = -1`` for the
+    others): one read per feature of ``x`` and no lookup.
     """
 
     child_ptr: np.ndarray
     children: np.ndarray
+    aptr: np.ndarray
+    active: np.ndarray
     bptr: np.ndarray
     bfeat: np.ndarray
     bcol: np.ndarray
@@ -93,6 +104,11 @@ class TreeSearchLayout:
     n_features: int
     root: int
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the layout's arrays."""
+        return sum(getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray))
+
     @classmethod
     def from_model(cls, model: TreeModel) -> TreeSearchLayout:
         if not isinstance(model, TreeModel):
@@ -101,6 +117,7 @@ class TreeSearchLayout:
             raise ValueError("the tree model is a part (not every internal node is trained): merge the parts first")
         tree = model.tree
         child_ptr, children = tree.children_csr()
+        n_children = np.diff(child_ptr)
         position = np.zeros(tree.n_nodes, dtype=np.int64)
         position[children] = np.arange(children.size) - np.repeat(child_ptr[:-1], np.diff(child_ptr))
         W = model.W.tocoo()
@@ -112,6 +129,15 @@ class TreeSearchLayout:
             node, feat, parent, data = node[keep], feat[keep], parent[keep], W.data[keep]
         else:
             data = W.data
+        # weighted children, in child order, and each one's index among its parent's weighted children
+        weighted = np.zeros(tree.n_nodes, dtype=bool)
+        weighted[node] = True
+        is_active = weighted[children]
+        n_weighted = np.bincount(tree.parent[children[is_active]], minlength=tree.n_nodes).astype(np.int64)
+        aptr = np.concatenate([[0], np.cumsum(n_weighted)]).astype(np.int64)
+        active = position[children[is_active]].astype(np.int64)
+        weighted_index = np.zeros(tree.n_nodes, dtype=np.int64)
+        weighted_index[children[is_active]] = np.arange(active.size) - np.repeat(aptr[:-1], n_weighted)
         order = np.lexsort((position[node], feat, parent))
         node, feat, parent, data = node[order], feat[order], parent[order], data[order]
         new_group = np.ones(node.size, dtype=bool)
@@ -122,38 +148,44 @@ class TreeSearchLayout:
         group_parent = parent[starts]
         bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
         n_feat = np.diff(bptr)
-        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0).astype(np.int64)
+        bchild = weighted_index[node]
+        nnz = bcol[bptr[1:]] - bcol[bptr[:-1]]
+        D = int(model.n_features)
+        direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
+        hbits = np.where((n_feat > _HASH_MIN) & ~direct, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0)
+        hbits = hbits.astype(np.int64)
         hsize = np.where(hbits > 0, 1 << hbits, 0)
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
         htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
         _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, htab)
-        bchild = position[node].astype(np.int64)
-        n_children = np.diff(child_ptr)
-        nnz = bcol[bptr[1:]] - bcol[bptr[:-1]]
-        block = n_feat * n_children
-        dense = (block > 0) & (nnz >= _DENSE_MIN * block)
+        single = (n_weighted == 1) & (hbits > 0)
+        if single.any():  # one weighted child: the slot holds its weight instead of the position
+            slot_node = np.repeat(np.arange(tree.n_nodes), hsize)
+            slots = np.flatnonzero(single[slot_node] & (htab[:, 0] >= 0))
+            htab.view(np.float64)[slots, 1] = data[bcol[htab[slots, 1]]]
+        block = n_feat * n_weighted
+        dense = (n_weighted > 1) & (block > 0) & (nnz >= _DENSE_MIN * block)
         dptr = np.where(dense, np.concatenate([[0], np.cumsum(np.where(dense, block, 0))[:-1]]), -1).astype(np.int64)
         dval = np.zeros(int(np.where(dense, block, 0).sum()))
         if dense.any():  # scatter each dense node's weights into its block
-            group_node = parent  # the node of every weight
             local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
-            keep = dense[group_node]
-            dval[dptr[group_node[keep]] + local_f[keep] * n_children[group_node[keep]] + bchild[keep]] = data[keep]
-        D = int(model.n_features)
-        direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_children)
-        vsize = np.where(direct, D * n_children, 0)
+            keep = dense[parent]
+            dval[dptr[parent[keep]] + local_f[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
+        vsize = np.where(direct, D * n_weighted, 0)
         vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
         vval = np.zeros(int(vsize.sum()))
         if direct.any():
             keep = direct[parent]
-            vval[vptr[parent[keep]] + feat[keep] * n_children[parent[keep]] + position[node[keep]]] = data[keep]
+            vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
+            aptr=aptr,
+            active=active,
             bptr=bptr,
             bfeat=bfeat,
             bcol=bcol,
-            bchild=bchild,
+            bchild=bchild.astype(np.int64),
             bval=np.ascontiguousarray(data, dtype=np.float64),
             dptr=dptr,
             dval=dval,
@@ -237,8 +269,9 @@ def predict_sets_hf(
 
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
-                rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
-                lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.vptr, lay.vval,
+                rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
+                lay.bptr, lay.bfeat, lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab,
+                lay.htab.view(np.float64), lay.vptr, lay.vval,
                 lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
