@@ -219,25 +219,28 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
+@pytest.mark.parametrize("postings_max", [0, 1 << 24])
 @pytest.mark.parametrize("one_weighted", [False, True])
 @pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
 @pytest.mark.parametrize("hash_min", [0, 10**9])
 def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min,
-                                                                 one_weighted):
+                                                                 one_weighted, postings_max):
     """Nodes with weights on most feature ids keep them as a block over every feature id instead of a
     hash table (every node with direct_min 0, none with 2).  Otherwise nodes with many features look
     the row's features up in a hash table; others read a dense copy of the row. Nodes keep their
     children's weights as a dense block (every node with two weighted children with dense_min 0) or
     as sparse groups (none with 2).  With one_weighted, the second child of every node has no weights
     and bias 0 (as train_tree's binary nodes): the node's one weighted child is stored alone and
-    its hash slots hold the weights.  Every combination must give the exhaustive answer (rows of 1-3
+    its hash slots hold the weights.  Hash slots of sparse nodes hold where the feature's postings
+    are (postings_max 2**24) or its position (0).  Every combination must give the exhaustive answer (rows of 1-3
     features force the hash path wherever a node has a table)."""
     import svbop.hf as hf
 
     monkeypatch.setattr(hf, "_HASH_MIN", hash_min)
     monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
     monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
+    monkeypatch.setattr(hf, "_POSTINGS_MAX", postings_max)
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
     if one_weighted:
@@ -260,6 +263,10 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
     internal = np.diff(hf._layout(model).child_ptr) > 0
     assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0 and not one_weighted)
     assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0 or one_weighted)
+    hashed = hf._layout(model).hmode[hf._layout(model).hbits > 0]
+    expect = (hf.HASH_VALUE if one_weighted else hf.HASH_POSTINGS if dense_min == 2.0 and postings_max else
+              hf.HASH_POSITION)
+    assert (hashed == expect).all()
     assert (hf._layout(model).vptr[internal] >= 0).all() == (direct_min == 0.0)
     assert (hf._layout(model).vptr < 0).all() == (direct_min == 2.0)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):

@@ -349,6 +349,9 @@ def _pop(qkey, qsec, qnode, n):
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: What a node's hash slots hold besides the feature id: its position ``f``, its one weight, or
+#: where its postings start (<< 24) and how many there are.
+HASH_POSITION, HASH_VALUE, HASH_POSTINGS = 0, 1, 2
 
 
 @njit(**_JIT)
@@ -379,7 +382,7 @@ def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
 
 
 @njit(**_JIT)
-def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
+def _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf):
     """``sbuf += v * (weights of the node's weighted children on its feature at position f)``."""
     d = dptr[node]
     if d >= 0:  # dense block: the children's weights on this feature are contiguous
@@ -388,12 +391,12 @@ def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
             sbuf[q] += v * dval[base + q]
     else:
         for e in range(bcol[f], bcol[f + 1]):
-            sbuf[bchild[e]] += v * bval[e]
+            sbuf[bpost[e, 0]] += v * bpostf[e, 1]
 
 
 @njit(**_JIT)
-def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
-                     htabf, vptr, vval, sbuf, na):
+def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits, htab,
+                     htabf, hmode, vptr, vval, sbuf, na):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
 
@@ -401,10 +404,11 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
     id (``vval[vptr[node] + j * na + q]``, ``vptr[node] = -1`` for the others): one read per
     feature of ``x``.  A node with few features reads them from the dense copy ``xbuf`` of the row
     (cost: its features); a node with many looks each of the row's features up in its hash table
-    (cost: the row's features), whose slot holds the weight itself when the node has one weighted
-    child (``htabf``, the same memory as ``htab`` read as float64).  A node whose children have
-    weights on most of its features keeps them as a dense block (one row of ``na`` weights per
-    feature, zeros included: ``s + v * 0.0 = s``, so the sums are the same).
+    (cost: the row's features), whose slot holds (``hmode``) the weight itself (one weighted child;
+    ``htabf`` is the same memory as ``htab`` read as float64), where the feature's postings
+    ``(child, weight)`` are, or its position.  A node whose children have weights on most of its
+    features keeps them as a dense block (one row of ``na`` weights per feature, zeros included:
+    ``s + v * 0.0 = s``, so the sums are the same).
     """
     for q in range(na):
         sbuf[q] = 0.0
@@ -429,11 +433,12 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
         for f in range(f0, f1):
             v = xbuf[bfeat[f]]
             if v != 0.0:
-                _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
+                _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf)
         return
     base = hptr[node]
     mask = (1 << bits) - 1
-    if na == 1:  # the slot holds the weight
+    mode = hmode[node]
+    if mode == HASH_VALUE:
         s = 0.0
         for a in range(a0, a1):
             j = xind[a]
@@ -454,7 +459,13 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
         while True:
             key = htab[base + h, 0]
             if key == j:
-                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
+                if mode == HASH_POSTINGS:
+                    v = xval[a]
+                    e0 = htab[base + h, 1] >> 24
+                    for e in range(e0, e0 + (htab[base + h, 1] & 0xFFFFFF)):
+                        sbuf[bpost[e, 0]] += v * bpostf[e, 1]
+                else:
+                    _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf)
                 break
             if key < 0:
                 break
@@ -462,8 +473,8 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bchild, bval,
-              dptr, dval, hptr, hbits, htab, htabf, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bpost, bpostf,
+              dptr, dval, hptr, hbits, htab, htabf, hmode, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
               out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
@@ -532,8 +543,8 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
-                             htab, htabf, vptr, vval, abuf, na)
+            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits,
+                             htab, htabf, hmode, vptr, vval, abuf, na)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b
             for q in range(na):

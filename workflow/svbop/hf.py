@@ -53,6 +53,11 @@ _DENSE_MIN = 0.5
 #: the block (8 bytes a pair) is no larger than the node's sparse form: for one weighted child, 64-96
 #: bytes a weight (hash slots, feature id, offset, child, value).
 _DIRECT_MIN = 0.125
+#: What a node's hash slots hold besides the feature id (see TreeSearchLayout).
+HASH_POSITION, HASH_VALUE, HASH_POSTINGS = _kernels.HASH_POSITION, _kernels.HASH_VALUE, _kernels.HASH_POSTINGS
+#: Sparse nodes with fewer weighted children than this keep where a feature's postings are in its hash slot
+#: (their count takes the slot's low 24 bits).
+_POSTINGS_MAX = 1 << 24
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
 
@@ -67,16 +72,19 @@ class TreeSearchLayout:
     children), and every weight below is stored against a weighted child's index ``a`` in that list.
 
     ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any child of ``v``; for such a
-    feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the weighted children with a weight
-    on it and ``bval`` the weights.  Nodes with more than ``_HASH_MIN`` features also get a hash
-    table from feature id to its position (``hptr``, ``hbits``, ``htab``: (feature, position) pairs),
-    so that scoring their children costs one lookup per feature of ``x`` instead of a pass over all
-    their features; a node with one weighted child keeps the weight itself in the slot
-    (``htab.view(float64)[slot, 1]``): one cache line per feature of ``x``.  Nodes whose weighted
-    children (two or more) have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs
-    (unclipped liblinear nodes: most) also keep them as a dense block,
-    ``dval[dptr[v] + (f - bptr[v]) * n_weighted + a]`` (``dptr[v] = -1`` for the others): one
-    contiguous read per feature of ``x`` instead of a scatter through ``bchild``.  Nodes whose
+    feature at position ``f``, ``bpost[bcol[f]:bcol[f+1]]`` are its postings, pairs (weighted child,
+    weight) in one 16-byte row (``bchild`` and ``bval`` read them as columns).  Nodes with more than
+    ``_HASH_MIN`` features also get a hash table from feature id to what scoring needs of it
+    (``hptr``, ``hbits``, ``htab``: pairs (feature, entry)), so that scoring their children costs one
+    lookup per feature of ``x`` instead of a pass over all their features.  The entry
+    (``hmode[v]``) is: ``HASH_VALUE`` the weight itself (``htab.view(float64)[slot, 1]``), for a node
+    with one weighted child; ``HASH_POSTINGS`` ``bcol[f] << 24 | (bcol[f+1] - bcol[f])``, where its
+    postings are (sparse nodes with fewer than ``_POSTINGS_MAX`` weighted children); otherwise
+    ``HASH_POSITION`` the position ``f``.  A hit then costs one cache line of the table and one
+    run of postings, not a chain of dependent reads.  Nodes whose weighted children (two or more)
+    have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs (unclipped liblinear
+    nodes: most) also keep them as a dense block, ``dval[dptr[v] + (f - bptr[v]) * n_weighted + a]``
+    (``dptr[v] = -1`` for the others): one contiguous read per feature of ``x``.  Nodes whose
     weighted children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs
     (the top of a 2-means tree, which every row expands) keep them as a block over every feature
     id instead of a hash table, ``vval[vptr[v] + j * n_weighted + a]`` (``vptr[v] = -1`` for the
@@ -90,19 +98,29 @@ class TreeSearchLayout:
     bptr: np.ndarray
     bfeat: np.ndarray
     bcol: np.ndarray
-    bchild: np.ndarray
-    bval: np.ndarray
+    bpost: np.ndarray
     dptr: np.ndarray
     dval: np.ndarray
     hptr: np.ndarray
     hbits: np.ndarray
     htab: np.ndarray
+    hmode: np.ndarray
     vptr: np.ndarray
     vval: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
     root: int
+
+    @property
+    def bchild(self) -> np.ndarray:
+        """The weighted child of every posting."""
+        return self.bpost[:, 0]
+
+    @property
+    def bval(self) -> np.ndarray:
+        """The weight of every posting."""
+        return self.bpost.view(np.float64)[:, 1]
 
     @property
     def nbytes(self) -> int:
@@ -158,13 +176,19 @@ class TreeSearchLayout:
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
         htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
         _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, htab)
-        single = (n_weighted == 1) & (hbits > 0)
-        if single.any():  # one weighted child: the slot holds its weight instead of the position
-            slot_node = np.repeat(np.arange(tree.n_nodes), hsize)
-            slots = np.flatnonzero(single[slot_node] & (htab[:, 0] >= 0))
-            htab.view(np.float64)[slots, 1] = data[bcol[htab[slots, 1]]]
         block = n_feat * n_weighted
         dense = (n_weighted > 1) & (block > 0) & (nnz >= _DENSE_MIN * block)
+        hmode = np.where(n_weighted == 1, HASH_VALUE,
+                         np.where(~dense & (n_weighted < _POSTINGS_MAX), HASH_POSTINGS, HASH_POSITION)).astype(np.int64)
+        hmode[hbits == 0] = HASH_POSITION
+        slot_node = np.repeat(np.arange(tree.n_nodes), hsize)
+        slots = np.flatnonzero(htab[:, 0] >= 0)
+        f = htab[slots, 1]
+        mode = hmode[slot_node[slots]]
+        value = mode == HASH_VALUE
+        htab.view(np.float64)[slots[value], 1] = data[bcol[f[value]]]
+        runs = mode == HASH_POSTINGS
+        htab[slots[runs], 1] = (bcol[f[runs]] << 24) | (bcol[f[runs] + 1] - bcol[f[runs]])
         dptr = np.where(dense, np.concatenate([[0], np.cumsum(np.where(dense, block, 0))[:-1]]), -1).astype(np.int64)
         dval = np.zeros(int(np.where(dense, block, 0).sum()))
         if dense.any():  # scatter each dense node's weights into its block
@@ -177,6 +201,9 @@ class TreeSearchLayout:
         if direct.any():
             keep = direct[parent]
             vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
+        bpost = np.empty((data.size, 2), dtype=np.int64)
+        bpost[:, 0] = bchild
+        bpost.view(np.float64)[:, 1] = data
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
@@ -185,13 +212,13 @@ class TreeSearchLayout:
             bptr=bptr,
             bfeat=bfeat,
             bcol=bcol,
-            bchild=bchild.astype(np.int64),
-            bval=np.ascontiguousarray(data, dtype=np.float64),
+            bpost=bpost,
             dptr=dptr,
             dval=dval,
             hptr=hptr,
             hbits=hbits,
             htab=htab,
+            hmode=hmode,
             vptr=vptr,
             vval=vval,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
@@ -270,8 +297,8 @@ def predict_sets_hf(
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
-                lay.bptr, lay.bfeat, lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab,
-                lay.htab.view(np.float64), lay.vptr, lay.vval,
+                lay.bptr, lay.bfeat, lay.bcol, lay.bpost, lay.bpost.view(np.float64), lay.dptr, lay.dval, lay.hptr,
+                lay.hbits, lay.htab, lay.htab.view(np.float64), lay.hmode, lay.vptr, lay.vval,
                 lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
