@@ -396,7 +396,7 @@ def _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf):
 
 @njit(**_JIT)
 def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits, htab,
-                     htabf, hmode, vptr, vval, sbuf, na):
+                     htabf, hmode, vptr, vval, sbuf, na, hits, hitv):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
 
@@ -453,19 +453,35 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, b
                 h = (h + 1) & mask
         sbuf[0] = s
         return
+    if mode == HASH_POSTINGS:
+        # all lookups first (independent reads the processor overlaps), then the runs of postings
+        n_hit = 0
+        for a in range(a0, a1):
+            j = xind[a]
+            h = _slot(j, bits)
+            while True:
+                key = htab[base + h, 0]
+                if key == j:
+                    hits[n_hit] = htab[base + h, 1]
+                    hitv[n_hit] = xval[a]
+                    n_hit += 1
+                    break
+                if key < 0:
+                    break
+                h = (h + 1) & mask
+        for t in range(n_hit):
+            v = hitv[t]
+            e0 = hits[t] >> 24
+            for e in range(e0, e0 + (hits[t] & 0xFFFFFF)):
+                sbuf[bpost[e, 0]] += v * bpostf[e, 1]
+        return
     for a in range(a0, a1):
         j = xind[a]
         h = _slot(j, bits)
         while True:
             key = htab[base + h, 0]
             if key == j:
-                if mode == HASH_POSTINGS:
-                    v = xval[a]
-                    e0 = htab[base + h, 1] >> 24
-                    for e in range(e0, e0 + (htab[base + h, 1] & 0xFFFFFF)):
-                        sbuf[bpost[e, 0]] += v * bpostf[e, 1]
-                else:
-                    _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf)
+                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf)
                 break
             if key < 0:
                 break
@@ -502,6 +518,12 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
     sbuf = np.empty(max_children)
     abuf = np.empty(max_children)
     xbuf = np.zeros(n_features)
+    max_nnz = 1
+    for r in range(rows.size):
+        if xptr[rows[r] + 1] - xptr[rows[r]] > max_nnz:
+            max_nnz = xptr[rows[r] + 1] - xptr[rows[r]]
+    hits = np.empty(max_nnz, dtype=np.int64)
+    hitv = np.empty(max_nnz)
     cap = out_cls.shape[1]
     for r in range(rows.size):
         i = rows[r]
@@ -544,7 +566,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
             _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits,
-                             htab, htabf, hmode, vptr, vval, abuf, na)
+                             htab, htabf, hmode, vptr, vval, abuf, na, hits, hitv)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b
             for q in range(na):
