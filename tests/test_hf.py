@@ -291,3 +291,34 @@ def test_where_probabilities_underflow_hf_orders_by_log_probability():
         np.testing.assert_array_equal(np.diff(logp[i, hf[i]]) <= 0, True)  # decreasing log-probability
         zero = P[i, exhaustive[i]] == 0  # predict_sets: the underflowed classes last, by class id
         assert np.all(np.diff(exhaustive[i][zero]) > 0)
+
+
+@pytest.mark.parametrize("path", ["direct", "dense block", "hash postings", "hash position", "dense row"])
+def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, path):
+    """Class 0's score is exactly class 1's (1) when summed in feature order, ((1e16 + 1) - 1e16) + 1
+    = 1 (1e16 + 1 rounds to 1e16), and 0 or 2 in the other orders of the last two; so the exact tie
+    (and the set order by class id that predict_sets gives it) survives only if every storage path
+    adds the products in feature order."""
+    import svbop.hf as hf
+
+    settings = {  # _HASH_MIN, _DENSE_MIN, _DIRECT_MIN, _POSTINGS_MAX
+        "direct": (0, 2.0, 0.0, 1 << 24),
+        "dense block": (0, 0.0, 2.0, 1 << 24),
+        "hash postings": (0, 2.0, 2.0, 1 << 24),
+        "hash position": (0, 2.0, 2.0, 0),
+        "dense row": (10**9, 2.0, 2.0, 1 << 24),
+    }[path]
+    for name, value in zip(("_HASH_MIN", "_DENSE_MIN", "_DIRECT_MIN", "_POSTINGS_MAX"), settings):
+        monkeypatch.setattr(hf, name, value)
+    D = 40
+    W = np.zeros((4, D))
+    W[0, :4] = [1e16, 1.0, -1e16, 1.0]
+    W[1, 4] = 1.0
+    W[2, 5:] = 1e-3  # features the row does not have: a hash table pays where the node has many more than x
+    model = TreeModel(wide_tree(3), sp.csr_matrix(W), np.zeros(4), np.array([False, False, False, True]))
+    X = sp.csr_matrix(np.r_[np.ones(5), np.zeros(D - 5)].reshape(1, -1))
+    scores = (X @ model.W.T).toarray()[0]
+    assert scores[0] == scores[1] == 1.0
+    expected = svbop.predict_sets(model.predict_proba(X), "recall")
+    assert expected[0].tolist()[:2] == [0, 1]
+    assert_same_sets(predict_sets_hf(model, X, "recall"), expected)

@@ -395,7 +395,7 @@ def _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf):
 
 
 @njit(**_JIT)
-def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits, htab,
+def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits, htab,
                      htabf, hmode, vptr, vval, sbuf, na, hits, hitv):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
@@ -420,7 +420,14 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, b
                 s += xval[a] * vval[d + xind[a]]
             sbuf[0] = s
             return
-        for a in range(a0, a1):
+        a = a0
+        while a + 4 <= a1:  # four features at a time, each child's sum still in feature order
+            v0, v1, v2, v3 = xval[a], xval[a + 1], xval[a + 2], xval[a + 3]
+            b0, b1, b2, b3 = d + xind[a] * na, d + xind[a + 1] * na, d + xind[a + 2] * na, d + xind[a + 3] * na
+            for q in range(na):
+                sbuf[q] = (((sbuf[q] + v0 * vval[b0 + q]) + v1 * vval[b1 + q]) + v2 * vval[b2 + q]) + v3 * vval[b3 + q]
+            a += 4
+        for a in range(a, a1):
             v = xval[a]
             base = d + xind[a] * na
             for q in range(na):
@@ -430,6 +437,10 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, b
     f1 = bptr[node + 1]
     bits = hbits[node]
     if bits == 0 or f1 - f0 <= 4 * (a1 - a0):
+        if xfilled[0] == 0:  # the row's dense copy, made on first use (a 2-means tree's rows seldom need it)
+            for a in range(a0, a1):
+                xbuf[xind[a]] = xval[a]
+            xfilled[0] = 1
         for f in range(f0, f1):
             v = xbuf[bfeat[f]]
             if v != 0.0:
@@ -518,6 +529,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
     sbuf = np.empty(max_children)
     abuf = np.empty(max_children)
     xbuf = np.zeros(n_features)
+    xfilled = np.zeros(1, dtype=np.int64)
     max_nnz = 1
     for r in range(rows.size):
         if xptr[rows[r] + 1] - xptr[rows[r]] > max_nnz:
@@ -529,8 +541,6 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
         i = rows[r]
         a0 = xptr[i]
         a1 = xptr[i + 1]
-        for a in range(a0, a1):
-            xbuf[xind[a]] = xval[a]
         hn = _push(qkey, qsec, qnode, 0, 0.0, -1, root)
         n = 0
         mass = 0.0
@@ -565,7 +575,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits,
+            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits,
                              htab, htabf, hmode, vptr, vval, abuf, na, hits, hitv)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b
@@ -583,8 +593,10 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             for q in range(nc):
                 child = children[c0 + q]
                 hn = _push(qkey, qsec, qnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
-        for a in range(a0, a1):
-            xbuf[xind[a]] = 0.0
+        if xfilled[0]:
+            for a in range(a0, a1):
+                xbuf[xind[a]] = 0.0
+            xfilled[0] = 0
         for q in range(min(size, cap)):
             out_cls[r, q] = delivered[q]
         out_size[r] = size
