@@ -119,6 +119,7 @@ from svbop.hf import predict_sets_hf  # noqa: E402
 from svbop.hsg import predict_sets_hsg  # noqa: E402
 from svbop.index import HNSWIndex  # noqa: E402
 from svbop.linear import LinearModel, merge_models, train_ovr  # noqa: E402
+from svbop.trees import BUILDER_VERSION as TREE_BUILDER_VERSION  # noqa: E402
 from svbop.trees import TreeModel, balanced_kmeans_tree, train_tree, tree_from_hierarchy  # noqa: E402
 
 UTILITIES = ("fbeta:beta=1", "credal:delta=2.2,gamma=1.2")
@@ -199,7 +200,8 @@ def model_cached(cache: Cache, name: str, make: Callable[[], LinearModel]) -> tu
 
 
 def tree_cached(cache: Cache, name: str, make: Callable[[], TreeModel]) -> tuple[TreeModel, float, bool]:
-    return cache.get(name, make, TreeModel.load, lambda m, p: m.save(p))
+    # the tree builder's version in the name: trees cached by an older balanced_kmeans_tree are built again
+    return cache.get(f"{name}-b{TREE_BUILDER_VERSION}", make, TreeModel.load, lambda m, p: m.save(p))
 
 
 def index_cached(cache: Cache, name: str, model: LinearModel, threads: int = 1) -> tuple[HNSWIndex, float, bool]:

@@ -75,6 +75,9 @@ logger = logging.getLogger(__name__)
 
 _FORMAT = "svbop.TreeModel"
 _FORMAT_VERSION = 1
+#: Version of what balanced_kmeans_tree builds from the same inputs (2: the best of n_init restarts); caches of
+#: built trees (benchmarks/bench_inference.py) key on it so that trees of an older builder are rebuilt.
+BUILDER_VERSION = 2
 
 
 # --------------------------------------------------------------------------------------------
