@@ -382,7 +382,7 @@ def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
 
 
 @njit(**_JIT)
-def _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf):
+def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
     """``sbuf += v * (weights of the node's weighted children on its feature at position f)``."""
     d = dptr[node]
     if d >= 0:  # dense block: the children's weights on this feature are contiguous
@@ -391,11 +391,11 @@ def _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf):
             sbuf[q] += v * dval[base + q]
     else:
         for e in range(bcol[f], bcol[f + 1]):
-            sbuf[bpost[e, 0]] += v * bpostf[e, 1]
+            sbuf[bchild[e]] += v * bval[e]
 
 
 @njit(**_JIT)
-def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits, htab,
+def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
                      htabf, hmode, vptr, vval, sbuf, na, hits, hitv):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
@@ -444,7 +444,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
         for f in range(f0, f1):
             v = xbuf[bfeat[f]]
             if v != 0.0:
-                _add_feature(f, v, node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf)
+                _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
         return
     base = hptr[node]
     mask = (1 << bits) - 1
@@ -484,7 +484,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
             v = hitv[t]
             e0 = hits[t] >> 24
             for e in range(e0, e0 + (hits[t] & 0xFFFFFF)):
-                sbuf[bpost[e, 0]] += v * bpostf[e, 1]
+                sbuf[bchild[e]] += v * bval[e]
         return
     for a in range(a0, a1):
         j = xind[a]
@@ -492,7 +492,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
         while True:
             key = htab[base + h, 0]
             if key == j:
-                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bpost, bpostf, dptr, dval, sbuf)
+                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
                 break
             if key < 0:
                 break
@@ -500,7 +500,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bpost, bpostf,
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bchild, bval,
               dptr, dval, hptr, hbits, htab, htabf, hmode, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
               out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
@@ -575,7 +575,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bpost, bpostf, dptr, dval, hptr, hbits,
+            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
                              htab, htabf, hmode, vptr, vval, abuf, na, hits, hitv)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b

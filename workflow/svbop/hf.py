@@ -72,8 +72,9 @@ class TreeSearchLayout:
     children), and every weight below is stored against a weighted child's index ``a`` in that list.
 
     ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any child of ``v``; for such a
-    feature at position ``f``, ``bpost[bcol[f]:bcol[f+1]]`` are its postings, pairs (weighted child,
-    weight) in one 16-byte row (``bchild`` and ``bval`` read them as columns).  Nodes with more than
+    feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the weighted children with a
+    weight on it (in the smallest unsigned type that holds them: a posting costs 9-10 bytes, not
+    16) and ``bval`` the weights.  Nodes with more than
     ``_HASH_MIN`` features also get a hash table from feature id to what scoring needs of it
     (``hptr``, ``hbits``, ``htab``: pairs (feature, entry)), so that scoring their children costs one
     lookup per feature of ``x`` instead of a pass over all their features.  The entry
@@ -98,7 +99,8 @@ class TreeSearchLayout:
     bptr: np.ndarray
     bfeat: np.ndarray
     bcol: np.ndarray
-    bpost: np.ndarray
+    bchild: np.ndarray
+    bval: np.ndarray
     dptr: np.ndarray
     dval: np.ndarray
     hptr: np.ndarray
@@ -111,16 +113,6 @@ class TreeSearchLayout:
     n_classes: int
     n_features: int
     root: int
-
-    @property
-    def bchild(self) -> np.ndarray:
-        """The weighted child of every posting."""
-        return self.bpost[:, 0]
-
-    @property
-    def bval(self) -> np.ndarray:
-        """The weight of every posting."""
-        return self.bpost.view(np.float64)[:, 1]
 
     @property
     def nbytes(self) -> int:
@@ -201,9 +193,8 @@ class TreeSearchLayout:
         if direct.any():
             keep = direct[parent]
             vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
-        bpost = np.empty((data.size, 2), dtype=np.int64)
-        bpost[:, 0] = bchild
-        bpost.view(np.float64)[:, 1] = data
+        max_weighted = int(n_weighted.max()) if n_weighted.size else 0
+        small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if max_weighted <= np.iinfo(t).max)
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
@@ -212,7 +203,8 @@ class TreeSearchLayout:
             bptr=bptr,
             bfeat=bfeat,
             bcol=bcol,
-            bpost=bpost,
+            bchild=bchild.astype(small),
+            bval=np.ascontiguousarray(data, dtype=np.float64),
             dptr=dptr,
             dval=dval,
             hptr=hptr,
@@ -297,7 +289,7 @@ def predict_sets_hf(
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
-                lay.bptr, lay.bfeat, lay.bcol, lay.bpost, lay.bpost.view(np.float64), lay.dptr, lay.dval, lay.hptr,
+                lay.bptr, lay.bfeat, lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr,
                 lay.hbits, lay.htab, lay.htab.view(np.float64), lay.hmode, lay.vptr, lay.vval,
                 lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
