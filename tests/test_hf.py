@@ -186,7 +186,10 @@ def test_provider_is_the_papers_algorithms_6_and_7():
             np.testing.assert_array_equal(result.classes, predict_sets_hf(model, X[i], spec)[0])
 
 
-def test_layout_groups_children_weights_by_feature():
+def test_layout_groups_children_weights_by_feature(monkeypatch):
+    import svbop.hf as hf
+
+    monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)  # the sparse form (a node kept over every feature id has none)
     tree = wide_tree(3)
     W = sp.csr_matrix(np.array([[0, 2.0, 0], [1.0, 3.0, 0], [0, 0, 0], [0, 0, 0]]))
     model = TreeModel(tree, W, np.zeros(4), np.array([False, False, False, True]))
@@ -261,8 +264,10 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
                        np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(80, 300))
     assert (hf._layout(model).hbits > 0).any() == (hash_min == 0 and direct_min == 2.0)
     internal = np.diff(hf._layout(model).child_ptr) > 0
-    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0 and not one_weighted)
-    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0 or one_weighted)
+    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0 and not one_weighted and direct_min == 2.0)
+    if direct_min == 0.0:  # kept over every feature id only
+        assert hf._layout(model).bfeat.size == hf._layout(model).bcol[-1] == 0
+    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0 or one_weighted or direct_min == 0.0)
     hashed = hf._layout(model).hmode[hf._layout(model).hbits > 0]
     expect = (hf.HASH_VALUE if one_weighted else hf.HASH_POSTINGS if dense_min == 2.0 and postings_max else
               hf.HASH_POSITION)

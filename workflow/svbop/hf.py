@@ -49,9 +49,9 @@ _HASH_MIN = 256
 #: as a dense block (see TreeSearchLayout).
 _DENSE_MIN = 0.5
 #: Nodes whose weighted children have weights on at least this share of all (feature id, child) pairs
-#: keep them as a block over every feature id instead of a hash table (see TreeSearchLayout).  At 1/8
-#: the block (8 bytes a pair) is no larger than the node's sparse form: for one weighted child, 64-96
-#: bytes a weight (hash slots, feature id, offset, child, value).
+#: keep them as a block over every feature id instead of their sparse form (see TreeSearchLayout).  At
+#: 1/8 the block (8 bytes a pair, 64 a weight) is about as large as the sparse form it replaces: for one
+#: weighted child, 57-89 bytes a weight (2-4 hash slots of 16 bytes, feature id and offset, child, value).
 _DIRECT_MIN = 0.125
 #: What a node's hash slots hold besides the feature id (see TreeSearchLayout).
 HASH_POSITION, HASH_VALUE, HASH_POSTINGS = _kernels.HASH_POSITION, _kernels.HASH_VALUE, _kernels.HASH_POSTINGS
@@ -88,8 +88,9 @@ class TreeSearchLayout:
     (``dptr[v] = -1`` for the others): one contiguous read per feature of ``x``.  Nodes whose
     weighted children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs
     (the top of a 2-means tree, which every row expands) keep them as a block over every feature
-    id instead of a hash table, ``vval[vptr[v] + j * n_weighted + a]`` (``vptr[v] = -1`` for the
-    others): one read per feature of ``x`` and no lookup.
+    id instead of the sparse form above (their ``bptr`` range is empty),
+    ``vval[vptr[v] + j * n_weighted + a]`` (``vptr[v] = -1`` for the others): one read per feature
+    of ``x`` and no lookup.
     """
 
     child_ptr: np.ndarray
@@ -148,6 +149,18 @@ class TreeSearchLayout:
         active = position[children[is_active]].astype(np.int64)
         weighted_index = np.zeros(tree.n_nodes, dtype=np.int64)
         weighted_index[children[is_active]] = np.arange(active.size) - np.repeat(aptr[:-1], n_weighted)
+        D = int(model.n_features)
+        nnz = np.bincount(parent, minlength=tree.n_nodes)
+        direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
+        vsize = np.where(direct, D * n_weighted, 0)
+        vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
+        vval = np.zeros(int(vsize.sum()))
+        if direct.any():  # these nodes keep no sparse form
+            keep = direct[parent]
+            vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + weighted_index[node[keep]]] = data[keep]
+            keep = ~keep
+            node, feat, parent, data = node[keep], feat[keep], parent[keep], data[keep]
+            nnz[direct] = 0
         order = np.lexsort((position[node], feat, parent))
         node, feat, parent, data = node[order], feat[order], parent[order], data[order]
         new_group = np.ones(node.size, dtype=bool)
@@ -159,11 +172,7 @@ class TreeSearchLayout:
         bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
         n_feat = np.diff(bptr)
         bchild = weighted_index[node]
-        nnz = bcol[bptr[1:]] - bcol[bptr[:-1]]
-        D = int(model.n_features)
-        direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
-        hbits = np.where((n_feat > _HASH_MIN) & ~direct, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0)
-        hbits = hbits.astype(np.int64)
+        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0).astype(np.int64)
         hsize = np.where(hbits > 0, 1 << hbits, 0)
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
         htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
@@ -187,12 +196,6 @@ class TreeSearchLayout:
             local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
             keep = dense[parent]
             dval[dptr[parent[keep]] + local_f[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
-        vsize = np.where(direct, D * n_weighted, 0)
-        vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
-        vval = np.zeros(int(vsize.sum()))
-        if direct.any():
-            keep = direct[parent]
-            vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
         max_weighted = int(n_weighted.max()) if n_weighted.size else 0
         small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if max_weighted <= np.iinfo(t).max)
         return cls(
