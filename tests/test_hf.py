@@ -201,6 +201,21 @@ def test_layout_groups_children_weights_by_feature(monkeypatch):
     assert entries == [(0, 2.0), (1, 3.0)]  # feature 1: children 0 and 1, in child order
 
 
+def test_feature_bitmaps_hold_exactly_the_features_of_nodes_with_a_hash_table(monkeypatch):
+    import svbop.hf as hf
+
+    monkeypatch.setattr(hf, "_HASH_MIN", 0)
+    monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)
+    model = random_model(binary_tree(20), D=130, seed=5)  # 130 ids: three 64-bit words a node
+    lay = TreeSearchLayout.from_model(model)
+    hashed = np.flatnonzero(lay.hbits > 0)
+    assert hashed.size and (lay.mptr[lay.hbits == 0] < 0).all()
+    for v in hashed:
+        words = lay.bmap[lay.mptr[v]:lay.mptr[v] + 3]
+        bits = [j for j in range(130) if (int(words[j // 64]) >> (j % 64)) & 1]
+        assert bits == lay.bfeat[lay.bptr[v]:lay.bptr[v + 1]].tolist()
+
+
 def test_bad_input_is_refused_with_the_reason():
     tree = wide_tree(4)
     model = random_model(tree, D=3, seed=0)

@@ -382,6 +382,17 @@ def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
 
 
 @njit(**_JIT)
+def build_feature_bitmaps(bptr, bfeat, mptr, bmap):
+    """Bit ``j`` of node ``v``'s bitmap ``bmap[mptr[v]:]`` is set when ``j`` is one of its features."""
+    for v in range(bptr.size - 1):
+        if mptr[v] < 0:
+            continue
+        for f in range(bptr[v], bptr[v + 1]):
+            j = bfeat[f]
+            bmap[mptr[v] + (j >> 6)] |= np.uint64(1) << np.uint64(j & 63)
+
+
+@njit(**_JIT)
 def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
     """``sbuf += v * (weights of the node's weighted children on its feature at position f)``."""
     d = dptr[node]
@@ -396,7 +407,7 @@ def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
 
 @njit(**_JIT)
 def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
-                     htabf, hmode, vptr, vval, sbuf, na, hits, hitv):
+                     htabf, hmode, bptr_map, bmap, vptr, vval, sbuf, na, hits, hitv):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
 
@@ -449,10 +460,13 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
     base = hptr[node]
     mask = (1 << bits) - 1
     mode = hmode[node]
+    mb = bptr_map[node]
     if mode == HASH_VALUE:
         s = 0.0
         for a in range(a0, a1):
             j = xind[a]
+            if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
+                continue  # not a feature of this node
             h = _slot(j, bits)
             while True:
                 key = htab[base + h, 0]
@@ -469,6 +483,8 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
         n_hit = 0
         for a in range(a0, a1):
             j = xind[a]
+            if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
+                continue  # not a feature of this node
             h = _slot(j, bits)
             while True:
                 key = htab[base + h, 0]
@@ -488,6 +504,8 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
         return
     for a in range(a0, a1):
         j = xind[a]
+        if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
+            continue
         h = _slot(j, bits)
         while True:
             key = htab[base + h, 0]
@@ -501,7 +519,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
 
 @njit(**_JIT)
 def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bchild, bval,
-              dptr, dval, hptr, hbits, htab, htabf, hmode, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
+              dptr, dval, hptr, hbits, htab, htabf, hmode, bptr_map, bmap, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
               out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
@@ -576,7 +594,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
             _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
-                             htab, htabf, hmode, vptr, vval, abuf, na, hits, hitv)
+                             htab, htabf, hmode, bptr_map, bmap, vptr, vval, abuf, na, hits, hitv)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b
             for q in range(na):

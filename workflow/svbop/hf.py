@@ -85,7 +85,10 @@ class TreeSearchLayout:
     with one weighted child; ``HASH_POSTINGS`` ``bcol[f] << 24 | (bcol[f+1] - bcol[f])``, where its
     postings are (sparse nodes with fewer than ``_POSTINGS_MAX`` weighted children); otherwise
     ``HASH_POSITION`` the position ``f``.  A hit then costs one cache line of the table and one
-    run of postings, not a chain of dependent reads.  Nodes whose weighted children (two or more)
+    run of postings, not a chain of dependent reads.  A node with a table also has a bitmap of its
+    features over every feature id (``bmap[mptr[v]:]``, 64 ids a word; ``mptr[v] = -1`` for the
+    others), read before probing: a feature of ``x`` the node does not use costs one bit (in a
+    block 1/128 the size of the table's) instead of a probe.  Nodes whose weighted children (two or more)
     have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs (unclipped liblinear
     nodes: most) also keep them as a dense block, ``dval[dptr[v] + (f - bptr[v]) * n_weighted + a]``
     (``dptr[v] = -1`` for the others): one contiguous read per feature of ``x``.  Nodes whose
@@ -111,6 +114,8 @@ class TreeSearchLayout:
     hbits: np.ndarray
     htab: np.ndarray
     hmode: np.ndarray
+    mptr: np.ndarray
+    bmap: np.ndarray
     vptr: np.ndarray
     vval: np.ndarray
     bias: np.ndarray
@@ -193,6 +198,11 @@ class TreeSearchLayout:
         htab.view(np.float64)[slots[value], 1] = data[bcol[f[value]]]
         runs = mode == HASH_POSTINGS
         htab[slots[runs], 1] = (bcol[f[runs]] << 24) | (bcol[f[runs] + 1] - bcol[f[runs]])
+        words = (D + 63) // 64
+        mptr = np.where(hbits > 0, np.concatenate([[0], np.cumsum(np.where(hbits > 0, words, 0))[:-1]]), -1)
+        mptr = mptr.astype(np.int64)
+        bmap = np.zeros(int((hbits > 0).sum()) * words, dtype=np.uint64)
+        _kernels.build_feature_bitmaps(bptr, bfeat, mptr, bmap)
         dptr = np.where(dense, np.concatenate([[0], np.cumsum(np.where(dense, block, 0))[:-1]]), -1).astype(np.int64)
         dval = np.zeros(int(np.where(dense, block, 0).sum()))
         if dense.any():  # scatter each dense node's weights into its block
@@ -217,6 +227,8 @@ class TreeSearchLayout:
             hbits=hbits,
             htab=htab,
             hmode=hmode,
+            mptr=mptr,
+            bmap=bmap,
             vptr=vptr,
             vval=vval,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
@@ -296,7 +308,7 @@ def predict_sets_hf(
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
                 lay.bptr, lay.bfeat, lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr,
-                lay.hbits, lay.htab, lay.htab.view(np.float64), lay.hmode, lay.vptr, lay.vval,
+                lay.hbits, lay.htab, lay.htab.view(np.float64), lay.hmode, lay.mptr, lay.bmap, lay.vptr, lay.vval,
                 lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
