@@ -180,7 +180,7 @@ class TreeSearchLayout:
         bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
         n_feat = np.diff(bptr)
         bchild = weighted_index[node]
-        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0).astype(np.int64)
+        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(1.5 * n_feat, 1))), 0).astype(np.int64)
         hsize = np.where(hbits > 0, 1 << hbits, 0)
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
         htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
