@@ -50,11 +50,11 @@ _HASH_MIN = 256
 _DENSE_MIN = 0.5
 #: Nodes whose weighted children have weights on at least this share of all (feature id, child) pairs
 #: keep them as a block over every feature id instead of their sparse form (see TreeSearchLayout).  The
-#: block costs 8 bytes a pair, so 128 bytes a weight at 1/16, against 57-89 for the sparse form of a node
-#: with one weighted child (2-4 hash slots of 16 bytes, feature id and offset, child, value): up to about
-#: twice its memory for about one third of its lookup time (a read without probing).  Measured in one run
-#: (synthetic LSHTC1-shaped problem, 2-means tree, CPU medians of 5): 1/8 -> 1/16 takes the layout from
-#: 460 to 503 MB and HF from 0.103 to 0.088 ms/row.
+#: block costs 8 bytes a pair, so at most 128 bytes a weight at 1/16, against about 50-75 for the sparse
+#: form of a node with one weighted child (1.5-3 hash slots of 16 bytes, feature id and offset, child,
+#: value, bitmap): up to about 2.5 times its memory, for a read without a lookup.  Measured in one run
+#: (synthetic LSHTC1-shaped problem, 2-means tree, CPU medians of 5, before the bitmaps): 1/8 -> 1/16
+#: takes the layout from 460 to 503 MB and HF from 0.103 to 0.088 ms/row; 1/32 gained nothing more.
 _DIRECT_MIN = 0.0625
 #: What a node's hash slots hold besides the feature id (see TreeSearchLayout).
 HASH_POSITION, HASH_VALUE, HASH_POSTINGS = _kernels.HASH_POSITION, _kernels.HASH_VALUE, _kernels.HASH_POSTINGS
