@@ -129,20 +129,33 @@ def test_exact_ties_come_out_by_class_id_like_predict_sets():
     np.testing.assert_array_equal(predict_sets_hf(model, X, "recall")[0], np.arange(16))
 
 
-def test_best_first_expands_exactly_the_nodes_above_the_last_class_pulled():
-    """A* minimality: an internal node is expanded iff its probability exceeds that of the last
-    class Algorithm 1 pulled (so a confident row visits about one path, not the tree)."""
+def test_best_first_expands_exactly_the_nodes_that_can_hold_an_accepted_class():
+    """A* minimality with the bound: an internal node is expanded only if its probability exceeds
+    that of the last class Algorithm 1 pulled (all of those are) or a class of its probability could
+    still pass Algorithm 1's test (so a confident row visits about one path, not the tree)."""
     tree = binary_tree(512)
     model = random_model(tree, D=12, seed=11, scale=6.0)
     X = queries(12, 60, seed=11)
     node_p = np.exp(model.node_log_proba(X))
     leaf_order = np.argsort(-node_p[:, :512], axis=1, kind="stable")
     sets, stats = predict_sets_hf(model, X, "fbeta:beta=1", return_stats=True)
+    g = svbop.utility("fbeta:beta=1").values(512)
     rows = np.arange(X.shape[0])
-    last = node_p[rows, leaf_order[rows, stats["pulled"] - 1]]
-    above = (node_p[:, 512:] > last[:, None]).sum(axis=1)
-    np.testing.assert_array_equal(stats["expanded"], above)
+    pulled = stats["pulled"]
+    last = node_p[rows, leaf_order[rows, pulled - 1]]
+    mass = np.array([node_p[i, leaf_order[i, :pulled[i]]].sum() for i in rows])
+    best = np.array([max(g[j] * node_p[i, leaf_order[i, :j + 1]].sum() for j in range(pulled[i])) for i in rows])
+    internal = node_p[:, 512:]
+    could_pass = g[pulled][:, None] * (mass[:, None] + internal) >= (1.0 - svbop.TIE_RTOL) * best[:, None]
+    above = (internal > last[:, None]).sum(axis=1)
+    assert np.all(stats["expanded"] >= above)
+    assert np.all(stats["expanded"] <= above + ((internal <= last[:, None]) & could_pass).sum(axis=1))
     assert stats["expanded"].mean() < 0.2 * (tree.n_nodes - 512)
+    # the bound stops before pulling the class that fails: never more than the set plus one
+    assert np.all(pulled <= sets.sizes + 1) and np.any(pulled == sets.sizes)
+    # and it saves expansions over searching down to that class
+    first_fail = node_p[rows, leaf_order[rows, np.minimum(sets.sizes, 511)]]
+    assert stats["expanded"].sum() < (internal > first_fail[:, None]).sum()
 
 
 def test_long_sets_beyond_the_first_buffer_are_complete():
@@ -173,7 +186,10 @@ def test_provider_is_the_papers_algorithms_6_and_7():
             np.testing.assert_array_equal(result.classes, predict_sets_hf(model, X[i], spec)[0])
 
 
-def test_layout_groups_children_weights_by_feature():
+def test_layout_groups_children_weights_by_feature(monkeypatch):
+    import svbop.hf as hf
+
+    monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)  # the sparse form (a node kept over every feature id has none)
     tree = wide_tree(3)
     W = sp.csr_matrix(np.array([[0, 2.0, 0], [1.0, 3.0, 0], [0, 0, 0], [0, 0, 0]]))
     model = TreeModel(tree, W, np.zeros(4), np.array([False, False, False, True]))
@@ -183,6 +199,21 @@ def test_layout_groups_children_weights_by_feature():
     assert feats == [0, 1]
     entries = [(int(lay.bchild[e]), float(lay.bval[e])) for e in range(lay.bcol[1], lay.bcol[2])]
     assert entries == [(0, 2.0), (1, 3.0)]  # feature 1: children 0 and 1, in child order
+
+
+def test_feature_bitmaps_hold_exactly_the_features_of_nodes_with_a_hash_table(monkeypatch):
+    import svbop.hf as hf
+
+    monkeypatch.setattr(hf, "_HASH_MIN", 0)
+    monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)
+    model = random_model(binary_tree(20), D=130, seed=5)  # 130 ids: three 64-bit words a node
+    lay = TreeSearchLayout.from_model(model)
+    hashed = np.flatnonzero(lay.hbits > 0)
+    assert hashed.size and (lay.mptr[lay.hbits == 0] < 0).all()
+    for v in hashed:
+        words = lay.bmap[lay.mptr[v]:lay.mptr[v] + 3]
+        bits = [j for j in range(130) if (int(words[j // 64]) >> (j % 64)) & 1]
+        assert bits == lay.bfeat[lay.bptr[v]:lay.bptr[v + 1]].tolist()
 
 
 def test_bad_input_is_refused_with_the_reason():
@@ -206,27 +237,58 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
+@pytest.mark.parametrize("postings_max", [0, 1 << 24])
+@pytest.mark.parametrize("one_weighted", [False, True])
+@pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
 @pytest.mark.parametrize("hash_min", [0, 10**9])
-def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min):
-    """Nodes with many features look the row's features up in a hash table; others read a
-    dense copy of the row.  Nodes keep their children's weights as a dense block (every node
-    with dense_min 0) or as sparse groups (none with 2).  Every combination must give the
-    exhaustive answer (rows of 1-3 features force the hash path wherever a node has a table)."""
+def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min,
+                                                                 one_weighted, postings_max):
+    """Nodes with weights on most feature ids keep them as a block over every feature id instead of a
+    hash table (every node with direct_min 0, none with 2).  Otherwise nodes with many features look
+    the row's features up in a hash table; others read a dense copy of the row. Nodes keep their
+    children's weights as a dense block (every node with two weighted children with dense_min 0) or
+    as sparse groups (none with 2).  With one_weighted, the second child of every node has no weights
+    and bias 0 (as train_tree's binary nodes): the node's one weighted child is stored alone and
+    its hash slots hold the weights.  Hash slots of sparse nodes hold where the feature's postings
+    are (postings_max 2**24) or its position (0).  Every combination must give the exhaustive answer (rows of 1-3
+    features force the hash path wherever a node has a table)."""
     import svbop.hf as hf
 
     monkeypatch.setattr(hf, "_HASH_MIN", hash_min)
     monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
+    monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
+    monkeypatch.setattr(hf, "_POSTINGS_MAX", postings_max)
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
+    if one_weighted:
+        indptr, children = tree.children_csr()
+        second = children[indptr[tree.n_classes + 1:] - 1]  # the last child of every internal node
+        W = model.W.tolil()
+        W[second] = 0
+        b = model.b.copy()
+        b[second] = 0.0
+        model = TreeModel(tree, sp.csr_matrix(W), b, model.trained)
+        model.W.eliminate_zeros()
+        lay = hf._layout(model)
+        internal = np.diff(lay.child_ptr) > 0
+        assert (np.diff(lay.aptr)[internal] == 1).all()
     rng = np.random.default_rng(4)
     rows = [rng.choice(300, size=rng.integers(1, 4), replace=False) for _ in range(80)]
     X = sp.csr_matrix((rng.random(sum(map(len, rows))), np.concatenate(rows),
                        np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(80, 300))
-    assert (hf._layout(model).hbits > 0).any() == (hash_min == 0)
+    assert (hf._layout(model).hbits > 0).any() == (hash_min == 0 and direct_min == 2.0)
     internal = np.diff(hf._layout(model).child_ptr) > 0
-    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0)
-    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0)
+    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0 and not one_weighted and direct_min == 2.0)
+    if direct_min == 0.0:  # kept over every feature id only
+        assert hf._layout(model).bfeat.size == hf._layout(model).bcol[-1] == 0
+    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0 or one_weighted or direct_min == 0.0)
+    hashed = hf._layout(model).hmode[hf._layout(model).hbits > 0]
+    expect = (hf.HASH_VALUE if one_weighted else hf.HASH_POSTINGS if dense_min == 2.0 and postings_max else
+              hf.HASH_POSITION)
+    assert (hashed == expect).all()
+    assert (hf._layout(model).vptr[internal] >= 0).all() == (direct_min == 0.0)
+    assert (hf._layout(model).vptr < 0).all() == (direct_min == 2.0)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):
         assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))
 
@@ -249,3 +311,34 @@ def test_where_probabilities_underflow_hf_orders_by_log_probability():
         np.testing.assert_array_equal(np.diff(logp[i, hf[i]]) <= 0, True)  # decreasing log-probability
         zero = P[i, exhaustive[i]] == 0  # predict_sets: the underflowed classes last, by class id
         assert np.all(np.diff(exhaustive[i][zero]) > 0)
+
+
+@pytest.mark.parametrize("path", ["direct", "dense block", "hash postings", "hash position", "dense row"])
+def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, path):
+    """Class 0's score is exactly class 1's (1) when summed in feature order, ((1e16 + 1) - 1e16) + 1
+    = 1 (1e16 + 1 rounds to 1e16), and 0 or 2 in the other orders of the last two; so the exact tie
+    (and the set order by class id that predict_sets gives it) survives only if every storage path
+    adds the products in feature order."""
+    import svbop.hf as hf
+
+    settings = {  # _HASH_MIN, _DENSE_MIN, _DIRECT_MIN, _POSTINGS_MAX
+        "direct": (0, 2.0, 0.0, 1 << 24),
+        "dense block": (0, 0.0, 2.0, 1 << 24),
+        "hash postings": (0, 2.0, 2.0, 1 << 24),
+        "hash position": (0, 2.0, 2.0, 0),
+        "dense row": (10**9, 2.0, 2.0, 1 << 24),
+    }[path]
+    for name, value in zip(("_HASH_MIN", "_DENSE_MIN", "_DIRECT_MIN", "_POSTINGS_MAX"), settings):
+        monkeypatch.setattr(hf, name, value)
+    D = 40
+    W = np.zeros((4, D))
+    W[0, :4] = [1e16, 1.0, -1e16, 1.0]
+    W[1, 4] = 1.0
+    W[2, 5:] = 1e-3  # features the row does not have: a hash table pays where the node has many more than x
+    model = TreeModel(wide_tree(3), sp.csr_matrix(W), np.zeros(4), np.array([False, False, False, True]))
+    X = sp.csr_matrix(np.r_[np.ones(5), np.zeros(D - 5)].reshape(1, -1))
+    scores = (X @ model.W.T).toarray()[0]
+    assert scores[0] == scores[1] == 1.0
+    expected = svbop.predict_sets(model.predict_proba(X), "recall")
+    assert expected[0].tolist()[:2] == [0, 1]
+    assert_same_sets(predict_sets_hf(model, X, "recall"), expected)

@@ -351,6 +351,9 @@ def _pop(qkey, qsec, qnode, n):
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: What a node's hash slots hold besides the feature id: its position ``f``, its one weight, or
+#: where its postings start (<< 24) and how many there are.
+HASH_POSITION, HASH_VALUE, HASH_POSTINGS = 0, 1, 2
 
 
 @njit(**_JIT)
@@ -381,12 +384,23 @@ def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
 
 
 @njit(**_JIT)
-def _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf):
-    """``sbuf += v * (weights of the node's children on its feature at position f)``."""
+def build_feature_bitmaps(bptr, bfeat, mptr, bmap):
+    """Bit ``j`` of node ``v``'s bitmap ``bmap[mptr[v]:]`` is set when ``j`` is one of its features."""
+    for v in range(bptr.size - 1):
+        if mptr[v] < 0:
+            continue
+        for f in range(bptr[v], bptr[v + 1]):
+            j = bfeat[f]
+            bmap[mptr[v] + (j >> 6)] |= np.uint64(1) << np.uint64(j & 63)
+
+
+@njit(**_JIT)
+def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
+    """``sbuf += v * (weights of the node's weighted children on its feature at position f)``."""
     d = dptr[node]
     if d >= 0:  # dense block: the children's weights on this feature are contiguous
-        base = d + (f - f0) * nc
-        for q in range(nc):
+        base = d + (f - f0) * na
+        for q in range(na):
             sbuf[q] += v * dval[base + q]
     else:
         for e in range(bcol[f], bcol[f + 1]):
@@ -394,36 +408,111 @@ def _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf):
 
 
 @njit(**_JIT)
-def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
-                     sbuf, nc):
-    """Children scores ``w . x`` (no intercept) of ``node``, products in increasing feature order.
+def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
+                     htabf, hmode, bptr_map, bmap, vptr, vval, sbuf, na, hits, hitv):
+    """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
+    products in increasing feature order.
 
-    A node with few features reads them from the dense copy ``xbuf`` of the row (cost: its
-    features); a node with many looks each of the row's features up in its hash table (cost:
-    the row's features).  A node whose children have weights on most of its features keeps them
-    as a dense block (one row of ``nc`` weights per feature, zeros included: ``s + v * 0.0 = s``,
-    so the sums are the same).
+    A node used by most feature ids keeps its children's weights as a block over every feature
+    id (``vval[vptr[node] + j * na + q]``, ``vptr[node] = -1`` for the others): one read per
+    feature of ``x``.  A node with few features reads them from the dense copy ``xbuf`` of the row
+    (cost: its features); a node with many looks each of the row's features up in its hash table
+    (cost: the row's features), whose slot holds (``hmode``) the weight itself (one weighted child;
+    ``htabf`` is the same memory as ``htab`` read as float64), where the feature's postings
+    ``(child, weight)`` are, or its position.  A node whose children have weights on most of its
+    features keeps them as a dense block (one row of ``na`` weights per feature, zeros included:
+    ``s + v * 0.0 = s``, so the sums are the same).
     """
-    for q in range(nc):
+    for q in range(na):
         sbuf[q] = 0.0
+    d = vptr[node]
+    if d >= 0:  # a block over every feature id: no lookup, one read per feature of x
+        if na == 1:
+            s = 0.0
+            for a in range(a0, a1):
+                s += xval[a] * vval[d + xind[a]]
+            sbuf[0] = s
+            return
+        a = a0
+        while a + 4 <= a1:  # four features at a time, each child's sum still in feature order
+            v0, v1, v2, v3 = xval[a], xval[a + 1], xval[a + 2], xval[a + 3]
+            b0, b1, b2, b3 = d + xind[a] * na, d + xind[a + 1] * na, d + xind[a + 2] * na, d + xind[a + 3] * na
+            for q in range(na):
+                sbuf[q] = (((sbuf[q] + v0 * vval[b0 + q]) + v1 * vval[b1 + q]) + v2 * vval[b2 + q]) + v3 * vval[b3 + q]
+            a += 4
+        for a in range(a, a1):
+            v = xval[a]
+            base = d + xind[a] * na
+            for q in range(na):
+                sbuf[q] += v * vval[base + q]
+        return
     f0 = bptr[node]
     f1 = bptr[node + 1]
     bits = hbits[node]
     if bits == 0 or f1 - f0 <= 4 * (a1 - a0):
+        if xfilled[0] == 0:  # the row's dense copy, made on first use (a 2-means tree's rows seldom need it)
+            for a in range(a0, a1):
+                xbuf[xind[a]] = xval[a]
+            xfilled[0] = 1
         for f in range(f0, f1):
             v = xbuf[bfeat[f]]
             if v != 0.0:
-                _add_feature(f, v, node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
+                _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
         return
     base = hptr[node]
     mask = (1 << bits) - 1
+    mode = hmode[node]
+    mb = bptr_map[node]
+    if mode == HASH_VALUE:
+        s = 0.0
+        for a in range(a0, a1):
+            j = xind[a]
+            if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
+                continue  # not a feature of this node
+            h = _slot(j, bits)
+            while True:
+                key = htab[base + h, 0]
+                if key == j:
+                    s += xval[a] * htabf[base + h, 1]
+                    break
+                if key < 0:
+                    break
+                h = (h + 1) & mask
+        sbuf[0] = s
+        return
+    if mode == HASH_POSTINGS:
+        # all lookups first (independent reads the processor overlaps), then the runs of postings
+        n_hit = 0
+        for a in range(a0, a1):
+            j = xind[a]
+            if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
+                continue  # not a feature of this node
+            h = _slot(j, bits)
+            while True:
+                key = htab[base + h, 0]
+                if key == j:
+                    hits[n_hit] = htab[base + h, 1]
+                    hitv[n_hit] = xval[a]
+                    n_hit += 1
+                    break
+                if key < 0:
+                    break
+                h = (h + 1) & mask
+        for t in range(n_hit):
+            v = hitv[t]
+            e0 = hits[t] >> 24
+            for e in range(e0, e0 + (hits[t] & 0xFFFFFF)):
+                sbuf[bchild[e]] += v * bval[e]
+        return
     for a in range(a0, a1):
         j = xind[a]
+        if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
+            continue
         h = _slot(j, bits)
         while True:
             key = htab[base + h, 0]
             if key == j:
-                _add_feature(htab[base + h, 1], xval[a], node, f0, nc, bcol, bchild, bval, dptr, dval, sbuf)
+                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
                 break
             if key < 0:
                 break
@@ -431,9 +520,9 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, 
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfeat, bcol, bchild, bval, dptr, dval,
-              hptr, hbits, htab, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size, out_val,
-              out_visits, out_pulled):
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bchild, bval,
+              dptr, dval, hptr, hbits, htab, htabf, hmode, bptr_map, bmap, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
+              out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
     A priority queue holds nodes keyed by ``log P(v | x)``; a popped leaf is the next class of
@@ -441,7 +530,11 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
     (a softmax over the children's scores).  ``out_cls[r]`` receives the first
     ``min(size, out_cls.shape[1])`` classes of the set; callers rerun rows whose set is longer.
     ``total`` bounds the leaves' total mass (1 up to rounding) for the stop of non-(1/x)-convex
-    utilities.
+    utilities.  With a (1/x)-convex utility a row also stops before expanding a node of
+    probability ``p`` when even a class of probability ``p`` would fail Algorithm 1's test: every
+    class left has at most ``p`` (the queue's top), the test is monotone in it, and Theorem 2's stop
+    would end the row at that class anyway, so the set is the same and the nodes that only lead
+    to the failing class are never scored.
     """
     n_nodes = child_ptr.size - 1
     K = n_classes
@@ -454,14 +547,20 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
         if child_ptr[v + 1] - child_ptr[v] > max_children:
             max_children = child_ptr[v + 1] - child_ptr[v]
     sbuf = np.empty(max_children)
+    abuf = np.empty(max_children)
     xbuf = np.zeros(n_features)
+    xfilled = np.zeros(1, dtype=np.int64)
+    max_nnz = 1
+    for r in range(rows.size):
+        if xptr[rows[r] + 1] - xptr[rows[r]] > max_nnz:
+            max_nnz = xptr[rows[r] + 1] - xptr[rows[r]]
+    hits = np.empty(max_nnz, dtype=np.int64)
+    hitv = np.empty(max_nnz)
     cap = out_cls.shape[1]
     for r in range(rows.size):
         i = rows[r]
         a0 = xptr[i]
         a1 = xptr[i + 1]
-        for a in range(a0, a1):
-            xbuf[xind[a]] = xval[a]
         hn = _push(qkey, qsec, qnode, 0, 0.0, -1, root)
         n = 0
         mass = 0.0
@@ -490,11 +589,18 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
                 if not early and g_suffix[n] * total < (1.0 - rho) * best:
                     break
                 continue
+            if early and n > 0 and g[n] * (mass + np.exp(key)) < (1.0 - rho) * best:
+                break  # every class left has P <= exp(key): the next one would fail the test above
             visits += 1
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
-            _children_scores(node, xind, xval, a0, a1, xbuf, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
-                             htab, sbuf, nc)
+            na = aptr[node + 1] - aptr[node]
+            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
+                             htab, htabf, hmode, bptr_map, bmap, vptr, vval, abuf, na, hits, hitv)
+            for q in range(nc):
+                sbuf[q] = 0.0  # a child without weights scores 0 + b
+            for q in range(na):
+                sbuf[active[aptr[node] + q]] = abuf[q]
             m = -np.inf
             for q in range(nc):
                 sbuf[q] += bias[children[c0 + q]]
@@ -507,8 +613,10 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, bptr, bfe
             for q in range(nc):
                 child = children[c0 + q]
                 hn = _push(qkey, qsec, qnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
-        for a in range(a0, a1):
-            xbuf[xind[a]] = 0.0
+        if xfilled[0]:
+            for a in range(a0, a1):
+                xbuf[xind[a]] = 0.0
+            xfilled[0] = 0
         for q in range(min(size, cap)):
             out_cls[r, q] = delivered[q]
         out_size[r] = size

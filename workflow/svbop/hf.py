@@ -45,9 +45,22 @@ logger = logging.getLogger(__name__)
 _FIRST_CAP = 64
 #: Nodes whose children use more features than this get a hash table (see TreeSearchLayout).
 _HASH_MIN = 256
-#: Nodes whose children have weights on at least this share of (feature, child) pairs keep them as a
-#: dense block (see TreeSearchLayout).
+#: Nodes whose weighted children have weights on at least this share of (feature, child) pairs keep them
+#: as a dense block (see TreeSearchLayout).
 _DENSE_MIN = 0.5
+#: Nodes whose weighted children have weights on at least this share of all (feature id, child) pairs
+#: keep them as a block over every feature id instead of their sparse form (see TreeSearchLayout).  The
+#: block costs 8 bytes a pair, so at most 128 bytes a weight at 1/16, against about 50-75 for the sparse
+#: form of a node with one weighted child (1.5-3 hash slots of 16 bytes, feature id and offset, child,
+#: value, bitmap): up to about 2.5 times its memory, for a read without a lookup.  Measured in one run
+#: (synthetic LSHTC1-shaped problem, 2-means tree, CPU medians of 5, before the bitmaps): 1/8 -> 1/16
+#: takes the layout from 460 to 503 MB and HF from 0.103 to 0.088 ms/row; 1/32 gained nothing more.
+_DIRECT_MIN = 0.0625
+#: What a node's hash slots hold besides the feature id (see TreeSearchLayout).
+HASH_POSITION, HASH_VALUE, HASH_POSTINGS = _kernels.HASH_POSITION, _kernels.HASH_VALUE, _kernels.HASH_POSTINGS
+#: Sparse nodes with fewer weighted children than this keep where a feature's postings are in its hash slot
+#: (their count takes the slot's low 24 bits).
+_POSTINGS_MAX = 1 << 24
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
 
@@ -56,20 +69,40 @@ _ROWS_PER_TASK = 256
 class TreeSearchLayout:
     """A tree model rearranged for the search: each node's children weights grouped by feature.
 
-    For internal node ``v``, ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any
-    child of ``v``; for such a feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the
-    children (positions among ``v``'s children) with a weight on it and ``bval`` the weights.
-    Nodes with more than ``_HASH_MIN`` features also get a hash table from feature id to its
-    position (``hptr``, ``hbits``, ``htab``: (feature, position) pairs), so that scoring their
-    children costs one lookup per feature of ``x`` instead of a pass over all their features.
-    Nodes whose children have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs
-    (unclipped liblinear nodes: most) also keep them as a dense block,
-    ``dval[dptr[v] + (f - bptr[v]) * n_children + q]`` (``dptr[v] = -1`` for the others): one
-    contiguous read per feature of ``x`` instead of a scatter through ``bchild``.
+    Children with no weight at all (the second child of a binary node, whose score is ``0 + b``:
+    :func:`svbop.trees.train_tree` trains one logistic model there) cost nothing: internal node
+    ``v``'s *weighted* children are ``active[aptr[v]:aptr[v+1]]`` (their positions among ``v``'s
+    children), and every weight below is stored against a weighted child's index ``a`` in that list.
+
+    ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any child of ``v``; for such a
+    feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the weighted children with a
+    weight on it (in the smallest unsigned type that holds them: a posting costs 9-10 bytes, not
+    16) and ``bval`` the weights.  Nodes with more than
+    ``_HASH_MIN`` features also get a hash table from feature id to what scoring needs of it
+    (``hptr``, ``hbits``, ``htab``: pairs (feature, entry)), so that scoring their children costs one
+    lookup per feature of ``x`` instead of a pass over all their features.  The entry
+    (``hmode[v]``) is: ``HASH_VALUE`` the weight itself (``htab.view(float64)[slot, 1]``), for a node
+    with one weighted child; ``HASH_POSTINGS`` ``bcol[f] << 24 | (bcol[f+1] - bcol[f])``, where its
+    postings are (sparse nodes with fewer than ``_POSTINGS_MAX`` weighted children); otherwise
+    ``HASH_POSITION`` the position ``f``.  A hit then costs one cache line of the table and one
+    run of postings, not a chain of dependent reads.  A node with a table also has a bitmap of its
+    features over every feature id (``bmap[mptr[v]:]``, 64 ids a word; ``mptr[v] = -1`` for the
+    others), read before probing: a feature of ``x`` the node does not use costs one bit (in a
+    block 1/128 the size of the table's) instead of a probe.  Nodes whose weighted children (two or more)
+    have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs (unclipped liblinear
+    nodes: most) also keep them as a dense block, ``dval[dptr[v] + (f - bptr[v]) * n_weighted + a]``
+    (``dptr[v] = -1`` for the others): one contiguous read per feature of ``x``.  Nodes whose
+    weighted children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs
+    (the top of a 2-means tree, which every row expands) keep them as a block over every feature
+    id instead of the sparse form above (their ``bptr`` range is empty),
+    ``vval[vptr[v] + j * n_weighted + a]`` (``vptr[v] = -1`` for the others): one read per feature
+    of ``x`` and no lookup.
     """
 
     child_ptr: np.ndarray
     children: np.ndarray
+    aptr: np.ndarray
+    active: np.ndarray
     bptr: np.ndarray
     bfeat: np.ndarray
     bcol: np.ndarray
@@ -80,10 +113,20 @@ class TreeSearchLayout:
     hptr: np.ndarray
     hbits: np.ndarray
     htab: np.ndarray
+    hmode: np.ndarray
+    mptr: np.ndarray
+    bmap: np.ndarray
+    vptr: np.ndarray
+    vval: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
     root: int
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the layout's arrays."""
+        return sum(getattr(self, f).nbytes for f in self.__dataclass_fields__ if isinstance(getattr(self, f), np.ndarray))
 
     @classmethod
     def from_model(cls, model: TreeModel) -> TreeSearchLayout:
@@ -93,6 +136,7 @@ class TreeSearchLayout:
             raise ValueError("the tree model is a part (not every internal node is trained): merge the parts first")
         tree = model.tree
         child_ptr, children = tree.children_csr()
+        n_children = np.diff(child_ptr)
         position = np.zeros(tree.n_nodes, dtype=np.int64)
         position[children] = np.arange(children.size) - np.repeat(child_ptr[:-1], np.diff(child_ptr))
         W = model.W.tocoo()
@@ -104,6 +148,27 @@ class TreeSearchLayout:
             node, feat, parent, data = node[keep], feat[keep], parent[keep], W.data[keep]
         else:
             data = W.data
+        # weighted children, in child order, and each one's index among its parent's weighted children
+        weighted = np.zeros(tree.n_nodes, dtype=bool)
+        weighted[node] = True
+        is_active = weighted[children]
+        n_weighted = np.bincount(tree.parent[children[is_active]], minlength=tree.n_nodes).astype(np.int64)
+        aptr = np.concatenate([[0], np.cumsum(n_weighted)]).astype(np.int64)
+        active = position[children[is_active]].astype(np.int64)
+        weighted_index = np.zeros(tree.n_nodes, dtype=np.int64)
+        weighted_index[children[is_active]] = np.arange(active.size) - np.repeat(aptr[:-1], n_weighted)
+        D = int(model.n_features)
+        nnz = np.bincount(parent, minlength=tree.n_nodes)
+        direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
+        vsize = np.where(direct, D * n_weighted, 0)
+        vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
+        vval = np.zeros(int(vsize.sum()))
+        if direct.any():  # these nodes keep no sparse form
+            keep = direct[parent]
+            vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + weighted_index[node[keep]]] = data[keep]
+            keep = ~keep
+            node, feat, parent, data = node[keep], feat[keep], parent[keep], data[keep]
+            nnz[direct] = 0
         order = np.lexsort((position[node], feat, parent))
         node, feat, parent, data = node[order], feat[order], parent[order], data[order]
         new_group = np.ones(node.size, dtype=bool)
@@ -114,36 +179,58 @@ class TreeSearchLayout:
         group_parent = parent[starts]
         bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
         n_feat = np.diff(bptr)
-        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(2 * n_feat, 1))), 0).astype(np.int64)
+        bchild = weighted_index[node]
+        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(1.5 * n_feat, 1))), 0).astype(np.int64)
         hsize = np.where(hbits > 0, 1 << hbits, 0)
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
         htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
         _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, htab)
-        bchild = position[node].astype(np.int64)
-        n_children = np.diff(child_ptr)
-        nnz = bcol[bptr[1:]] - bcol[bptr[:-1]]
-        block = n_feat * n_children
-        dense = (block > 0) & (nnz >= _DENSE_MIN * block)
+        block = n_feat * n_weighted
+        dense = (n_weighted > 1) & (block > 0) & (nnz >= _DENSE_MIN * block)
+        hmode = np.where(n_weighted == 1, HASH_VALUE,
+                         np.where(~dense & (n_weighted < _POSTINGS_MAX), HASH_POSTINGS, HASH_POSITION)).astype(np.int64)
+        hmode[hbits == 0] = HASH_POSITION
+        slot_node = np.repeat(np.arange(tree.n_nodes), hsize)
+        slots = np.flatnonzero(htab[:, 0] >= 0)
+        f = htab[slots, 1]
+        mode = hmode[slot_node[slots]]
+        value = mode == HASH_VALUE
+        htab.view(np.float64)[slots[value], 1] = data[bcol[f[value]]]
+        runs = mode == HASH_POSTINGS
+        htab[slots[runs], 1] = (bcol[f[runs]] << 24) | (bcol[f[runs] + 1] - bcol[f[runs]])
+        words = (D + 63) // 64
+        mptr = np.where(hbits > 0, np.concatenate([[0], np.cumsum(np.where(hbits > 0, words, 0))[:-1]]), -1)
+        mptr = mptr.astype(np.int64)
+        bmap = np.zeros(int((hbits > 0).sum()) * words, dtype=np.uint64)
+        _kernels.build_feature_bitmaps(bptr, bfeat, mptr, bmap)
         dptr = np.where(dense, np.concatenate([[0], np.cumsum(np.where(dense, block, 0))[:-1]]), -1).astype(np.int64)
         dval = np.zeros(int(np.where(dense, block, 0).sum()))
         if dense.any():  # scatter each dense node's weights into its block
-            group_node = parent  # the node of every weight
             local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
-            keep = dense[group_node]
-            dval[dptr[group_node[keep]] + local_f[keep] * n_children[group_node[keep]] + bchild[keep]] = data[keep]
+            keep = dense[parent]
+            dval[dptr[parent[keep]] + local_f[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
+        max_weighted = int(n_weighted.max()) if n_weighted.size else 0
+        small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if max_weighted <= np.iinfo(t).max)
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
+            aptr=aptr,
+            active=active,
             bptr=bptr,
             bfeat=bfeat,
             bcol=bcol,
-            bchild=bchild,
+            bchild=bchild.astype(small),
             bval=np.ascontiguousarray(data, dtype=np.float64),
             dptr=dptr,
             dval=dval,
             hptr=hptr,
             hbits=hbits,
             htab=htab,
+            hmode=hmode,
+            mptr=mptr,
+            bmap=bmap,
+            vptr=vptr,
+            vval=vval,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
             n_classes=int(tree.n_classes),
             n_features=int(model.n_features),
@@ -193,7 +280,8 @@ def predict_sets_hf(
     -----
     Exact with respect to the tree: the result equals ``predict_sets(model.predict_proba(X), u)``
     (the test suite checks it on trees of several shapes).  With a (1/x)-convex utility the
-    search stops at Theorem 2's first decrease; otherwise it stops when ``max_{s'>s} g(s')`` times
+    search stops at Theorem 2's first decrease, and does not expand a node whose probability
+    could not make even one more class acceptable; otherwise it stops when ``max_{s'>s} g(s')`` times
     the total mass 1 cannot reach the best expected utility, in the worst case after all ``K``
     leaves.
     """
@@ -218,9 +306,10 @@ def predict_sets_hf(
 
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
-                rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.bptr, lay.bfeat,
-                lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr, lay.hbits, lay.htab, lay.bias, K, lay.root,
-                g, g_suffix, early, float(tie_rtol),
+                rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
+                lay.bptr, lay.bfeat, lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr,
+                lay.hbits, lay.htab, lay.htab.view(np.float64), lay.hmode, lay.mptr, lay.bmap, lay.vptr, lay.vval,
+                lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
 

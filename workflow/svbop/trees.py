@@ -15,8 +15,8 @@ Trees
   (Prabhu et al. 2018) and napkinXC: a class profile is the sum of the class's training feature
   vectors, L2-normalised; the classes of a node are split into two halves (sizes differ by at
   most one) by 2-means with cosine similarity, iterated until the mean similarity gains less than
-  ``eps``; a node with ``max_leaves`` classes or fewer is not split, its classes become its
-  children.
+  ``eps``, from ``n_init`` random initial pairs of which the best split is kept; a node with
+  ``max_leaves`` classes or fewer is not split, its classes become its children.
 
 Both return a :class:`svbop.datasets.Hierarchy` (leaves ``0 .. K-1`` are the classes).
 
@@ -75,6 +75,9 @@ logger = logging.getLogger(__name__)
 
 _FORMAT = "svbop.TreeModel"
 _FORMAT_VERSION = 1
+#: Version of what balanced_kmeans_tree builds from the same inputs (2: the best of n_init restarts); caches of
+#: built trees (benchmarks/bench_inference.py) key on it so that trees of an older builder are rebuilt.
+BUILDER_VERSION = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,6 +211,7 @@ def balanced_2means(
     eps: float = 1e-3,
     max_iter: int = 100,
     rng: np.random.Generator | int | None = 0,
+    n_init: int = 4,
 ) -> np.ndarray:
     """Split rows into two halves by balanced spherical 2-means (cosine similarity).
 
@@ -215,7 +219,8 @@ def balanced_2means(
     ``sim(row, c0) - sim(row, c1)`` and gives the first ``ceil(n / 2)`` to cluster 0 and the rest
     to cluster 1, then re-computes each centroid as the normalised sum of its rows; it stops when
     the mean similarity of the rows to their centroid gains less than ``eps`` (or after
-    ``max_iter`` iterations).
+    ``max_iter`` iterations).  This is run from ``n_init`` initial pairs and the split of highest
+    mean similarity is kept (the first on ties): a single draw often ends in a poor local optimum.
 
     Parameters
     ----------
@@ -225,6 +230,8 @@ def balanced_2means(
         Stopping tolerance on the gain of the mean similarity (the paper's eps_c).
     max_iter : int
     rng : numpy Generator or seed
+    n_init : int, >= 1
+        Initial pairs tried (napkinXC tries one).
 
     Returns
     -------
@@ -236,17 +243,29 @@ def balanced_2means(
         raise ValueError(f"balanced_2means needs at least 2 rows, got {n}")
     if not (np.isfinite(eps) and eps > 0):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    n_init = _positive_int("n_init", n_init)
     rng = np.random.default_rng(rng)
-    first, second = rng.choice(n, size=2, replace=False)
     dense = not sp.issparse(profiles)
 
     def row(i):
         return np.asarray(profiles[i], dtype=np.float64).ravel() if dense else profiles[i].toarray().ravel()
 
-    centroids = np.stack([row(first), row(second)])
+    best_left, best_score = None, -np.inf
+    for _ in range(n_init):
+        first, second = rng.choice(n, size=2, replace=False)
+        left, score = _refine_2means(profiles, np.stack([row(first), row(second)]), eps, max_iter)
+        if best_left is None or score > best_score:
+            best_left, best_score = left, score
+    return best_left
+
+
+def _refine_2means(profiles, centroids: np.ndarray, eps: float, max_iter: int) -> tuple[np.ndarray, float]:
+    """Balanced 2-means iterations from ``centroids``: (cluster-0 mask, its mean similarity)."""
+    n = profiles.shape[0]
     half = (n + 1) // 2
     left = np.zeros(n, dtype=bool)
     previous = -np.inf
+    score = -np.inf
     for _ in range(max_iter):
         sims = np.asarray(profiles @ centroids.T)
         # stable sort of the difference: ties (e.g. empty profiles) keep their order
@@ -261,7 +280,7 @@ def balanced_2means(
             _normalise(np.asarray(profiles[left].sum(axis=0)).ravel()),
             _normalise(np.asarray(profiles[~left].sum(axis=0)).ravel()),
         ])
-    return left
+    return left, float(score)
 
 
 def balanced_kmeans_tree(
@@ -273,6 +292,7 @@ def balanced_kmeans_tree(
     eps: float = 1e-3,
     max_iter: int = 100,
     seed: int = 0,
+    n_init: int = 4,
 ) -> Hierarchy:
     """Hierarchical balanced 2-means on class profiles (the paper's HF_c tree).
 
@@ -296,6 +316,8 @@ def balanced_kmeans_tree(
         Cap on the 2-means iterations per split.
     seed : int
         Seed of the initial centroids (one generator for the whole tree, nodes in creation order).
+    n_init : int
+        Initial centroid pairs tried per split (:func:`balanced_2means`).
 
     Returns
     -------
@@ -305,6 +327,7 @@ def balanced_kmeans_tree(
     """
     if isinstance(max_leaves, bool) or not isinstance(max_leaves, (int, np.integer)) or max_leaves < 2:
         raise ValueError(f"max_leaves must be an integer >= 2, got {max_leaves!r}")
+    n_init = _positive_int("n_init", n_init)
     start = time.perf_counter()
     profiles = class_profiles(X, y, n_classes)
     rng = np.random.default_rng(seed)
@@ -321,14 +344,14 @@ def balanced_kmeans_tree(
         if members.size <= max_leaves:
             leaf_parent[members] = K + node
             continue
-        left = balanced_2means(profiles[members], eps=eps, max_iter=max_iter, rng=rng)
+        left = balanced_2means(profiles[members], eps=eps, max_iter=max_iter, rng=rng, n_init=n_init)
         for part in (members[left], members[~left]):
             parent.append(K + node)
             queue.append((len(parent) - 1, part))
     tree = Hierarchy(np.concatenate([leaf_parent, np.array(parent, dtype=np.int64)]), K)
     logger.info(
-        "balanced 2-means tree: %d classes, %d internal nodes, depth %d, max_leaves %d, eps %g (%.2f s)",
-        K, tree.n_nodes - K, int(tree.depth()[:K].max()), max_leaves, eps, time.perf_counter() - start,
+        "balanced 2-means tree: %d classes, %d internal nodes, depth %d, max_leaves %d, eps %g, n_init %d (%.2f s)",
+        K, tree.n_nodes - K, int(tree.depth()[:K].max()), max_leaves, eps, n_init, time.perf_counter() - start,
     )
     return tree
 
