@@ -52,28 +52,6 @@ def score_rows(xptr, xind, xval, wt_ptr, wt_ind, wt_val, b, out):
 
 
 @njit(**_JIT)
-def gather_scores_sparse(w_ptr, w_ind, w_val, b, ids, xptr, xind, xval, n_features, out):
-    """``out[i, q] = w_{ids[i, q]} . x_i + b`` for CSR weights; ids ``< 0`` give ``-inf``."""
-    buf = np.zeros(n_features)
-    for i in range(ids.shape[0]):
-        for a in range(xptr[i], xptr[i + 1]):
-            buf[xind[a]] = xval[a]
-        for q in range(ids.shape[1]):
-            c = ids[i, q]
-            if c < 0:
-                out[i, q] = -np.inf
-                continue
-            s = 0.0
-            for e in range(w_ptr[c], w_ptr[c + 1]):
-                x = buf[w_ind[e]]
-                if x != 0.0:
-                    s += x * w_val[e]
-            out[i, q] = s + b[c]
-        for a in range(xptr[i], xptr[i + 1]):
-            buf[xind[a]] = 0.0
-
-
-@njit(**_JIT)
 def gather_scores_dense(W, b, ids, xptr, xind, xval, out):
     """``out[i, q] = W[ids[i, q]] . x_i + b`` for dense weights; ids ``< 0`` give ``-inf``."""
     for i in range(ids.shape[0]):
@@ -241,7 +219,7 @@ def full_naive_dense(W, b, xptr, xind, xval, g, rho, early, out_cls, out_size, o
 def full_naive_sparse(w_ptr, w_ind, w_val, b, n_features, xptr, xind, xval, g, rho, early, out_cls, out_size,
                       out_val):
     """The paper's SVBOP-Full on CSR rows with CSR weights: each class scored in turn against a
-    dense copy of the row (as :func:`gather_scores_sparse`), then :func:`_naive_row`."""
+    dense copy of the row (as ``_hsg_kernels`` does for a few classes), then :func:`_naive_row`."""
     K = b.size
     s = np.empty(K)
     p = np.empty(K)
@@ -363,24 +341,34 @@ def _slot(j, bits):
 
 
 @njit(**_JIT)
-def build_feature_tables(bptr, bfeat, hptr, hbits, htab):
-    """Open-addressing tables (linear probing) from feature id to its position ``f`` per node.
+def build_feature_tables(bptr, bfeat, bcol, data, hptr, hbits, hmode, htab, htab_f):
+    """Open-addressing tables (linear probing) from feature id to what a hit needs, per node.
 
     Node ``v``'s table is ``htab[hptr[v]:hptr[v+1]]`` with ``2**hbits[v]`` slots, each a pair
-    (feature id, position) in one cache line (empty slots hold -1); nodes with ``hbits[v] == 0``
-    have none.
+    (feature id, content) in one cache line (empty slots hold -1); nodes with ``hbits[v] == 0``
+    have none.  The content depends on ``hmode[v]``: the position ``f`` of the feature in the node's
+    sparse form (``HASH_POSITION``), the one weight ``data[bcol[f]]`` as float64 bits
+    (``HASH_VALUE``, written through ``htab_f``, the same memory viewed as float64), or where the run
+    of postings starts and how long it is, ``bcol[f] << 24 | run length`` (``HASH_POSTINGS``).
+    Written slot by slot, so that building costs no array the size of all slots.
     """
     for v in range(bptr.size - 1):
         if hbits[v] == 0:
             continue
         base = hptr[v]
         mask = (1 << hbits[v]) - 1
+        mode = hmode[v]
         for f in range(bptr[v], bptr[v + 1]):
             h = _slot(bfeat[f], hbits[v])
             while htab[base + h, 0] >= 0:
                 h = (h + 1) & mask
             htab[base + h, 0] = bfeat[f]
-            htab[base + h, 1] = f
+            if mode == HASH_VALUE:
+                htab_f[base + h, 1] = data[bcol[f]]
+            elif mode == HASH_POSTINGS:
+                htab[base + h, 1] = (bcol[f] << 24) | (bcol[f + 1] - bcol[f])
+            else:
+                htab[base + h, 1] = f
 
 
 @njit(**_JIT)

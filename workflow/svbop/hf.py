@@ -139,15 +139,17 @@ class TreeSearchLayout:
         n_children = np.diff(child_ptr)
         position = np.zeros(tree.n_nodes, dtype=np.int64)
         position[children] = np.arange(children.size) - np.repeat(child_ptr[:-1], np.diff(child_ptr))
-        W = model.W.tocoo()
-        node = W.row.astype(np.int64)
-        feat = W.col.astype(np.int64)
-        parent = tree.parent[node]
+        # one entry per weight; node, feature and parent ids as int32 (their ranges are checked), so that
+        # the transient arrays of a million-class model (2e8 weights) stay a few bytes per weight
+        W = model.W.tocsr()
+        idx = np.int32 if max(tree.n_nodes, int(model.n_features)) < np.iinfo(np.int32).max else np.int64
+        node = np.repeat(np.arange(W.shape[0], dtype=idx), np.diff(W.indptr))
+        feat = W.indices.astype(idx, copy=False)
+        data = W.data
+        parent = tree.parent.astype(idx)[node]
         if np.any(parent < 0):  # the root's row should be empty; its weights would never be used
             keep = parent >= 0
-            node, feat, parent, data = node[keep], feat[keep], parent[keep], W.data[keep]
-        else:
-            data = W.data
+            node, feat, parent, data = node[keep], feat[keep], parent[keep], data[keep]
         # weighted children, in child order, and each one's index among its parent's weighted children
         weighted = np.zeros(tree.n_nodes, dtype=bool)
         weighted[node] = True
@@ -170,34 +172,36 @@ class TreeSearchLayout:
             node, feat, parent, data = node[keep], feat[keep], parent[keep], data[keep]
             nnz[direct] = 0
         order = np.lexsort((position[node], feat, parent))
-        node, feat, parent, data = node[order], feat[order], parent[order], data[order]
+        node = node[order]  # one array at a time: a permuted copy of all four at once would double them
+        feat = feat[order]
+        parent = parent[order]
+        data = data[order]
+        del order
         new_group = np.ones(node.size, dtype=bool)
         new_group[1:] = (parent[1:] != parent[:-1]) | (feat[1:] != feat[:-1])
         starts = np.flatnonzero(new_group)
+        del new_group
         bfeat = feat[starts].astype(np.int64)
+        del feat
         bcol = np.append(starts, node.size).astype(np.int64)
         group_parent = parent[starts]
+        del starts  # (every per-weight array is dropped once read: at 2e8 weights each is 0.8-1.6 GB)
         bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
         n_feat = np.diff(bptr)
-        bchild = weighted_index[node]
+        max_weighted = int(n_weighted.max()) if n_weighted.size else 0
+        small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if max_weighted <= np.iinfo(t).max)
+        bchild = weighted_index[node].astype(small)
+        del node
         hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(1.5 * n_feat, 1))), 0).astype(np.int64)
         hsize = np.where(hbits > 0, 1 << hbits, 0)
         hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
-        htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
-        _kernels.build_feature_tables(bptr, bfeat, hptr, hbits, htab)
         block = n_feat * n_weighted
         dense = (n_weighted > 1) & (block > 0) & (nnz >= _DENSE_MIN * block)
         hmode = np.where(n_weighted == 1, HASH_VALUE,
                          np.where(~dense & (n_weighted < _POSTINGS_MAX), HASH_POSTINGS, HASH_POSITION)).astype(np.int64)
         hmode[hbits == 0] = HASH_POSITION
-        slot_node = np.repeat(np.arange(tree.n_nodes), hsize)
-        slots = np.flatnonzero(htab[:, 0] >= 0)
-        f = htab[slots, 1]
-        mode = hmode[slot_node[slots]]
-        value = mode == HASH_VALUE
-        htab.view(np.float64)[slots[value], 1] = data[bcol[f[value]]]
-        runs = mode == HASH_POSTINGS
-        htab[slots[runs], 1] = (bcol[f[runs]] << 24) | (bcol[f[runs] + 1] - bcol[f[runs]])
+        htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
+        _kernels.build_feature_tables(bptr, bfeat, bcol, data, hptr, hbits, hmode, htab, htab.view(np.float64))
         words = (D + 63) // 64
         mptr = np.where(hbits > 0, np.concatenate([[0], np.cumsum(np.where(hbits > 0, words, 0))[:-1]]), -1)
         mptr = mptr.astype(np.int64)
@@ -209,8 +213,6 @@ class TreeSearchLayout:
             local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
             keep = dense[parent]
             dval[dptr[parent[keep]] + local_f[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
-        max_weighted = int(n_weighted.max()) if n_weighted.size else 0
-        small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if max_weighted <= np.iinfo(t).max)
         return cls(
             child_ptr=child_ptr.astype(np.int64),
             children=children.astype(np.int64),
@@ -219,7 +221,7 @@ class TreeSearchLayout:
             bptr=bptr,
             bfeat=bfeat,
             bcol=bcol,
-            bchild=bchild.astype(small),
+            bchild=bchild,
             bval=np.ascontiguousarray(data, dtype=np.float64),
             dptr=dptr,
             dval=dval,
