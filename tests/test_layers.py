@@ -80,3 +80,26 @@ def test_every_module_imports_in_layer_order_in_a_fresh_interpreter():
     done = subprocess.run([sys.executable, "-c", code, *order], capture_output=True, text=True,
                           env={"PYTHONPATH": str(PACKAGE.parent), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_job_counts_are_resolved_in_one_place():
+    # every module resolves n_jobs / n_threads through svbop._threads; a second copy drifts (one
+    # counted os.cpu_count(), the other the cores this process may run on)
+    owners = {name for name, path in _modules().items()
+              for node in ast.walk(ast.parse(path.read_text(), str(path)))
+              if isinstance(node, ast.FunctionDef) and node.name in {"_n_workers", "_chunk_workers", "cpu_count"}}
+    assert owners == {"svbop._threads"}
+
+
+def test_chunk_workers_follow_scikit_learns_convention():
+    import pytest
+
+    from svbop._threads import _chunk_workers, cpu_count
+
+    assert _chunk_workers(None, 10) == 1
+    assert _chunk_workers(4, 2) == 2  # never more threads than chunks
+    assert _chunk_workers(-1, 10_000) == cpu_count()
+    assert _chunk_workers(-2, 10_000) == max(1, cpu_count() - 1)
+    for bad in (0, True, 1.5, "2"):
+        with pytest.raises(ValueError, match="n_jobs must be a non-zero integer or None"):
+            _chunk_workers(bad, 10)

@@ -223,7 +223,7 @@ def beyond_enabled():
 def beyond_skipped(dataset):
     """Methods beyond the paper that do not apply to a dataset: {method family: reason}."""
     out = {}
-    if MAX_NODES and not svbop.config._has_hierarchy(config["datasets"][dataset]):
+    if MAX_NODES and not svbop.config.has_hierarchy(config["datasets"][dataset]):
         out["hierarchical"] = ("this dataset has no class hierarchy (give its config entry a hierarchy: key to get "
                                "sets restricted to the hierarchy's nodes)")
     return out

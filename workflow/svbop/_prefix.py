@@ -18,7 +18,6 @@ All work runs on chunks of rows small enough to stay in the CPU cache, so the va
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Callable, Protocol
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ._threads import _chunk_workers
 from .sets import SetPredictions
 
 #: Default working-set size of one chunk of rows (bytes of the input matrix).
@@ -282,7 +282,7 @@ def prefix_search(
         return out
 
     starts = range(0, n, rows_per_chunk)
-    workers = _n_workers(n_jobs, len(starts))
+    workers = _chunk_workers(n_jobs, len(starts))
     if workers == 1:
         results = [process(r0) for r0 in starts]
     else:
@@ -296,17 +296,6 @@ def prefix_search(
         indices[indptr[row0] : indptr[row0] + results[i].size] = results[i]
         results[i] = None
     return SetPredictions(indices, indptr, K), value
-
-
-def _n_workers(n_jobs: int | None, n_chunks: int) -> int:
-    """scikit-learn's convention: None or 1 -> one thread, -1 -> all cores, -2 -> all but one."""
-    if n_jobs is None:
-        return 1
-    if not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}")
-    cores = os.cpu_count() or 1
-    workers = n_jobs if n_jobs > 0 else max(1, cores + 1 + n_jobs)
-    return max(1, min(workers, n_chunks))
 
 
 def geometric_widening(factor: float = 1 / 16, rounds: int = 3):

@@ -32,3 +32,14 @@ def _n_workers(name: str, n_jobs: Any) -> int:
     """A job count (``-1``: every available core) checked and resolved to a number of workers."""
     n_jobs = _positive_int(name, n_jobs, allow_all=True)
     return cpu_count() if n_jobs == -1 else n_jobs
+
+
+def _chunk_workers(n_jobs: Any, n_chunks: int) -> int:
+    """Threads for ``n_chunks`` chunks by scikit-learn's convention: None or 1 -> one thread, -1 -> every
+    available core, -2 -> all but one; never more than the chunks."""
+    if n_jobs is None:
+        return 1
+    if not isinstance(n_jobs, (int, np.integer)) or isinstance(n_jobs, bool) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}")
+    workers = int(n_jobs) if n_jobs > 0 else max(1, cpu_count() + 1 + int(n_jobs))
+    return max(1, min(workers, n_chunks))

@@ -39,6 +39,7 @@ __all__ = [
     "check_config",
     "check_dataset",
     "check_yaml",
+    "has_hierarchy",
     "load_yaml",
     "Summarised",
     "merge_configs",
@@ -257,7 +258,7 @@ def validate_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[
 
 
 # ------------------------------------------------------------------------ cross-field checks
-def _has_hierarchy(cfg: Mapping[str, Any]) -> bool:
+def has_hierarchy(cfg: Mapping[str, Any]) -> bool:
     """Whether a dataset's config gives its classes a hierarchy (a predefined tree needs one)."""
     if cfg.get("hierarchy"):
         return True
@@ -354,7 +355,7 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
             f"config: {base}.split: {shown} = {sum(fractions.values()):g} of the rows, leaving none for training"
         )
     hf = cfg.get("hf") or {}
-    if hf.get("enabled") and "predefined" in (hf.get("trees") or []) and not _has_hierarchy(cfg):
+    if hf.get("enabled") and "predefined" in (hf.get("trees") or []) and not has_hierarchy(cfg):
         raise ConfigError(
             f"config: {base}.hf.trees: 'predefined' needs a class hierarchy and this dataset has none "
             "(add `hierarchy:`, e.g. {from_label: {sep: \".\"}} or a file, or use trees: [kmeans])"

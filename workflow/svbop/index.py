@@ -64,8 +64,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._threads import _n_workers, _positive_int
 from .io import atomic_path
-from .linear import LinearModel, _n_workers, _positive_int
+from .linear import LinearModel
 
 __all__ = ["HNSWIndex"]
 

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._threads import _n_workers, _positive_int, cpu_count  # noqa: F401 - re-exported (trees, index)
+from ._threads import _n_workers, _positive_int, cpu_count
 from .io import NpzReader, check_scores, matrix_arrays, save_arrays
 from .logs import progress as _progress
 

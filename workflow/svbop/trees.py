@@ -51,9 +51,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._threads import _n_workers, _positive_int
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
-from .linear import _as_features, _check_weights, _clip_csr, _clip_threshold, _forked_map, _n_workers, _positive_int, train_ovr
+from .linear import _as_features, _check_weights, _clip_csr, _clip_threshold, _forked_map, train_ovr
 from .logs import progress as _progress
 
 __all__ = [
