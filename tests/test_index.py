@@ -94,9 +94,14 @@ def test_queries_are_converted_to_the_kind_of_the_index(problem, clipped):
     sparse = HNSWIndex.from_model(model)
     for index, Xq in ((dense, X), (sparse, Xs.toarray())):
         as_dense = index.query(Xq, 10, ef=K)
-        as_sparse = index.query(sp.csr_matrix(Xq), 10, ef=K)
+        as_sparse = index.query(sp.csr_matrix(Xq), 10, ef=K, engine="nmslib")
         np.testing.assert_array_equal(as_dense[0], as_sparse[0])
         np.testing.assert_array_equal(as_dense[1], as_sparse[1])
+    # sparse queries of a dense index go to svbop's search of the same graph by default: the same
+    # classes, the float32 inner products summed over the non-zeros alone (tests/test_hnsw_search.py)
+    own = dense.query(sp.csr_matrix(X), 10, ef=K)
+    np.testing.assert_array_equal(own[0], dense.query(X, 10, ef=K)[0])
+    np.testing.assert_allclose(own[1], dense.query(X, 10, ef=K)[1], rtol=1e-6)
     # a dense matrix may also be indexed in the sparse space, and the other way round
     forced = HNSWIndex.build(W, b, sparse=True)
     assert forced.sparse
@@ -298,6 +303,6 @@ def test_sparse_queries_to_a_dense_index_in_chunks_with_duplicate_entries(proble
     assert twice.nnz == 2 * Xs.nnz and not twice.has_canonical_format
     monkeypatch.setattr(index_module, "_DENSE_CHUNK_VALUES", 7 * (D + 1))
     for Xq in (Xs, twice):
-        got = dense.query(Xq, 10, ef=K)
+        got = dense.query(Xq, 10, ef=K, engine="nmslib")
         np.testing.assert_array_equal(got[0], whole[0])
         np.testing.assert_allclose(got[1], whole[1], rtol=1e-6)

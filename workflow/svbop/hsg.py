@@ -150,6 +150,7 @@ def predict_sets_hsg(
     tie_rtol: float = TIE_RTOL,
     n_jobs: int | None = None,
     rescore: bool = False,
+    engine: str = "auto",
     return_stats: bool = False,
 ) -> SetPredictions | tuple[SetPredictions, dict[str, np.ndarray]]:
     """SVBOP-HSG: Algorithm 1 on the classes an HNSW index delivers, with doubling.
@@ -178,6 +179,11 @@ def predict_sets_hsg(
         weights of every candidate and cost the LSHTC1 dry-run clipped at 0.1 about a fifth of
         HSG's time.  A query for all ``K`` classes is always rescored, so with an exhaustive
         index the sets equal SVBOP-Full's either way.
+    engine : {"auto", "nmslib", "svbop"}
+        Who walks the HNSW graph (:meth:`HNSWIndex.query`): for a dense index, ``"auto"`` uses
+        svbop's compiled search, whose inner products read only each row's non-zeros; ``"nmslib"``
+        sends the rows dense to NMSLIB's query, as the paper does.  A sparse index is always
+        searched by NMSLIB.
     return_stats : bool
         Also return per-row statistics: ``queries`` (index queries), ``scored`` (classes scored
         exactly, i.e. delivered by the index) and ``pulled`` (classes Algorithm 1 consumed).
@@ -225,7 +231,7 @@ def predict_sets_hsg(
         for rows in groups:
             kk = int(want[rows[0]])
             Xr = X[rows]
-            ids, scores = index.query(Xr, kk, ef=max(kk, ef or kk), n_threads=threads)
+            ids, scores = index.query(Xr, kk, ef=max(kk, ef or kk), n_threads=threads, engine=engine)
             queries[rows] += 1
             if not first:  # the doubling: keep only classes not delivered before
                 keys = rows[:, None] * K + np.maximum(ids, 0)
@@ -333,8 +339,9 @@ class HSGProvider:
     """
 
     def __init__(self, model: LinearModel, index: HNSWIndex, k: int = 100, ef: int | None = None,
-                 rescore: bool = False) -> None:
+                 rescore: bool = False, engine: str = "auto") -> None:
         self.model, self.index = _check(model, index)
+        self.engine = engine
         self.rescore = _flag("rescore", rescore)
         self.k = min(_positive_int("k", k), model.n_classes)
         self.ef = None if ef is None else _positive_int("ef", ef)
@@ -342,7 +349,7 @@ class HSGProvider:
 
     def _query(self, kk: int) -> None:
         kk = min(kk, self.model.n_classes)
-        ids, scores = self.index.query(self._x, kk, ef=max(kk, self.ef or kk))
+        ids, scores = self.index.query(self._x, kk, ef=max(kk, self.ef or kk), engine=self.engine)
         self.queries += 1
         ids = np.array([[c if c not in self._seen else -1 for c in ids[0]]], dtype=np.int64)
         if kk >= self.model.n_classes:  # every class must come: add those the index missed

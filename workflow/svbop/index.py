@@ -22,6 +22,15 @@ Spaces
     SIMD instructions where NMSLIB was compiled with them; indexes saved with the older
     ``negdotprod_sparse`` space still load).  Both rank by the *negative* inner product;
     :meth:`query` negates it back into a score.  Queries are converted to the index's kind.
+Sparse queries of a dense index
+    NMSLIB's ``negdotprod`` space takes a query dense: every visited class costs ``D + 1``
+    multiply-adds (and ``4 (D + 1)`` bytes read) however few non-zeros the query has.  For CSR
+    queries of a dense index, :meth:`HNSWIndex.query` (``engine="auto"``) therefore walks NMSLIB's
+    graph with svbop's own compiled search (:mod:`svbop._hnsw_kernels`: the same greedy descent and
+    ``efSearch``-wide beam, over the same float32 vectors) and computes each visited inner product
+    over the query's non-zeros alone.  The graph and vectors are read once from NMSLIB's saved
+    index (its "optimized" layout, checked field by field).  ``engine="nmslib"`` keeps NMSLIB's
+    own query (the paper's way); dense queries and sparse indexes always use it.
 Precision
     NMSLIB stores the vectors and computes the inner products in float32, so the returned scores
     are float32 values (cast to float64): their error is about ``1e-7 * sum_i |w_ci x_i|``, and two
@@ -54,12 +63,13 @@ import json
 import logging
 import math
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -87,6 +97,8 @@ _QUERY_CHUNK = 4096
 #: Values of a dense index's float32 query block (16 MiB): small enough to stay in cache-friendly
 #: sizes, large enough that NMSLIB's batch call is not per row.
 _DENSE_CHUNK_VALUES = 1 << 22
+#: Query engines of :meth:`HNSWIndex.query`.
+_ENGINES = ("auto", "nmslib", "svbop")
 #: NMSLIB's ids are C ints.
 _MAX_ID = 2**31 - 1
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -157,6 +169,116 @@ def _verify(path: Path, recorded: Any, info_file: Path) -> None:
                          f"the one {info_file.name} describes; rebuild it")
 
 
+class _Graph(NamedTuple):
+    """An NMSLIB HNSW graph in the arrays :mod:`svbop._hnsw_kernels` searches (see its notes)."""
+
+    links0: np.ndarray
+    count0: np.ndarray
+    upper: np.ndarray
+    upper_count: np.ndarray
+    upper_ptr: np.ndarray
+    vectors: np.ndarray
+    ids: np.ndarray
+    entry: int
+    max_level: int
+
+
+#: Header of NMSLIB 2.1.2's "optimized" HNSW file (``Hnsw::SaveOptimizedIndex``, written by
+#: ``writeBinaryPOD`` without padding): total elements (uint32), memory per object, offset of the
+#: level-0 links, offset of the data (size_t), max level (int32), entry point (uint32), maxM, maxM0
+#: (size_t), distance function (enum, int32), search method (size_t); after the optimize flag (uint32).
+_GRAPH_HEADER = np.dtype([("optimized", "<u4"), ("n", "<u4"), ("per_object", "<u8"), ("offset_links0", "<u8"),
+                          ("offset_data", "<u8"), ("max_level", "<i4"), ("entry", "<u4"), ("maxM", "<u8"),
+                          ("maxM0", "<u8"), ("dist_func", "<i4"), ("search_method", "<u8")])
+#: NMSLIB's ``kNegativeDotProduct``: the custom distance of the ``negdotprod`` space.
+_NEG_DOT = 4
+#: An object's header in NMSLIB's data: id (int32), label (int32), data length (size_t).
+_OBJECT_HEADER = 16
+
+
+def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
+    """NMSLIB's saved dense HNSW index at ``path`` as a :class:`_Graph`; ValueError naming the file
+    and the field unless every field, count and neighbour id is consistent (the kernels trust them)."""
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{path}: not an NMSLIB 2.1 optimized negdotprod HNSW index that svbop's search can read "
+                          f"({what}); use engine='nmslib'")
+
+    size = path.stat().st_size
+    if size < _GRAPH_HEADER.itemsize:
+        raise bad(f"{size} bytes, shorter than its header")
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    head = raw[: _GRAPH_HEADER.itemsize].view(_GRAPH_HEADER)[0]
+    n, per, off0, offd = int(head["n"]), int(head["per_object"]), int(head["offset_links0"]), int(head["offset_data"])
+    maxM, maxM0, max_level, entry = int(head["maxM"]), int(head["maxM0"]), int(head["max_level"]), int(head["entry"])
+    if head["optimized"] != 1:
+        raise bad("saved in NMSLIB's regular layout, which holds no vectors")
+    if head["dist_func"] != _NEG_DOT:
+        raise bad(f"distance function {int(head['dist_func'])}, not the negative dot product")
+    if n != n_classes:
+        raise bad(f"{n} elements, the index has {n_classes} classes")
+    width = _OBJECT_HEADER + 4 * (n_features + 1)
+    if not (1 <= maxM <= 1 << 16 and 1 <= maxM0 <= 1 << 16 and 0 <= max_level < 64 and entry < n):
+        raise bad(f"maxM {maxM}, maxM0 {maxM0}, max level {max_level}, entry {entry}")
+    if offd != 0 or off0 < width or per != off0 + 4 * (maxM0 + 1):
+        raise bad(f"object layout: {per} bytes, links at {off0}, data at {offd}, for {n_features + 1} floats")
+    start = _GRAPH_HEADER.itemsize
+    end = start + n * per
+    if size < end + 4 * n:
+        raise bad(f"{size} bytes, shorter than {n} objects of {per} bytes")
+    block = raw[start:end].reshape(n, per)
+    ids = np.ascontiguousarray(block[:, :4]).view("<i4")[:, 0].astype(np.int64)
+    if ids.min() < 0 or np.unique(ids).size != n:
+        raise bad("object ids are not distinct non-negative integers")
+    lengths = np.ascontiguousarray(block[:, 8:16]).view("<u8")[:, 0]
+    if (lengths != 4 * (n_features + 1)).any():
+        raise bad(f"an object's data is not {n_features + 1} float32 values")
+    vectors = np.ascontiguousarray(block[:, _OBJECT_HEADER:width]).view("<f4")
+    links = np.ascontiguousarray(block[:, off0 : off0 + 4 * (maxM0 + 1)]).view("<i4")
+    count0 = links[:, 0].astype(np.int64)
+    links0 = np.ascontiguousarray(links[:, 1:])
+    del links
+    if count0.min() < 0 or count0.max() > maxM0:
+        raise bad(f"a level-0 neighbour count outside 0..{maxM0}")
+    used = np.arange(maxM0) < count0[:, None]
+    if used.any() and (links0[used].min() < 0 or links0[used].max() >= n):
+        raise bad("a level-0 neighbour id out of range")
+    links0[~used] = 0
+    # the upper levels: per object a uint32 byte count, then level x (maxM + 1) int32 values
+    row_bytes = 4 * (maxM + 1)
+    levels = np.zeros(n, dtype=np.int64)
+    tail = memoryview(raw[end:])  # about 4 bytes per object: most objects live on level 0 alone
+    pos = 0
+    chunks = []
+    for i in range(n):
+        if pos + 4 > len(tail):
+            raise bad(f"ends inside object {i}'s upper levels")
+        mass = int.from_bytes(tail[pos : pos + 4], "little")
+        pos += 4
+        if mass % row_bytes or mass // row_bytes > max_level or pos + mass > len(tail):
+            raise bad(f"object {i}'s upper levels: {mass} bytes")
+        if mass:
+            levels[i] = mass // row_bytes
+            chunks.append(np.frombuffer(tail[pos : pos + mass], dtype="<i4").reshape(-1, maxM + 1))
+            pos += mass
+    if pos != len(tail):
+        raise bad(f"{len(tail) - pos} bytes after the last object")
+    del tail
+    if levels[entry] != max_level:
+        raise bad(f"the entry point is on level {levels[entry]}, not the top level {max_level}")
+    table = np.concatenate(chunks) if chunks else np.zeros((0, maxM + 1), dtype=np.int32)
+    upper_count = table[:, 0].astype(np.int64)
+    upper = np.ascontiguousarray(table[:, 1:])
+    if upper_count.size and (upper_count.min() < 0 or upper_count.max() > maxM):
+        raise bad(f"an upper-level neighbour count outside 0..{maxM}")
+    used = np.arange(maxM) < upper_count[:, None]
+    if used.any() and (upper[used].min() < 0 or upper[used].max() >= n):
+        raise bad("an upper-level neighbour id out of range")
+    upper[~used] = 0
+    upper_ptr = np.concatenate([[0], np.cumsum(levels)]).astype(np.int64)
+    del raw, block
+    return _Graph(links0, count0, upper, upper_count, upper_ptr, vectors, ids, entry, max_level)
+
+
 class HNSWIndex:
     """NMSLIB HNSW index over the augmented class vectors ``[w_c, b_c]``: top-k classes by score.
 
@@ -219,6 +341,8 @@ class HNSWIndex:
         self.nmslib_version: str | None = None
         self._index: Any = None
         self._ef: int | None = None
+        self._graph: _Graph | None = None  # read on the first query svbop's search answers
+        self._file: Path | None = None  # the verified graph file this index was loaded from
 
     # ----------------------------------------------------------------------------------------
     # building
@@ -296,7 +420,7 @@ class HNSWIndex:
         start = time.perf_counter()
         index = _in_fresh_thread(build)
         seconds = time.perf_counter() - start
-        self._index, self._ef = index, None
+        self._index, self._ef, self._graph, self._file = index, None, None, None
         self.n_classes, self.n_features, self.sparse = int(K), int(D), is_sparse
         self.space, self.bias_shift = space, shift
         self.build_seconds, self.build_threads = seconds, threads
@@ -344,6 +468,7 @@ class HNSWIndex:
         k: int,
         ef: int | None = None,
         n_threads: int = 1,
+        engine: str = "auto",
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` classes with the (approximately) largest scores ``w_c . x + b_c`` per row.
 
@@ -358,7 +483,14 @@ class HNSWIndex:
             (SVBOP-HSG sets ``efSearch`` to the current ``k``).  Larger is slower and closer to
             exact; ``ef = n_classes`` is in practice exact on small problems.
         n_threads : int
-            Threads of NMSLIB's batched query; -1 means every core.  Results do not depend on it.
+            Threads of the batched query; -1 means every core.  Results do not depend on it.
+        engine : {"auto", "nmslib", "svbop"}
+            Who walks the graph.  ``"nmslib"``: NMSLIB's query, the query sent dense to a dense
+            index (the paper's way).  ``"svbop"``: svbop's compiled search of the same graph, whose
+            inner products read only the query's non-zeros; for a dense index and CSR ``X``
+            (refused otherwise).  ``"auto"`` (default): ``"svbop"`` where it applies.  Both run the
+            same search over the same float32 vectors; they can differ where two classes' float32
+            scores tie or nearly tie (the order of the sums differs).
 
         Returns
         -------
@@ -380,6 +512,8 @@ class HNSWIndex:
             raise ValueError(f"ef must be an integer >= k = {k}, got {ef!r}")
         ef = int(ef)
         threads = _n_workers("n_threads", n_threads)
+        if engine not in _ENGINES:
+            raise ValueError(f"engine must be one of {_ENGINES}, got {engine!r}")
         if sp.issparse(X):
             X = sp.csr_matrix(X)
         else:
@@ -388,6 +522,13 @@ class HNSWIndex:
             raise ValueError(f"X must be 2-d (n_samples, n_features), got shape {X.shape}")
         if X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} features, the index has {self.n_features}")
+        own = not self.sparse and sp.issparse(X)
+        if engine == "svbop" and not own:
+            raise ValueError("engine='svbop' searches a dense index with sparse (CSR) queries; this index is "
+                             f"{'sparse' if self.sparse else 'dense'} and X is {'sparse' if sp.issparse(X) else 'dense'}"
+                             " (use engine='nmslib' or 'auto')")
+        if own and engine != "nmslib":
+            return self._query_own(X, k, ef, threads)
         n = X.shape[0]
         if ef != self._ef:
             self._index.setQueryTimeParams({"efSearch": ef})
@@ -414,6 +555,53 @@ class HNSWIndex:
                            k, short, n, ef)
         logger.debug("HNSW query: %d rows, k=%d, ef=%d in %.3f s", n, k, ef, time.perf_counter() - start)
         return ids, scores
+
+    def _query_own(self, X: sp.csr_matrix, k: int, ef: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`query` by svbop's search of NMSLIB's graph (dense index, CSR queries)."""
+        from . import _hnsw_kernels
+
+        graph = self._own_graph()
+        n = X.shape[0]
+        start = time.perf_counter()
+        xptr = X.indptr.astype(np.int64, copy=False)
+        xind = X.indices.astype(np.int64, copy=False)
+        xval = X.data.astype(np.float64, copy=False)
+        if xval.size and not np.isfinite(xval).all():
+            raise ValueError("X holds NaN or infinite values")
+        found_ids = np.full((n, k), -1, dtype=np.int64)
+        dist = np.full((n, k), np.inf, dtype=np.float64)
+        found = np.zeros(n, dtype=np.int64)
+        if n:
+            _hnsw_kernels.search_sparse(graph.links0, graph.count0, graph.upper, graph.upper_count, graph.upper_ptr,
+                                        graph.vectors, graph.entry, graph.max_level, xptr, xind, xval, k, ef,
+                                        max(1, min(threads, n)), found_ids, dist, found)
+        hit = found_ids >= 0
+        ids = np.where(hit, graph.ids[np.maximum(found_ids, 0)], -1)
+        scores = np.where(hit, self.bias_shift - dist, -np.inf)
+        order = np.lexsort((ids, -scores), axis=-1)
+        ids = np.take_along_axis(ids, order, axis=1)
+        scores = np.take_along_axis(scores, order, axis=1)
+        short = int(np.count_nonzero(found < k))
+        if short:
+            logger.warning("HNSW query returned fewer than k=%d classes for %d of %d rows (ef=%d): padded with id -1",
+                           k, short, n, ef)
+        logger.debug("HNSW query (svbop's search): %d rows, k=%d, ef=%d in %.3f s", n, k, ef,
+                     time.perf_counter() - start)
+        return ids, scores
+
+    def _own_graph(self) -> _Graph:
+        """NMSLIB's graph and vectors for svbop's search, read once from its saved index."""
+        if self._graph is None:
+            if self._file is not None:
+                self._graph = _read_graph(self._file, self.n_classes, self.n_features)
+            else:
+                # NMSLIB's binding gives no access to the graph but through saveIndex: write it (without
+                # the separate data file) to a private temporary folder, read it, remove it
+                with tempfile.TemporaryDirectory(prefix="svbop-hnsw-") as folder:
+                    path = Path(folder) / "graph"
+                    self._index.saveIndex(str(path), save_data=False)
+                    self._graph = _read_graph(path, self.n_classes, self.n_features)
+        return self._graph
 
     # ----------------------------------------------------------------------------------------
     # saving and loading
@@ -531,7 +719,7 @@ class HNSWIndex:
             raise ValueError(f"{index_file}: NMSLIB cannot load it with {data_file.name} ({exc})") from None
         if len(index) != self.n_classes:
             raise ValueError(f"{data_file}: holds {len(index)} vectors, {info_file.name} says K = {self.n_classes}")
-        self._index = index
+        self._index, self._file = index, index_file
         logger.info("loaded HNSW index %s: %d classes x %d features, %s", index_file, self.n_classes,
                     self.n_features, "sparse" if self.sparse else "dense")
         return self
