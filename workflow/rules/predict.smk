@@ -93,6 +93,7 @@ rule predict_svbop_hsg:
         utility=lambda wc: UTILITIES[wc.utility],
         k=lambda wc: dataset_config(wc)["hsg"]["k"],
         ef=lambda wc: dataset_config(wc)["hsg"]["ef"],
+        engine=lambda wc: dataset_config(wc)["hsg"]["engine"],
         repeats=config["timing"]["repeats"],
     threads: 1
     resources:

@@ -17,11 +17,12 @@ model = LinearModel.load(snakemake.input.model)
 index = HNSWIndex.load(snakemake.input.index)
 X = load_matrix(snakemake.input.features)[load_split(snakemake.input.split)["test"]]
 u = utility(snakemake.params.utility, K=model.n_classes)
-k, ef = snakemake.params.k, snakemake.params.ef
+k, ef, engine = snakemake.params.k, snakemake.params.ef, snakemake.params.engine
 
 
 def predict(rows):
-    return predict_sets_hsg(model, index, rows, u, k=k, ef=ef, n_jobs=snakemake.threads, return_stats=True)
+    return predict_sets_hsg(model, index, rows, u, k=k, ef=ef, engine=engine, n_jobs=snakemake.threads,
+                            return_stats=True)
 
 
 # time_predictions first predicts the first test row, untimed: numba compiles (or loads) the
@@ -30,9 +31,10 @@ def predict(rows):
 (sets, stats), timing = time_predictions(predict, X, repeats=snakemake.params.repeats)
 save_sets(snakemake.output.sets, sets)
 # the index's quality on these rows (untimed): the share of the exact top-k its first query returns
-recall = index_recall(model, index, X, k, ef)
+recall = index_recall(model, index, X, k, ef, engine=engine)
 record = timing_record("svbop_hsg", snakemake.wildcards.utility, len(sets), timing,
-                       threads=snakemake.threads, stats=stats, k=k, ef=ef, index_recall_pct=100.0 * recall)
+                       threads=snakemake.threads, stats=stats, k=k, ef=ef, engine=engine,
+                       index_recall_pct=100.0 * recall)
 write_timing(snakemake.output.timing, record)
 logging.info("%s: %d sets, mean size %.3f, %.4f ms per sample, %.2f queries and %.1f classes scored per row, "
              "index recall@%d %.1f %%", u.label, len(sets), sets.sizes.mean(), record["ms_per_sample"],

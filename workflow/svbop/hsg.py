@@ -286,7 +286,7 @@ def predict_sets_hsg(
 
 
 def index_recall(model: LinearModel, index: HNSWIndex, X: Any, k: int, ef: int | None = None,
-                 *, max_rows: int = 2000, seed: int = 0) -> float:
+                 *, max_rows: int = 2000, seed: int = 0, engine: str = "auto") -> float:
     """Recall@k of the index: the share of each row's exact top-``k`` classes its query returns.
 
     Parameters
@@ -301,6 +301,8 @@ def index_recall(model: LinearModel, index: HNSWIndex, X: Any, k: int, ef: int |
     max_rows : int, default 2000
         A seeded sample of at most this many rows is used (the exact top-k needs all K scores).
     seed : int, default 0
+    engine : {"auto", "nmslib", "svbop"}
+        Who searches the graph, as for :func:`predict_sets_hsg`.
 
     Returns
     -------
@@ -319,7 +321,7 @@ def index_recall(model: LinearModel, index: HNSWIndex, X: Any, k: int, ef: int |
     from .full import linear_scores
 
     S = linear_scores(model, X)
-    ids, _ = index.query(X, k, ef=max(k, ef or k))
+    ids, _ = index.query(X, k, ef=max(k, ef or k), engine=engine)
     kth = -np.partition(-S, k - 1, axis=1)[:, k - 1]
     found = np.take_along_axis(S, np.maximum(ids, 0), axis=1) >= kth[:, None]
     return float(np.mean(((ids >= 0) & found).sum(axis=1) / k))
