@@ -10,7 +10,7 @@ each visited class's inner product over ``x``'s non-zeros alone: ``nnz(x)`` mult
 
 Called by :mod:`svbop.index`, which validates the graph read from NMSLIB's file first (every
 neighbour id in range, every count within its level's width); the kernels trust it and release
-the GIL.
+the GIL (the index runs blocks of rows in threads).
 
 Graph layout (``n`` nodes, internal ids ``0..n-1``):
 
@@ -28,7 +28,7 @@ accumulated in float64 in the order of ``x``'s non-zeros.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 _JIT = {"nogil": True, "cache": True}
 
@@ -126,31 +126,24 @@ def _search_row(links0, count0, upper, upper_count, upper_ptr, vectors, entry, m
     return min(m, k)
 
 
-@njit(parallel=True, **_JIT)
+@njit(**_JIT)
 def search_sparse(links0, count0, upper, upper_count, upper_ptr, vectors, entry, max_level,
-                  xptr, xind, xval, k, ef, n_chunks, out_ids, out_dist, out_found):
-    """The ``k`` nearest nodes (smallest negative inner product) of each CSR query row.
+                  xptr, xind, xval, k, ef, lo, hi, out_ids, out_dist, out_found):
+    """The ``k`` nearest nodes (smallest negative inner product) of CSR query rows ``lo..hi-1``.
 
-    ``out_ids`` (n, k) int64 gets internal node ids by increasing distance, ``out_dist`` their
-    distances, ``out_found`` how many were found (``< k`` only on a disconnected graph).  Rows are
-    split into ``n_chunks`` contiguous chunks run in parallel, each with its own work buffers.
+    ``out_ids[i]`` (``k`` int64) gets internal node ids by increasing distance, ``out_dist[i]`` their
+    distances, ``out_found[i]`` how many were found (``< k`` only on a disconnected graph).  Work
+    buffers are the call's own, so threads may run disjoint row ranges at once.
     """
-    n_rows = xptr.shape[0] - 1
     n_nodes = links0.shape[0]
-    per = (n_rows + n_chunks - 1) // n_chunks
+    visited = np.zeros(n_nodes, dtype=np.int32)
+    ckeys = np.empty(n_nodes + 1, dtype=np.float64)
+    cvals = np.empty(n_nodes + 1, dtype=np.int64)
     cap = ef + links0.shape[1] + 2
-    for t in prange(n_chunks):
-        lo = t * per
-        hi = min(n_rows, lo + per)
-        if lo >= hi:
-            continue
-        visited = np.zeros(n_nodes, dtype=np.int32)
-        ckeys = np.empty(n_nodes + 1, dtype=np.float64)
-        cvals = np.empty(n_nodes + 1, dtype=np.int64)
-        rkeys = np.empty(cap, dtype=np.float64)
-        rvals = np.empty(cap, dtype=np.int64)
-        for i in range(lo, hi):
-            out_found[i] = _search_row(links0, count0, upper, upper_count, upper_ptr, vectors, entry,
-                                       max_level, xind[xptr[i]:xptr[i + 1]], xval[xptr[i]:xptr[i + 1]],
-                                       k, ef, visited, i - lo + 1, ckeys, cvals, rkeys, rvals,
-                                       out_ids[i], out_dist[i])
+    rkeys = np.empty(cap, dtype=np.float64)
+    rvals = np.empty(cap, dtype=np.int64)
+    for i in range(lo, hi):
+        out_found[i] = _search_row(links0, count0, upper, upper_count, upper_ptr, vectors, entry,
+                                   max_level, xind[xptr[i]:xptr[i + 1]], xval[xptr[i]:xptr[i + 1]],
+                                   k, ef, visited, i - lo + 1, ckeys, cvals, rkeys, rvals,
+                                   out_ids[i], out_dist[i])

@@ -18,8 +18,10 @@ earlier; Algorithm 1 simply continues on the stream in the order it comes (as th
 exact order and the sets equal SVBOP-Full's (a query for all ``K`` classes is always rescored).
 
 * :func:`predict_sets_hsg` runs this for many rows at once: every round is one batched
-  (multi-threaded) NMSLIB query for all rows still open, exact scoring (if asked) in compiled code, and
-  Algorithm 1 continued across rounds.
+  (multi-threaded) query of the index for all rows still open, exact scoring (if asked) in compiled
+  code, and Algorithm 1 continued across rounds.  The rows are sparse: for a dense index the query
+  is svbop's own search of NMSLIB's graph, whose inner products read only the rows' non-zeros
+  (``engine="auto"``); ``engine="nmslib"`` sends them dense to NMSLIB's query, as the paper does.
 * :class:`HSGProvider` is the paper's ``initPrediction`` / ``getNextClass`` pair for one row, for
   :func:`svbop.svbop` and for reading.
 """

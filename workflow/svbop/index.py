@@ -97,6 +97,8 @@ _QUERY_CHUNK = 4096
 #: Values of a dense index's float32 query block (16 MiB): small enough to stay in cache-friendly
 #: sizes, large enough that NMSLIB's batch call is not per row.
 _DENSE_CHUNK_VALUES = 1 << 22
+#: Rows per block of svbop's graph search given to a thread.
+_OWN_BLOCK = 256
 #: Query engines of :meth:`HNSWIndex.query`.
 _ENGINES = ("auto", "nmslib", "svbop")
 #: NMSLIB's ids are C ints.
@@ -558,7 +560,7 @@ class HNSWIndex:
 
     def _query_own(self, X: sp.csr_matrix, k: int, ef: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`query` by svbop's search of NMSLIB's graph (dense index, CSR queries)."""
-        from . import _hnsw_kernels
+        from . import _hnsw_kernels, _kernels
 
         graph = self._own_graph()
         n = X.shape[0]
@@ -571,10 +573,13 @@ class HNSWIndex:
         found_ids = np.full((n, k), -1, dtype=np.int64)
         dist = np.full((n, k), np.inf, dtype=np.float64)
         found = np.zeros(n, dtype=np.int64)
-        if n:
+
+        def task(lo: int, hi: int) -> None:
             _hnsw_kernels.search_sparse(graph.links0, graph.count0, graph.upper, graph.upper_count, graph.upper_ptr,
-                                        graph.vectors, graph.entry, graph.max_level, xptr, xind, xval, k, ef,
-                                        max(1, min(threads, n)), found_ids, dist, found)
+                                        graph.vectors, graph.entry, graph.max_level, xptr, xind, xval, k, ef, lo, hi,
+                                        found_ids, dist, found)
+
+        _kernels.run_blocks(task, n, _OWN_BLOCK, threads)
         hit = found_ids >= 0
         ids = np.where(hit, graph.ids[np.maximum(found_ids, 0)], -1)
         scores = np.where(hit, self.bias_shift - dist, -np.inf)
