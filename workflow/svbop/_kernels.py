@@ -451,12 +451,24 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
     mask = (1 << bits) - 1
     mode = hmode[node]
     mb = bptr_map[node]
+    # the row's features this node has, by its bitmap: every bit read first, without a branch, so
+    # that the processor overlaps the reads (hits[half:] holds the candidates' positions in x); then
+    # the first slot of each (the bitmap is exact: every candidate is in the table, mostly there)
+    # is read the same way, before the probes that branch on it
+    half = hits.shape[0] // 3
+    n_cand = 0
+    for a in range(a0, a1):
+        j = xind[a]
+        hits[half + n_cand] = a
+        n_cand += np.int64((bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1))
+    first = 2 * half
+    for t in range(n_cand):
+        hits[first + t] = htab[base + _slot(xind[hits[half + t]], bits), 0]
     if mode == HASH_VALUE:
         s = 0.0
-        for a in range(a0, a1):
+        for t in range(half, half + n_cand):
+            a = hits[t]
             j = xind[a]
-            if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
-                continue  # not a feature of this node
             h = _slot(j, bits)
             while True:
                 key = htab[base + h, 0]
@@ -471,10 +483,9 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
     if mode == HASH_POSTINGS:
         # all lookups first (independent reads the processor overlaps), then the runs of postings
         n_hit = 0
-        for a in range(a0, a1):
+        for t in range(half, half + n_cand):
+            a = hits[t]
             j = xind[a]
-            if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
-                continue  # not a feature of this node
             h = _slot(j, bits)
             while True:
                 key = htab[base + h, 0]
@@ -492,10 +503,9 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
             for e in range(e0, e0 + (hits[t] & 0xFFFFFF)):
                 sbuf[bchild[e]] += v * bval[e]
         return
-    for a in range(a0, a1):
+    for t in range(half, half + n_cand):
+        a = hits[t]
         j = xind[a]
-        if (bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1) == 0:
-            continue
         h = _slot(j, bits)
         while True:
             key = htab[base + h, 0]
@@ -542,7 +552,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
     for r in range(rows.size):
         if xptr[rows[r] + 1] - xptr[rows[r]] > max_nnz:
             max_nnz = xptr[rows[r] + 1] - xptr[rows[r]]
-    hits = np.empty(max_nnz, dtype=np.int64)
+    hits = np.empty(3 * max_nnz, dtype=np.int64)  # hash hits, the bitmap's candidates, their first slots' keys
     hitv = np.empty(max_nnz)
     cap = out_cls.shape[1]
     for r in range(rows.size):
