@@ -347,8 +347,16 @@ def main(argv=None) -> dict:
           f"load average at the end {' '.join(f'{x:.2f}' for x in meta['load_end'])}")
     for name in ("HSG", "HF"):
         K = summary[name]
-        print(f"{name} beats our Full from K = {K:,} on (of the sizes run)" if K else
-              f"{name} does not beat our Full at the largest size run")
+        ran = [r for r in results if "ms_per_row" in r["algorithms"][name]]
+        if not ran:
+            print(f"{name} was not run ({results[0]['algorithms'][name]['skipped']})")
+        elif K:
+            agree = [f"{r['algorithms'][name].get('agreement_with_full_pct', float('nan')):.0f} %"
+                     for r in ran if r["K"] >= K]
+            print(f"{name} beats our Full from K = {K:,} on (of the sizes it ran); its sets equal Full's in "
+                  f"{', '.join(agree)} of the rows there")
+        else:
+            print(f"{name} does not beat our Full at the largest size it ran")
     out = {"meta": meta, "results": results, "beats_full_from_K": summary}
     if args.out:
         write_json(args.out, out)
