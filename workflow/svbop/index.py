@@ -244,7 +244,6 @@ def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
     used = np.arange(maxM0) < count0[:, None]
     if used.any() and (links0[used].min() < 0 or links0[used].max() >= n):
         raise bad("a level-0 neighbour id out of range")
-    links0[~used] = 0
     # the upper levels: per object a uint32 byte count, then level x (maxM + 1) int32 values
     row_bytes = 4 * (maxM + 1)
     levels = np.zeros(n, dtype=np.int64)
@@ -275,10 +274,23 @@ def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
     used = np.arange(maxM) < upper_count[:, None]
     if used.any() and (upper[used].min() < 0 or upper[used].max() >= n):
         raise bad("an upper-level neighbour id out of range")
-    upper[~used] = 0
     upper_ptr = np.concatenate([[0], np.cumsum(levels)]).astype(np.int64)
     del raw, block
     return _Graph(links0, count0, upper, upper_count, upper_ptr, vectors, ids, entry, max_level)
+
+
+def _finished(ids: np.ndarray, scores: np.ndarray, short: int, k: int, ef: int, engine: str,
+              start: float) -> tuple[np.ndarray, np.ndarray]:
+    """A query's rows by decreasing score, ties by increasing id; warns of rows padded with id -1."""
+    order = np.lexsort((ids, -scores), axis=-1)
+    ids = np.take_along_axis(ids, order, axis=1)
+    scores = np.take_along_axis(scores, order, axis=1)
+    n = ids.shape[0]
+    if short:
+        logger.warning("HNSW query returned fewer than k=%d classes for %d of %d rows (ef=%d): padded with id -1",
+                       k, short, n, ef)
+    logger.debug("HNSW query (%s): %d rows, k=%d, ef=%d in %.3f s", engine, n, k, ef, time.perf_counter() - start)
+    return ids, scores
 
 
 class HNSWIndex:
@@ -549,14 +561,7 @@ class HNSWIndex:
                 ids[i, :m] = found
                 scores[i, :m] = self.bias_shift - np.asarray(dist, dtype=np.float64)
         # NMSLIB returns rows by increasing distance; make the order (and ties) explicit
-        order = np.lexsort((ids, -scores), axis=-1)
-        ids = np.take_along_axis(ids, order, axis=1)
-        scores = np.take_along_axis(scores, order, axis=1)
-        if short:
-            logger.warning("HNSW query returned fewer than k=%d classes for %d of %d rows (ef=%d): padded with id -1",
-                           k, short, n, ef)
-        logger.debug("HNSW query: %d rows, k=%d, ef=%d in %.3f s", n, k, ef, time.perf_counter() - start)
-        return ids, scores
+        return _finished(ids, scores, short, k, ef, "NMSLIB's query", start)
 
     def _query_own(self, X: sp.csr_matrix, k: int, ef: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`query` by svbop's search of NMSLIB's graph (dense index, CSR queries)."""
@@ -583,16 +588,7 @@ class HNSWIndex:
         hit = found_ids >= 0
         ids = np.where(hit, graph.ids[np.maximum(found_ids, 0)], -1)
         scores = np.where(hit, self.bias_shift - dist, -np.inf)
-        order = np.lexsort((ids, -scores), axis=-1)
-        ids = np.take_along_axis(ids, order, axis=1)
-        scores = np.take_along_axis(scores, order, axis=1)
-        short = int(np.count_nonzero(found < k))
-        if short:
-            logger.warning("HNSW query returned fewer than k=%d classes for %d of %d rows (ef=%d): padded with id -1",
-                           k, short, n, ef)
-        logger.debug("HNSW query (svbop's search): %d rows, k=%d, ef=%d in %.3f s", n, k, ef,
-                     time.perf_counter() - start)
-        return ids, scores
+        return _finished(ids, scores, int(np.count_nonzero(found < k)), k, ef, "svbop's search", start)
 
     def _own_graph(self) -> _Graph:
         """NMSLIB's graph and vectors for svbop's search, read once from its saved index."""
