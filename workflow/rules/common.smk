@@ -40,6 +40,27 @@ for _name in config["run"]:
         logger.warning(f"Not running dataset {_name!r} (missing_data: skip): missing {_where}")
 DATASETS = [name for name in config["run"] if name not in NOT_RUN]
 
+# A trained model's outputs (format.kind: model_outputs): no features, no model of ours; every set is
+# made from its probabilities. CALIBRATED: datasets whose probabilities are calibrated first (calibrate:
+# temperature; the default for model outputs, none for the paper's datasets: svbop.config.calibrate_method).
+MODEL_OUTPUTS = [d for d, c in config["datasets"].items() if svbop.config.is_model_outputs(c)]
+CALIBRATED = [d for d, c in config["datasets"].items() if svbop.config.calibrate_method(c) != "none"]
+
+
+def datasets_regex(names):
+    """A wildcard constraint matching exactly these dataset keys (nothing when there are none)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+def is_model_outputs(dataset):
+    return dataset in MODEL_OUTPUTS
+
+
+def scores_unless_calibrated():
+    """Datasets whose probabilities the flat model gives as they are (score_flat writes scores/flat.npz)."""
+    return datasets_regex([d for d in config["datasets"] if d not in MODEL_OUTPUTS and d not in CALIBRATED])
+
+
 # Utility labels (the paper's names, e.g. fbeta_1, credal_2.2_1.2) name files; specs drive svbop.
 UTILITIES = {}
 for _spec in config["utilities"]:
@@ -181,8 +202,10 @@ def approximate_models(dataset):
 
 def svbop_methods(dataset):
     """The SVBOP methods run on one dataset: Full (ours and as in the paper), and HSG and HF (per
-    tree) where enabled."""
+    tree) where enabled; a model's outputs: Full from its probabilities only."""
     cfg = config["datasets"][dataset]
+    if is_model_outputs(dataset):
+        return ["svbop_full"]
     methods = ["svbop_full", "svbop_full_naive"]
     if cfg["hsg"]["enabled"]:
         methods.append("svbop_hsg")
@@ -268,6 +291,19 @@ def beyond_results(dataset):
 def dataset_results(dataset):
     """Every artefact of one dataset; all are targets, so deleting any of them reruns it (and only
     what depends on it) instead of being ignored as a missing intermediate."""
+    if is_model_outputs(dataset):
+        return [
+            f"data/{dataset}/raw",
+            f"data/{dataset}/dataset.npz",
+            f"data/{dataset}/split.npz",
+            f"results/{dataset}/scores/flat.npz",
+            f"results/{dataset}/calibration.json",
+            *predictions(dataset).values(),
+            *timings(dataset).values(),
+            f"results/{dataset}/metrics.tsv",
+            f"results/{dataset}/summary.json",
+            *beyond_results(dataset),
+        ]
     kind = config["datasets"][dataset]["features"]["kind"]
     return [
         *([f"data/{dataset}/raw"] if "format" in config["datasets"][dataset] else []),
@@ -278,12 +314,32 @@ def dataset_results(dataset):
         f"results/{dataset}/models/flat.npz",
         *approximate_models(dataset),
         f"results/{dataset}/scores/flat.npz",
+        *([f"results/{dataset}/calibration.json"] if dataset in CALIBRATED else []),
         *predictions(dataset).values(),
         *timings(dataset).values(),
         f"results/{dataset}/metrics.tsv",
         f"results/{dataset}/summary.json",
         *beyond_results(dataset),
     ]
+
+
+def calibration_records():
+    """The calibration record of every dataset whose probabilities are calibrated (or are a model's outputs)."""
+    return {d: f"results/{d}/calibration.json" for d in DATASETS if d in CALIBRATED or is_model_outputs(d)}
+
+
+def calibration_inputs(wildcards):
+    """What calibrate_scores reads: a model's outputs as given (dataset and split), or the flat model's
+    probabilities before calibration."""
+    d = wildcards.dataset
+    if is_model_outputs(d):
+        return {"dataset": f"data/{d}/dataset.npz", "split": f"data/{d}/split.npz"}
+    return {"scores": f"results/{d}/scores/uncalibrated.npz"}
+
+
+def temperature_input(wildcards):
+    """The calibration record whose temperature SVBOP's rules apply to the flat model (calibrate: temperature)."""
+    return [f"results/{wildcards.dataset}/calibration.json"] if wildcards.dataset in CALIBRATED else []
 
 
 def utility_tables():
@@ -314,6 +370,8 @@ def train_time_files(dataset):
     every model the method needs. Full = the flat model; HSG = the flat model it indexes + the index;
     HF = building its tree + training the nodes; and, where the features are a CNN's hidden layer
     (features kind cnn), the CNN's training for each of them."""
+    if is_model_outputs(dataset):  # trained elsewhere: no training time of ours (Table 4: not applicable)
+        return {}
     flat = f"results/{dataset}/models/flat.json"
     cnn = cnn_history(dataset)
     out = {"svbop_full": [*cnn, flat], "svbop_full_naive": [*cnn, flat]}

@@ -98,12 +98,13 @@ rule prepare_dataset:
 rule split_dataset:
     input:
         dataset="data/{dataset}/dataset.npz",
-        code=library_sources("datasets/splits"),
+        code=library_sources("datasets/splits", "datasets/outputs"),
     output:
         "data/{dataset}/split.npz",
     params:
         sizes=lambda wc: {k: v for k, v in dataset_config(wc)["split"].items() if k != "seed"},
         seed=lambda wc: split_seed(wc.dataset),
+        model_outputs=lambda wc: is_model_outputs(wc.dataset),
     log:
         "results/logs/split_dataset/{dataset}.log",
     benchmark:

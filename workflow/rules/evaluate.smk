@@ -40,18 +40,20 @@ rule summarise_dataset:
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
         scores="results/{dataset}/scores/flat.npz",
-        model_info="results/{dataset}/models/flat.json",
+        # our flat model's D and training time (none for a model's outputs: trained elsewhere)
+        model_info=lambda wc: [] if is_model_outputs(wc.dataset) else f"results/{wc.dataset}/models/flat.json",
+        calibration=lambda wc: calibration_records().get(wc.dataset, []),
         # the CNN whose hidden layer is the features: its training is part of the training time
         cnn_history=lambda wc: cnn_history(wc.dataset),
         # the features job's wall time (a Snakemake benchmark file is a product of its rule)
-        features_benchmark=lambda wc: features_benchmark(wc.dataset),
+        features_benchmark=lambda wc: [] if is_model_outputs(wc.dataset) else features_benchmark(wc.dataset),
         code=library_sources("evaluation"),
     output:
         "results/{dataset}/summary.json",
     params:
         dataset=lambda wc: wc.dataset,
         title=lambda wc: dataset_config(wc).get("title", wc.dataset),
-        features=lambda wc: dataset_config(wc)["features"]["kind"],
+        features=lambda wc: "model outputs" if is_model_outputs(wc.dataset) else dataset_config(wc)["features"]["kind"],
     log:
         "results/logs/summarise_dataset/{dataset}.log",
     benchmark:

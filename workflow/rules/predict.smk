@@ -20,6 +20,8 @@ rule score_flat:
         code=library_sources("linear", "io"),
     output:
         "results/{dataset}/scores/flat.npz",
+    wildcard_constraints:
+        dataset=scores_unless_calibrated(),
     resources:
         mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
         runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
@@ -33,11 +35,55 @@ rule score_flat:
         "../scripts/score_flat.py"
 
 
+# calibrate: temperature on a dataset of our own model: its probabilities before calibration.
+use rule score_flat as score_flat_uncalibrated with:
+    output:
+        "results/{dataset}/scores/uncalibrated.npz",
+    wildcard_constraints:
+        dataset=datasets_regex([d for d in CALIBRATED if d not in MODEL_OUTPUTS]),
+    log:
+        "results/logs/score_flat/{dataset}_uncalibrated.log",
+    benchmark:
+        "results/benchmarks/score_flat/{dataset}_uncalibrated.tsv"
+
+
+# The probabilities every set is made from, calibrated (calibrate: temperature, fitted on the validation
+# rows) or as given (calibrate: none, a model's outputs), with the record the report reads: temperature,
+# ECE and NLL before and after, the reliability diagram's points, and what calibration changed in
+# SVBOP-Full's sets (utility, mean size) on the same test rows.
+rule calibrate_scores:
+    input:
+        unpack(calibration_inputs),
+        code=library_sources("calibration", "io", "search", "metrics", "datasets/outputs", "datasets/splits"),
+    output:
+        scores="results/{dataset}/scores/flat.npz",
+        record="results/{dataset}/calibration.json",
+    params:
+        method=lambda wc: svbop.config.calibrate_method(dataset_config(wc)),
+        outputs=lambda wc: dataset_config(wc)["format"]["outputs"] if is_model_outputs(wc.dataset) else "probabilities",
+        model_outputs=lambda wc: is_model_outputs(wc.dataset),
+        utilities=list(UTILITIES.values()),
+    wildcard_constraints:
+        dataset=datasets_regex(sorted(set(CALIBRATED) | set(MODEL_OUTPUTS))),
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/calibrate_scores/{dataset}.log",
+    benchmark:
+        "results/benchmarks/calibrate_scores/{dataset}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/calibrate_scores.py"
+
+
 rule predict_svbop_full:
     input:
         model="results/{dataset}/models/flat.npz",
         features=features_file,
         split="data/{dataset}/split.npz",
+        calibration=temperature_input,
         code=library_sources("full", *SEARCH_CODE, "linear", "trees"),
     output:
         sets="results/{dataset}/predictions/svbop_full/{utility}.npz",
@@ -46,6 +92,8 @@ rule predict_svbop_full:
         utility=lambda wc: UTILITIES[wc.utility],
         method="svbop_full",
         repeats=config["timing"]["repeats"],
+    wildcard_constraints:
+        dataset=datasets_regex([d for d in config["datasets"] if d not in MODEL_OUTPUTS]),
     threads: 1
     resources:
         mem_mb=lambda wc: dataset_config(wc)["flat"]["mem_mb"],
@@ -77,6 +125,35 @@ use rule predict_svbop_full as predict_svbop_full_naive with:
         "results/benchmarks/predict_svbop_full_naive/{dataset}_{utility}.tsv"
 
 
+# SVBOP-Full on a model's outputs: the Bayes-optimal set of every test row from its (calibrated)
+# probabilities, svbop.predict_sets, timed the same way (the time per sample excludes the model's
+# own forward pass, which ran elsewhere: Table 4 says so).
+rule predict_svbop_full_probabilities:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources(*SEARCH_CODE),
+    output:
+        sets="results/{dataset}/predictions/svbop_full/{utility}.npz",
+        timing="results/{dataset}/predictions/svbop_full/{utility}.json",
+    params:
+        utility=lambda wc: UTILITIES[wc.utility],
+        repeats=config["timing"]["repeats"],
+    wildcard_constraints:
+        dataset=datasets_regex(MODEL_OUTPUTS),
+    threads: 1
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_svbop_full_probabilities/{dataset}_{utility}.log",
+    benchmark:
+        "results/benchmarks/predict_svbop_full_probabilities/{dataset}_{utility}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_svbop_full_probabilities.py"
+
+
 rule predict_svbop_hsg:
     input:
         model="results/{dataset}/models/flat.npz",
@@ -85,6 +162,7 @@ rule predict_svbop_hsg:
         index_sidecar="results/{dataset}/indexes/hnsw.bin.json",
         features=features_file,
         split="data/{dataset}/split.npz",
+        calibration=temperature_input,
         code=library_sources("hsg", *SEARCH_CODE, "index", "linear", "hf", "trees"),
     output:
         sets="results/{dataset}/predictions/svbop_hsg/{utility}.npz",

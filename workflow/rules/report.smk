@@ -194,6 +194,8 @@ rule report_html:
         beyond=lambda wc: rules.beyond_report.output if beyond_enabled() and DATASETS else [],
         # optional (report: scaling): benchmarks/bench_scaling.py's results, drawn in Table 4's section
         scaling=lambda wc: [config["report"]["scaling"]] if config["report"].get("scaling") else [],
+        # calibrated datasets and model outputs: the section "Calibration of the probabilities"
+        calibration=lambda wc: list(calibration_records().values()),
         code=library_sources(
             "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
             "report/beyond", "report/figures",
@@ -214,6 +216,7 @@ rule report_html:
         illustrations=lambda wc: Summarised(illustration_files()),
         train_time_files=rules.tables.params.train_time_files,
         scaling=config["report"].get("scaling"),
+        calibrated=lambda wc: list(calibration_records()),
         # the page a failed run left (Snakefile, onerror): out of date once this report is written
         partial=PARTIAL_REPORT,
         beyond_tables=lambda wc: [f"results/{d}/beyond.tsv" for d in DATASETS] if beyond_enabled() else [],

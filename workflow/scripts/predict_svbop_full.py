@@ -5,6 +5,7 @@ predict_svbop_full and, with the paper's cost model, predict_svbop_full_naive)."
 import logging
 
 from svbop import utility
+from svbop.calibration import read_temperature
 from svbop.datasets import load_split
 from svbop.full import predict_sets_full, predict_sets_full_naive
 from svbop.io import load_matrix, save_sets
@@ -16,6 +17,9 @@ to_log_file(snakemake.log[0])
 method = snakemake.params.method
 predict = {"svbop_full": predict_sets_full, "svbop_full_naive": predict_sets_full_naive}[method]
 model = LinearModel.load(snakemake.input.model)
+temperature = read_temperature(snakemake.input.calibration)  # calibrate: temperature (1: none)
+if temperature != 1.0:
+    model = model.with_temperature(temperature)
 X = load_matrix(snakemake.input.features)[load_split(snakemake.input.split)["test"]]
 u = utility(snakemake.params.utility, K=model.n_classes)
 # time_predictions first predicts the first test row, untimed: numba compiles (or loads) the

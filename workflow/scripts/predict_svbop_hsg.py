@@ -4,6 +4,7 @@ model's classes, timed (rule predict_svbop_hsg)."""
 import logging
 
 from svbop import utility
+from svbop.calibration import read_temperature
 from svbop.datasets import load_split
 from svbop.hsg import index_recall, predict_sets_hsg
 from svbop.index import HNSWIndex
@@ -14,6 +15,9 @@ from svbop.timing import time_predictions, timing_record, write_timing
 
 to_log_file(snakemake.log[0])
 model = LinearModel.load(snakemake.input.model)
+temperature = read_temperature(snakemake.input.calibration)  # calibrate: temperature (1: none)
+if temperature != 1.0:
+    model = model.with_temperature(temperature)
 index = HNSWIndex.load(snakemake.input.index)
 X = load_matrix(snakemake.input.features)[load_split(snakemake.input.split)["test"]]
 u = utility(snakemake.params.utility, K=model.n_classes)

@@ -36,6 +36,7 @@ build_report(
     beyond_figure=next((f for f in snakemake.input.beyond if f.endswith(".png")), None),
     beyond_skipped=snakemake.params.beyond_skipped,
     scaling=snakemake.params.scaling,
+    calibration=dict(zip(snakemake.params.calibrated, snakemake.input.calibration)),
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)

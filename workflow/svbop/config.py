@@ -273,6 +273,50 @@ def has_hierarchy(cfg: Mapping[str, Any]) -> bool:
     return False
 
 
+def is_model_outputs(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset is a trained model's outputs (``format.kind: model_outputs``): no features,
+    no model of ours; every set is made from its probabilities."""
+    return (cfg.get("format") or {}).get("kind") == "model_outputs"
+
+
+def calibrate_method(cfg: Mapping[str, Any]) -> str:
+    """A dataset's ``calibrate:``: as configured, else ``temperature`` for a model's outputs (a deep
+    network's softmax is rarely calibrated, Guo et al. 2017, and a temperature fitted on the validation
+    rows never changes the ranking of the classes, only the sets' sizes) and ``none`` for the paper's
+    liblinear datasets (so that the paper's tables are reproduced as the paper made them)."""
+    return cfg.get("calibrate") or ("temperature" if is_model_outputs(cfg) else "none")
+
+
+def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, Any], files, unpack) -> None:
+    """model_outputs: every file of ``parts`` (scores, labels) and ``class_names_file`` is one of the raw files;
+    no features, model or approximate algorithm is asked of it."""
+    where = f"{base}.format"
+    for part, spec in dict(fmt.get("parts") or {}).items():
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"config: {where}.parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
+        for key in ("scores", "labels"):
+            if key in spec:
+                _raw_file_check(f"{where}.parts.{part}.{key}", spec[key], files, unpack)
+        if "labels" not in spec and fmt.get("label_column") is None:
+            raise ConfigError(f"config: {where}.parts.{part}.labels: missing (or set format.label_column to read the "
+                              "labels from a CSV/TSV scores file)")
+    parts = dict(fmt.get("parts") or {})
+    if "test" not in parts and "all" not in parts:
+        raise ConfigError(f"config: {where}.parts: give test (every reported number is computed on it) or all")
+    if fmt.get("header", True) is False and fmt.get("label_column") is not None and isinstance(fmt["label_column"], str):
+        raise ConfigError(f"config: {where}.label_column: {fmt['label_column']!r}: with header: false give the "
+                          "column's 0-based number")
+    if fmt.get("header", True) is not False and isinstance(fmt.get("label_column"), int):
+        raise ConfigError(f"config: {where}.label_column: {fmt['label_column']}: a column number needs header: false; "
+                          "give the column's name")
+    if "class_names_file" in fmt:
+        _raw_file_check(f"{where}.class_names_file", fmt["class_names_file"], files, unpack)
+    for key in ("hsg", "hf"):
+        if (cfg.get(key) or {}).get("enabled"):
+            raise ConfigError(f"config: {base}.{key}.enabled: SVBOP-{key.upper()} needs features and a linear model, "
+                              "which a model's outputs do not have; set it to false")
+
+
 def vgg16_weights_key(name: str) -> str:
     """The top-level ``weights`` entry a dataset's ``features.weights`` names (``DEFAULT`` and
     torchvision's ``IMAGENET1K_V1`` are ``vgg16_imagenet``)."""
@@ -380,9 +424,18 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
                 "an entry that is not a file must be inside an archive unpacked before it"
             )
     fmt = cfg.get("format") or {}
-    for part, names in dict(fmt.get("parts") or {}).items():
-        for j, file in enumerate([names] if isinstance(names, str) else names):
-            _raw_file_check(f"{base}.format.parts.{part}[{j}]", file, files, unpack)
+    if is_model_outputs(cfg):
+        _check_model_outputs(base, fmt, cfg, files, unpack)
+    else:
+        if not isinstance(fmt.get("label_column", ""), str):
+            raise ConfigError(f"config: {base}.format.label_column: {fmt['label_column']!r}: a column number is only "
+                              "read by kind model_outputs with header: false; give the column's name")
+        for part, names in dict(fmt.get("parts") or {}).items():
+            if isinstance(names, Mapping):
+                raise ConfigError(f"config: {base}.format.parts.{part}: {{scores, labels}} is only read by kind "
+                                  "model_outputs; give a file or a list of files")
+            for j, file in enumerate([names] if isinstance(names, str) else names):
+                _raw_file_check(f"{base}.format.parts.{part}[{j}]", file, files, unpack)
     hierarchy = cfg.get("hierarchy") or {}
     if "file" in hierarchy:
         _raw_file_check(f"{base}.hierarchy.file", hierarchy["file"], files, unpack)

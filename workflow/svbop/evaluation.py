@@ -378,7 +378,7 @@ def dataset_summary(
     dataset: str,
     title: str,
     n_classes: int,
-    n_features: int,
+    n_features: int | None,
     split: Mapping[str, np.ndarray],
     P_test,
     y_test,
@@ -396,6 +396,7 @@ def dataset_summary(
     layer is the features, then liblinear), it is their sum, and the parts are kept as
     ``train_seconds_parts``.  ``features_seconds``: the time spent computing the features
     (beyond any model training counted in ``train_seconds``), kept as ``features_seconds``.
+    ``n_features`` None: the dataset is a model's outputs (no features of ours; ``D`` is None).
     """
     y_test = check_labels(y_test, np.shape(P_test), "y_test")
     parts = {str(k): float(v) for k, v in (train_parts or {}).items()}
@@ -411,7 +412,7 @@ def dataset_summary(
         "description": description,
         "features": features,
         "K": int(n_classes),
-        "D": int(n_features),
+        "D": None if n_features is None else int(n_features),
         **{f"N_{part}": int(len(split[part])) for part in ("train", "validation", "calibration", "test")},
         "top1_pct": 100.0 * top1_accuracy(P_test, y_test),
         "train_seconds": None if train_seconds is None else float(train_seconds),

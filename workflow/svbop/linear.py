@@ -43,6 +43,8 @@ every training example, typically a bias of a few units below zero).  No special
 
 from __future__ import annotations
 
+import dataclasses
+
 import ctypes
 import logging
 import mmap
@@ -209,6 +211,18 @@ class LinearModel:
         """Fraction of non-zero weights in ``W``."""
         size = self.W.shape[0] * self.W.shape[1]
         return self.nnz / size if size else 0.0
+
+    def with_temperature(self, temperature: float) -> "LinearModel":
+        """The model whose softmax is ``softmax((X W^T + b) / T)``: ``W / T`` and ``b / T``, a copy.
+
+        Temperature scaling (:mod:`svbop.calibration`) of the flat model's probabilities, applied
+        to the model itself so that SVBOP-Full and -HSG, which score the model, make their sets
+        from the calibrated probabilities; the order of the classes in every row is unchanged.
+        """
+        from .calibration import _check_temperature
+
+        T = _check_temperature(temperature)
+        return dataclasses.replace(self, W=self.W / T, b=self.b / T)
 
     def decision_function(self, X: np.ndarray | sp.spmatrix) -> np.ndarray:
         """One-vs-rest scores ``X W^T + b``.

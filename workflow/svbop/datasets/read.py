@@ -33,6 +33,7 @@ FORMATS: dict[str, tuple[str, str]] = {
     "voc": ("images", "read_voc"),
     "image_list": ("images", "read_image_list"),
     "npz": ("npz", "read_npz"),
+    "model_outputs": ("outputs", "read_model_outputs"),
 }
 
 
@@ -90,7 +91,10 @@ def read_dataset(
     parts = spec.pop("parts", None)
     if not isinstance(parts, Mapping) or not parts:
         raise ValueError(f"{where}.parts: expected a mapping of part name to a list of files, got {parts!r}")
-    parts = {str(k): [str(f) for f in ([v] if isinstance(v, (str, os.PathLike)) else v)] for k, v in parts.items()}
+    if kind == "model_outputs":  # split name -> {scores: FILE, labels: FILE}
+        parts = {str(k): dict(v) if isinstance(v, Mapping) else v for k, v in parts.items()}
+    else:
+        parts = {str(k): [str(f) for f in ([v] if isinstance(v, (str, os.PathLike)) else v)] for k, v in parts.items()}
     params = inspect.signature(reader).parameters
     known = [p for p in params if p not in ("root", "parts")]
     unknown = sorted(set(spec) - set(known))

@@ -89,7 +89,7 @@ def table2_vs_paper(summaries: Iterable[Mapping[str, object]], links: Links) -> 
         name, relation = _paper_of(links, str(s["dataset"]))
         ours.append(
             {"dataset": str(s["dataset"]), "title": dataset_label(s), "paper_dataset": name or "",
-             "relation": relation, "K": int(s["K"]), "D": int(s["D"]),
+             "relation": relation, "K": int(s["K"]), "D": None if s["D"] is None else int(s["D"]),
              "N_train": int(s["N_train"]) + int(s["N_validation"]) + int(s["N_calibration"]),
              "N_test": int(s["N_test"])}
         )
@@ -270,7 +270,8 @@ def read_train_seconds(files: Mapping[str, Mapping[str, Sequence[str | os.PathLi
 def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[str], links: Links) -> pd.DataFrame:
     """Table 5: the hyper-parameters actually used (from the config), beside the paper's.
 
-    HSG and HF values are empty where the dataset does not enable them.
+    HSG and HF values are empty where the dataset does not enable them.  A model's outputs
+    (``format.kind: model_outputs``) have no hyper-parameters of ours: they are left out.
 
     Returns
     -------
@@ -282,6 +283,8 @@ def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[
     rows = []
     for name in run:
         cfg = datasets[name]
+        if (cfg.get("format") or {}).get("kind") == "model_outputs":
+            continue
         pname, relation = _paper_of(links, name)
         row: dict[str, object] = {"dataset": name, "paper_dataset": pname or "", "relation": relation}
         for col, (section, key) in TABLE5_KEYS.items():

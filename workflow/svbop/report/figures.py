@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -441,6 +441,54 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
     handles.append(Line2D([], [], color="0.5", linestyle=":", label="guaranteed coverage 1 - ε"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), fontsize=LEGEND_PT,
                frameon=False)
+    return fig
+
+
+def plot_reliability(records: Mapping[str, Mapping[str, object]], titles=None, ncols: int = 2) -> "Figure":
+    """Reliability diagrams of the test rows before and after calibration, one panel per dataset.
+
+    Parameters
+    ----------
+    records : mapping of dataset key to calibration record
+        :func:`svbop.calibration.calibrate_parts`'s record (``test.before`` / ``test.after``, each with
+        ``reliability``: equal-mass bins of the top-label confidence).
+    titles : mapping of str to str, optional
+        Dataset key -> panel title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Accuracy against mean confidence per bin; the diagonal is perfect calibration.
+    """
+    if not records:
+        raise ValueError("plot_reliability: no calibration records")
+    titles = dict(titles or {})
+    keys = list(records)
+    ncols = max(1, min(ncols, len(keys)))
+    nrows = -(-len(keys) // ncols)
+    fig = _new_figure(figsize=(4.6 * ncols, 4.0 * nrows + 0.6))
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax, d in zip(axes, keys):
+        rec = records[d]
+        test = rec.get("test") or {}
+        ax.plot([0, 1], [0, 1], color="0.6", linestyle=":", linewidth=1.0, label="perfect calibration")
+        T = float(rec.get("temperature", 1.0))
+        shown = [("before", "tab:red", "o", "as given")] if T == 1.0 else [
+            ("before", "tab:red", "o", "before (T = 1)"), ("after", "tab:blue", "s", f"after (T = {T:.3g})")]
+        for when, color, marker, label in shown:
+            curve = (test.get(when) or {}).get("reliability") or {}
+            ece = (test.get(when) or {}).get("ece")
+            ax.plot(curve.get("confidence", []), curve.get("accuracy", []), color=color, marker=marker, markersize=4,
+                    linewidth=1.2, label=f"{label}, ECE {100 * ece:.1f} %" if ece is not None else label)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("mean top-class probability (bin)")
+        ax.set_ylabel("top-1 accuracy (bin)")
+        ax.set_title(titles.get(d, d))
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", fontsize=LEGEND_PT, frameon=False)
+    for ax in axes[len(keys):]:
+        ax.set_visible(False)
     return fig
 
 

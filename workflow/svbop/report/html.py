@@ -334,6 +334,56 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
             "figure": _data_uri(_png_bytes("beyond the paper", figure)) if figure is not None else None}
 
 
+def _read_calibration(source: object) -> dict[str, object]:
+    if isinstance(source, Mapping):
+        return dict(source)
+    path = Path(source)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable calibration record ({exc})") from None
+    if not isinstance(record, dict) or "temperature" not in record or "test" not in record:
+        raise ValueError(f"{path}: not a calibration record (no temperature or test key)")
+    return record
+
+
+def _context_calibration(calibration: Mapping[str, object] | None, names: DisplayNames,
+                         order: Sequence[str]) -> dict[str, object] | None:
+    """The section "Calibration of the probabilities": per dataset, the temperature, ECE and NLL before
+    and after (validation and test rows), where its rows came from (a model's outputs), and what
+    calibration changed in SVBOP-Full's sets; one reliability figure. None without records."""
+    if not calibration:
+        return None
+    from .figures import plot_reliability
+
+    records = {str(d): _read_calibration(src) for d, src in calibration.items()}
+    keys = [d for d in order if d in records] + [d for d in records if d not in order]
+    out = []
+    for d in keys:
+        r = records[d]
+        T = float(r["temperature"])
+        metrics = []
+        for part in ("validation", "test"):
+            m = r.get(part)
+            if not m:
+                continue
+            b, a = m["before"], m["after"]
+            metrics.append({"part": part, "rows": int((r.get("rows") or {}).get(part, 0)),
+                            "nll": (_fmt(b["nll"], 4), _fmt(a["nll"], 4)),
+                            "ece": (_fmt(100 * b["ece"], 2), _fmt(100 * a["ece"], 2)),
+                            "top1": _fmt(a["top1_pct"], 2)})
+        sets = [{"name": html_name(utility_name(e["utility"])),
+                 "u": (_fmt(e["before"]["utility_pct"]), _fmt(e["after"]["utility_pct"])),
+                 "size": (_fmt(e["before"]["mean_size"], 3), _fmt(e["after"]["mean_size"], 3))}
+                for e in r.get("sets") or []]
+        out.append({"id": d, "title": names.dataset(d), "method": r.get("method", "none"), "temperature": f"{T:.4g}",
+                    "at_bound": bool(r.get("at_bound")), "outputs": r.get("outputs", ""),
+                    "model_outputs": bool(r.get("model_outputs")), "origin": dict(r.get("origin") or {}),
+                    "metrics": metrics, "sets": sets, "calibrated": T != 1.0})
+    figure = plot_reliability(records, {d: names.dataset(d) for d in keys})
+    return {"datasets": out, "figure": _data_uri(_png_bytes("reliability", figure)), "bins": records[keys[0]].get("ece_bins", 15)}
+
+
 def _context_scaling(scaling: str | os.PathLike | Mapping[str, object] | None) -> dict[str, object] | None:
     """The scaling figure (svbop's own, beyond the paper) and its one-line summary, or None."""
     if scaling is None:
@@ -513,6 +563,7 @@ def build_report(
     beyond_figure: object | None = None,
     beyond_skipped: Mapping[str, Mapping[str, str]] | None = None,
     scaling: str | os.PathLike | Mapping[str, object] | None = None,
+    calibration: Mapping[str, object] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -574,6 +625,11 @@ def build_report(
         Results of ``benchmarks/bench_scaling.py --out`` (the file, or
         :func:`~svbop.report.figures.read_scaling`'s data): the Table 4 section then shows its time
         per row against K, marked as svbop's own measurement beyond the paper.  None: nothing shown.
+    calibration : mapping, optional
+        dataset -> its calibration record (``results/<dataset>/calibration.json`` or the dict of
+        :func:`svbop.calibration.calibrate_parts`): the section "Calibration of the probabilities"
+        (temperature, ECE and NLL before and after, reliability diagram, what changed in the sets);
+        none when omitted or empty.
 
     Returns
     -------
@@ -766,6 +822,9 @@ def build_report(
         "genreject_figure": genreject_figure,
         "downloads": downloads,
     }
+    context["calibration"] = _context_calibration(calibration, names, dataset_ids)
+    context["model_outputs"] = [{"id": d["id"], "title": d["title"]} for d in datasets
+                                if d["summary"].get("model_outputs") is True]
     context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids)
     template_path = _resolve_template(template)
     env = jinja2.Environment(

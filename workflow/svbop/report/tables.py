@@ -145,8 +145,13 @@ def _check_summary(summary: object, source: str | None = None) -> dict[str, obje
     for key in SUMMARY_KEYS:
         if key not in summary:
             raise ValueError(f"{where}: missing key {key!r}")
+    # a model's outputs (summary model_outputs: true) have no features or training of ours: D and
+    # train_seconds are None there, and every table says "not applicable: model outputs"
+    optional = ("D", "train_seconds") if summary.get("model_outputs") is True else ()
     for key in ("K", "D", "N_train", "N_validation", "N_calibration", "N_test", "top1_pct", "train_seconds"):
         value = summary[key]
+        if value is None and key in optional:
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"{where}: key {key!r} must be a number, got {value!r}")
     return dict(summary)
@@ -288,7 +293,7 @@ def table2(summaries: Iterable[Mapping[str, object]]) -> pd.DataFrame:
             {
                 "Dataset": dataset_label(s),
                 "K": int(s["K"]),
-                "D": int(s["D"]),
+                "D": None if s["D"] is None else int(s["D"]),
                 "N_train": int(s["N_train"]),
                 "N_validation": int(s["N_validation"]),
                 "N_calibration": int(s["N_calibration"]),

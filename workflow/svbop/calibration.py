@@ -1,0 +1,412 @@
+"""Calibration of a model's class probabilities before any set is made (temperature scaling).
+
+The Bayes-optimal sets of the paper (and every set built from ``P(c|x)``) are optimal only when
+the probabilities are calibrated.  A deep network's softmax is often over-confident and
+one-vs-rest scores pushed through a softmax rarely sum to a calibrated distribution.  This
+module fits one temperature ``T`` on held-out rows (Guo, Pleiss, Sun, Weinberger, "On calibration
+of modern neural networks", ICML 2017) and measures calibration before and after:
+
+- :func:`fit_temperature`: ``T`` minimising the negative log-likelihood (NLL) of
+  ``softmax(z / T)`` on the validation rows, by a bounded 1-D search over ``log T``;
+- :func:`outputs_to_probabilities`: logits (or probabilities) -> ``P(c|x)`` at a temperature;
+- :func:`negative_log_likelihood`, :func:`expected_calibration_error` (top-label ECE over
+  equal-mass bins: each bin holds the same number of rows, so no bin is empty and none is
+  decided by a handful of rows) and :func:`reliability_curve` (the reliability diagram's points).
+
+Logits ``z`` are taken as they are; probabilities are turned into ``z = log P`` first (a zero
+probability becomes ``log`` of the smallest positive double, ``-708``, so that a temperature above
+1 may give it a little mass back, as softening does).  The temperature never changes which class
+is most probable, nor the order of the classes in a row: a temperature changes the sets of
+SVBOP-Full (their size), never their ranking.
+
+Every function takes anything numpy can read (torch tensors are moved to the host first by the
+caller, :mod:`svbop` public functions do it) and computes in float64, in blocks of rows, so the
+extra memory is a few blocks of ``K`` doubles besides the input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = [
+    "CALIBRATION_METHODS",
+    "ECE_BINS",
+    "TemperatureScaling",
+    "calibration_metrics",
+    "expected_calibration_error",
+    "fit_temperature",
+    "negative_log_likelihood",
+    "outputs_to_probabilities",
+    "read_temperature",
+    "reliability_curve",
+]
+
+#: ``calibrate:`` values: ``none`` keeps the model's probabilities, ``temperature`` fits one T.
+CALIBRATION_METHODS = ("none", "temperature")
+#: Bins of the top-label ECE and the reliability diagram (equal-mass; 15 as in Guo et al.).
+ECE_BINS = 15
+#: The bounds of the temperature search (T in [1/100, 100]): beyond them a model's scores carry
+#: no information (T -> inf gives the uniform distribution) or are hard labels (T -> 0).
+T_BOUNDS = (0.01, 100.0)
+#: log of the smallest positive normal double: log P for P = 0 (probabilities given as such).
+_LOG_TINY = math.log(np.finfo(np.float64).tiny)
+_BLOCK_ROWS = 4096
+
+
+def _as_scores(scores, name: str) -> np.ndarray:
+    arr = np.asarray(scores)
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise ValueError(f"{name}: expected a numeric matrix, got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise ValueError(f"{name}: expected a 2-D (n_samples, n_classes) matrix, got shape {arr.shape}")
+    return arr
+
+
+def _as_labels(y, n: int, K: int, name: str = "y") -> np.ndarray:
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name}: expected {n} labels (one per row), got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"{name}: expected integer class indices, got dtype {arr.dtype}")
+    if n and (arr.min() < 0 or arr.max() >= K):
+        bad = int(np.flatnonzero((arr < 0) | (arr >= K))[0])
+        raise ValueError(f"{name}: label {int(arr[bad])} at row {bad} is outside 0..{K - 1}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _logits(block: np.ndarray, outputs: str) -> np.ndarray:
+    """float64 logits of a block: the scores themselves, or log P for probabilities."""
+    z = np.array(block, dtype=np.float64)
+    if outputs == "probabilities":
+        with np.errstate(divide="ignore"):
+            np.log(z, out=z)
+        np.maximum(z, _LOG_TINY, out=z)
+    elif outputs != "logits":
+        raise ValueError(f"outputs: expected 'logits' or 'probabilities', got {outputs!r}")
+    return z
+
+
+def _softmax_inplace(z: np.ndarray) -> np.ndarray:
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    return z
+
+
+def outputs_to_probabilities(scores, *, outputs: str = "logits", temperature: float = 1.0,
+                             dtype=np.float64) -> np.ndarray:
+    """``P(c|x) = softmax(z / T)`` for logits ``z``, or for ``z = log P`` given probabilities.
+
+    With ``outputs="probabilities"`` and ``temperature=1`` the rows are only renormalised (they
+    sum to 1 within rounding already when they pass the readers' checks).
+
+    Parameters
+    ----------
+    scores : array-like, shape (n_samples, n_classes)
+    outputs : {"logits", "probabilities"}
+    temperature : float > 0
+    dtype : numpy dtype of the result (float64; float32 halves its memory)
+    """
+    Z = _as_scores(scores, "scores")
+    T = _check_temperature(temperature)
+    out = np.empty(Z.shape, dtype=dtype)
+    for lo in range(0, Z.shape[0], _BLOCK_ROWS):
+        z = _logits(Z[lo: lo + _BLOCK_ROWS], outputs)
+        if T != 1.0:
+            z /= T
+        out[lo: lo + _BLOCK_ROWS] = _softmax_inplace(z)
+    return out
+
+
+def _check_temperature(temperature) -> float:
+    try:
+        T = float(temperature)
+    except (TypeError, ValueError):
+        raise ValueError(f"temperature: expected a positive number, got {temperature!r}") from None
+    if not (math.isfinite(T) and T > 0):
+        raise ValueError(f"temperature: expected a finite number > 0, got {temperature!r}")
+    return T
+
+
+def _nll_curve(Z: np.ndarray, y: np.ndarray, outputs: str):
+    """A function T -> mean NLL of softmax(z / T), over blocks of rows (z recomputed per block,
+    so memory stays at one block besides the input)."""
+    n = Z.shape[0]
+    blocks = []
+    if Z.shape[0] * Z.shape[1] <= 4 * 10**7:  # up to 320 MB of float64 logits: keep them
+        z = _logits(Z, outputs)
+        blocks.append((z, z[np.arange(n), y]))
+    else:
+        blocks = None
+
+    def nll(T: float) -> float:
+        total = 0.0
+        if blocks is not None:
+            it = blocks
+        else:
+            it = ((zb, zb[np.arange(zb.shape[0]), y[lo: lo + _BLOCK_ROWS]])
+                  for lo in range(0, n, _BLOCK_ROWS) for zb in (_logits(Z[lo: lo + _BLOCK_ROWS], outputs),))
+        for z, zy in it:
+            s = z / T
+            m = s.max(axis=1)
+            lse = m + np.log(np.exp(s - m[:, None]).sum(axis=1))
+            total += float(np.sum(lse - zy / T))
+        return total / n
+
+    return nll
+
+
+def fit_temperature(scores, y, *, outputs: str = "logits", bounds: tuple[float, float] = T_BOUNDS,
+                    xatol: float = 1e-5) -> float:
+    """The temperature ``T`` minimising the mean NLL of ``softmax(z / T)`` on ``(scores, y)``.
+
+    A bounded Brent search over ``log T`` in ``bounds`` (scipy's ``minimize_scalar``): the NLL of
+    a temperature-scaled softmax is a smooth function of one variable (convex in ``1 / T``), so
+    the 1-D search finds its minimum to ``xatol`` in ``log T`` in a few dozen evaluations.
+
+    Parameters
+    ----------
+    scores : array-like, shape (n_samples, n_classes)
+        Logits, or probabilities (``outputs="probabilities"``: fitted on ``log P``).
+    y : array-like of int, shape (n_samples,)
+        True classes in ``0 .. n_classes - 1``.
+    outputs : {"logits", "probabilities"}
+    bounds : (float, float)
+        The smallest and largest temperature searched.
+
+    Returns
+    -------
+    float
+        The fitted temperature; a value at a bound means the minimum lies at or beyond it.
+
+    Raises
+    ------
+    ValueError
+        No rows, non-finite scores, or labels outside ``0 .. n_classes - 1``.
+    """
+    from scipy.optimize import minimize_scalar
+
+    Z = _as_scores(scores, "scores")
+    n, K = Z.shape
+    if n == 0:
+        raise ValueError("scores: no rows to fit a temperature on")
+    yy = _as_labels(y, n, K)
+    if outputs == "logits" and not np.all(np.isfinite(Z)):
+        raise ValueError("scores: non-finite logits (NaN or inf)")
+    lo, hi = (float(b) for b in bounds)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise ValueError(f"bounds: expected 0 < low < high, got {bounds!r}")
+    nll = _nll_curve(Z, yy, outputs)
+    res = minimize_scalar(lambda t: nll(math.exp(t)), bounds=(math.log(lo), math.log(hi)), method="bounded",
+                          options={"xatol": xatol})
+    return float(math.exp(res.x))
+
+
+def negative_log_likelihood(P, y) -> float:
+    """Mean ``-log P(y|x)`` (natural log); a zero probability counts as the smallest positive double."""
+    P = _as_scores(P, "P")
+    yy = _as_labels(y, P.shape[0], P.shape[1])
+    if P.shape[0] == 0:
+        raise ValueError("P: no rows")
+    p = np.asarray(P[np.arange(P.shape[0]), yy], dtype=np.float64)
+    return float(-np.mean(np.log(np.maximum(p, np.finfo(np.float64).tiny))))
+
+
+def _top_label(P: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's top probability and whether its top class (ties: the lowest id) is y."""
+    conf = np.empty(P.shape[0], dtype=np.float64)
+    hit = np.empty(P.shape[0], dtype=bool)
+    for lo in range(0, P.shape[0], _BLOCK_ROWS):
+        block = np.asarray(P[lo: lo + _BLOCK_ROWS])
+        top = block.argmax(axis=1)
+        conf[lo: lo + len(top)] = block[np.arange(len(top)), top]
+        hit[lo: lo + len(top)] = top == y[lo: lo + len(top)]
+    return conf, hit
+
+
+def reliability_curve(P, y, n_bins: int = ECE_BINS) -> dict[str, list]:
+    """The reliability diagram's points: equal-mass bins of the top-label confidence.
+
+    Rows are sorted by their top probability and cut into ``n_bins`` groups of (nearly) equal
+    size (fewer when there are fewer rows).  Per bin: ``confidence`` (mean top probability),
+    ``accuracy`` (share of rows whose top class is right) and ``count``.
+    """
+    P = _as_scores(P, "P")
+    yy = _as_labels(y, P.shape[0], P.shape[1])
+    if not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins: expected a positive int, got {n_bins!r}")
+    conf, hit = _top_label(P, yy)
+    order = np.argsort(conf, kind="stable")
+    out = {"confidence": [], "accuracy": [], "count": []}
+    for idx in np.array_split(order, min(int(n_bins), max(1, len(order)))):
+        if len(idx) == 0:
+            continue
+        out["confidence"].append(float(conf[idx].mean()))
+        out["accuracy"].append(float(hit[idx].mean()))
+        out["count"].append(int(len(idx)))
+    return out
+
+
+def expected_calibration_error(P, y, n_bins: int = ECE_BINS) -> float:
+    """Top-label ECE over ``n_bins`` equal-mass bins: ``sum_b (n_b / n) |accuracy_b - confidence_b|``."""
+    curve = reliability_curve(P, y, n_bins)
+    n = sum(curve["count"])
+    if n == 0:
+        raise ValueError("P: no rows")
+    return float(sum(c * abs(a - f) for c, a, f in zip(curve["count"], curve["accuracy"], curve["confidence"])) / n)
+
+
+def calibration_metrics(P, y, n_bins: int = ECE_BINS) -> dict[str, object]:
+    """``{"nll", "ece", "top1_pct", "reliability"}`` of probabilities ``P`` on labels ``y``."""
+    curve = reliability_curve(P, y, n_bins)
+    n = sum(curve["count"])
+    ece = float(sum(c * abs(a - f) for c, a, f in zip(curve["count"], curve["accuracy"], curve["confidence"])) / n)
+    top1 = float(sum(c * a for c, a in zip(curve["count"], curve["accuracy"])) / n)
+    return {"nll": negative_log_likelihood(P, y), "ece": ece, "top1_pct": 100.0 * top1, "reliability": curve}
+
+
+class TemperatureScaling:
+    """Temperature scaling of a model's outputs (scikit-learn style).
+
+    Parameters
+    ----------
+    outputs : {"logits", "probabilities"}
+        What the scores given to :meth:`fit` and :meth:`transform` are.
+    bounds : (float, float)
+        Range of the temperature search.
+
+    Attributes
+    ----------
+    temperature_ : float
+        The fitted temperature (> 1: the model was over-confident).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.array([[4.0, 0.0], [0.0, 4.0], [4.0, 0.0], [4.0, 0.0]])
+    >>> ts = TemperatureScaling().fit(z, [0, 1, 1, 0])
+    >>> bool(ts.temperature_ > 1)
+    True
+    """
+
+    def __init__(self, outputs: str = "logits", bounds: tuple[float, float] = T_BOUNDS) -> None:
+        self.outputs = outputs
+        self.bounds = bounds
+
+    def fit(self, scores, y) -> "TemperatureScaling":
+        self.temperature_ = fit_temperature(scores, y, outputs=self.outputs, bounds=self.bounds)
+        return self
+
+    def transform(self, scores, dtype=np.float64) -> np.ndarray:
+        """Calibrated probabilities ``softmax(z / temperature_)``."""
+        if not hasattr(self, "temperature_"):
+            raise ValueError("TemperatureScaling: call fit first")
+        return outputs_to_probabilities(scores, outputs=self.outputs, temperature=self.temperature_, dtype=dtype)
+
+    def at_bound(self) -> bool:
+        """Whether the fitted temperature is at an end of ``bounds`` (within 0.1 %)."""
+        lo, hi = self.bounds
+        return bool(self.temperature_ <= lo * 1.001 or self.temperature_ >= hi / 1.001)
+
+
+def read_temperature(paths) -> float:
+    """The temperature of a calibration record written by the pipeline (1.0 when ``paths`` is empty:
+    the dataset is not calibrated)."""
+    import json
+
+    paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
+    if not paths:
+        return 1.0
+    with open(paths[0]) as fh:
+        record = json.load(fh)
+    return _check_temperature(record.get("temperature", 1.0))
+
+
+def describe(record: Mapping[str, object]) -> str:
+    """One line for a log: temperature and the test rows' ECE and NLL before -> after."""
+    before, after = record.get("test_before", {}), record.get("test_after", {})
+    return (f"{record.get('method')}: T = {record.get('temperature', 1.0):.4g}; test ECE "
+            f"{before.get('ece', float('nan')):.4f} -> {after.get('ece', float('nan')):.4f}, NLL "
+            f"{before.get('nll', float('nan')):.4f} -> {after.get('nll', float('nan')):.4f}")
+
+
+def calibrate_parts(
+    scores: Mapping[str, object],
+    labels: Mapping[str, object],
+    *,
+    outputs: str = "logits",
+    method: str = "temperature",
+    utilities=(),
+    dtype=np.float32,
+    n_bins: int = ECE_BINS,
+) -> tuple[dict[str, np.ndarray], dict[str, object]]:
+    """Probabilities of every part, calibrated on the validation rows, and a record of what changed.
+
+    Parameters
+    ----------
+    scores, labels : mappings of part name (``validation``, ``calibration``, ``test``) to arrays
+        A model's scores (``outputs``) and true classes per part.  The temperature is fitted on
+        ``validation`` only; ``test`` is only ever measured.
+    outputs : {"logits", "probabilities"}
+    method : {"none", "temperature"}
+        ``none``: the probabilities as given (``softmax`` of logits), measured all the same.
+    utilities : sequence of utility specs
+        SVBOP-Full's sets on the test rows under each, before and after calibration (their mean
+        utility and size go into the record: what calibration changed in the sets).
+    dtype : numpy dtype of the returned probabilities (float32, as the pipeline stores them)
+
+    Returns
+    -------
+    probabilities : dict of part name to (n_part, K) arrays
+    record : dict
+        ``method``, ``outputs``, ``temperature`` (1 for ``none``), ``at_bound``, ``ece_bins`` and
+        ``ece_binning``, per part ``rows``, ``validation`` and ``test`` each with ``before`` and
+        ``after`` (``nll``, ``ece``, ``top1_pct``, ``reliability``), and ``sets``: one entry per
+        utility with SVBOP-Full's mean utility (%) and mean size before and after.
+    """
+    from .metrics import set_utility
+    from .search import predict_sets
+
+    if method not in CALIBRATION_METHODS:
+        raise ValueError(f"calibrate: expected one of {', '.join(CALIBRATION_METHODS)}, got {method!r}")
+    if "test" not in scores:
+        raise ValueError("scores: no test part")
+    T, at_bound = 1.0, False
+    if method == "temperature":
+        if "validation" not in scores or np.asarray(labels["validation"]).size == 0:
+            raise ValueError("calibrate: temperature is fitted on the validation rows, and there are none "
+                             "(give a validation part or a split.validation size)")
+        scaler = TemperatureScaling(outputs).fit(scores["validation"], labels["validation"])
+        T, at_bound = scaler.temperature_, scaler.at_bound()
+    probs, record = {}, {
+        "method": method, "outputs": outputs, "temperature": T, "at_bound": at_bound, "bounds": list(T_BOUNDS),
+        "ece_bins": int(n_bins), "ece_binning": "equal-mass (each bin the same number of rows), top-label",
+        "fitted_on": "validation" if method == "temperature" else None,
+        "rows": {p: int(np.asarray(labels[p]).size) for p in scores},
+    }
+    before_test = None
+    for part in scores:
+        probs[part] = outputs_to_probabilities(scores[part], outputs=outputs, temperature=T, dtype=dtype)
+        if part in ("validation", "test") and np.asarray(labels[part]).size:
+            before = outputs_to_probabilities(scores[part], outputs=outputs, dtype=np.float64) if T != 1.0 else None
+            after_m = calibration_metrics(probs[part], labels[part], n_bins)
+            before_m = calibration_metrics(before, labels[part], n_bins) if before is not None else after_m
+            record[part] = {"before": before_m, "after": after_m}
+            if part == "test":
+                before_test = before if before is not None else probs[part]
+    y_test = np.asarray(labels["test"])
+    record["sets"] = []
+    for spec in utilities:
+        row = {"utility": str(spec)}
+        for when, P in (("before", before_test), ("after", probs["test"])):
+            sets = predict_sets(P, spec)
+            row[when] = {"utility_pct": 100.0 * float(np.mean(set_utility(sets, y_test, spec))),
+                         "mean_size": float(np.mean(sets.sizes))}
+        record["sets"].append(row)
+    return probs, record

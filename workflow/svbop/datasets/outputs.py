@@ -1,0 +1,407 @@
+"""Reader for a trained model's outputs on held-out rows (``format.kind: model_outputs``).
+
+Most people who need set-valued predictions already have a model: a fine-tuned network, a
+gradient-boosting model, an LLM classifier.  Its probabilities (or logits) on held-out rows are
+all that every set of this project needs: SVBOP-Full, the threshold and top-s baselines,
+conformal sets, Bayes-optimal sets with a coverage guarantee and hierarchy-restricted sets depend
+on ``P(c|x)`` alone (the paper's own framing).  This reader turns such files into a
+:class:`~svbop.datasets.Dataset` whose ``X`` is the ``(n, K)`` matrix of scores (float64),
+``y`` the labels and ``part`` the split each row was given for (``validation``,
+``calibration``, ``test`` or ``all``); :func:`split_model_outputs` deals the parts that were not
+given out of ``all`` (or out of ``test``), seeded and stratified.
+
+Files
+-----
+scores
+    ``.npy``; ``.npz`` (its only array, or ``scores_key``); ``.csv`` / ``.tsv`` (K numeric
+    columns; with ``label_column`` the labels are that column of the same file, and with a
+    header line the score columns' names are the class names unless ``class_names`` is given).
+labels
+    ``.npy`` (integers or names), or a text file with one integer or class name per line.
+    Omitted when ``label_column`` is set.
+class names
+    ``class_names`` (a list in the config) or ``class_names_file`` (one name per line); labels
+    given as names need one of them (or a CSV header).
+
+Every check names the file, and the row or column where it applies: NaN or inf; with
+``outputs: probabilities``, a negative value or a row not summing to 1 within
+:data:`SUM_TOLERANCE` (the message suggests ``outputs: logits`` when the values look like
+logits); a different K than another part's; labels outside ``0 .. K - 1`` or unknown names; a
+row count that differs from the labels'; an empty part.  ``.npy`` and ``.npz`` headers are
+checked against the file's size before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .._npz import NpzReader
+from ..io import load_npy
+from ._files import open_text, resolve
+from .base import Dataset
+
+__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "read_model_outputs", "split_model_outputs", "split_origin"]
+
+logger = logging.getLogger(__name__)
+
+#: What a model's scores are (``format.outputs``).
+OUTPUT_KINDS = ("probabilities", "logits")
+#: The parts a ``model_outputs`` dataset may give (``format.parts``).
+OUTPUT_PARTS = ("validation", "calibration", "test", "all")
+#: How far a row of probabilities may sum from 1.
+SUM_TOLERANCE = 1e-6
+_BLOCK = 8192
+
+
+def _read_names(path: Path) -> list[str]:
+    with open_text(path) as fh:
+        names = [line.rstrip("\r\n") for line in fh]
+    while names and names[-1] == "":
+        names.pop()
+    if not names:
+        raise ValueError(f"{path}: no class names (expected one per line)")
+    empty = [i for i, n in enumerate(names) if not n.strip()]
+    if empty:
+        raise ValueError(f"{path}: line {empty[0] + 1}: empty class name")
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise ValueError(f"{path}: class name {dup!r} is listed twice")
+    return names
+
+
+def _read_csv(path: Path, *, header: bool, sep: str | None, label_column) -> tuple[np.ndarray, np.ndarray | None, list[str] | None]:
+    """Scores (and the label column) of a CSV/TSV file; column names when it has a header."""
+    import pandas as pd
+
+    if sep is None:
+        sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
+    try:
+        frame = pd.read_csv(path, sep=sep, header=0 if header else None, dtype=str, keep_default_na=False,
+                            skip_blank_lines=True)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable {'tab' if sep == chr(9) else repr(sep)}-separated file "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    columns = [str(c) for c in frame.columns]
+    labels = None
+    if label_column is not None:
+        if header:
+            if str(label_column) not in columns:
+                raise ValueError(f"{path}: no column {str(label_column)!r} (label_column); its columns: "
+                                 f"{', '.join(columns[:8])}{', ...' if len(columns) > 8 else ''}")
+            key = columns.index(str(label_column))
+        else:
+            if isinstance(label_column, bool) or not isinstance(label_column, (int, np.integer)):
+                raise ValueError(f"{path}: label_column must be a 0-based column number when header is false, "
+                                 f"got {label_column!r}")
+            if not 0 <= int(label_column) < len(columns):
+                raise ValueError(f"{path}: label_column {label_column} is outside its {len(columns)} columns (0-based)")
+            key = int(label_column)
+        labels = frame.iloc[:, key].to_numpy(dtype=str)
+        frame = frame.drop(columns=frame.columns[key])
+        columns.pop(key)
+    values = np.empty(frame.shape, dtype=np.float64)
+    for j in range(frame.shape[1]):
+        col = frame.iloc[:, j]
+        try:
+            values[:, j] = col.astype(np.float64).to_numpy()
+        except ValueError:
+            num = pd.to_numeric(col, errors="coerce")
+            bad = int(np.flatnonzero(num.isna().to_numpy())[0])
+            line = bad + 1 + (1 if header else 0)
+            raise ValueError(f"{path}: line {line}, column {columns[j] if header else j}: {col.iloc[bad]!r} is not a "
+                             f"number (set label_column if this column holds the labels)") from None
+    return values, labels, (columns if header else None)
+
+
+def _read_scores(path: Path, *, scores_key: str | None, header: bool, sep: str | None, label_column):
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        if label_column is not None:
+            raise ValueError(f"{path}: label_column needs a CSV/TSV scores file; give the part a labels file")
+        return load_npy(path, "scores file"), None, None
+    if suffix == ".npz":
+        if label_column is not None:
+            raise ValueError(f"{path}: label_column needs a CSV/TSV scores file; give the part a labels file")
+        with NpzReader(path, "scores file") as data:
+            keys = sorted(data.files)
+            if scores_key is None:
+                if len(keys) != 1:
+                    raise ValueError(f"{path}: holds {len(keys)} arrays ({', '.join(keys[:8])}); set scores_key to the scores' name")
+                scores_key = keys[0]
+            elif scores_key not in data:
+                raise ValueError(f"{path}: no array {scores_key!r} (scores_key); it holds {', '.join(keys[:8])}")
+            return np.asarray(data[scores_key]), None, None
+    if suffix in (".csv", ".tsv", ".txt", ".tab"):
+        return _read_csv(path, header=header, sep=sep, label_column=label_column)
+    raise ValueError(f"{path}: scores must be .npy, .npz, .csv or .tsv (got {suffix or 'no extension'})")
+
+
+def _read_labels(path: Path) -> np.ndarray:
+    if path.suffix.lower() == ".npy":
+        y = load_npy(path, "labels file")
+        if y.ndim != 1:
+            raise ValueError(f"{path}: labels have shape {y.shape}; expected one label per row (1-D)")
+        return y
+    with open_text(path) as fh:
+        lines = [line.rstrip("\r\n") for line in fh]
+    while lines and lines[-1] == "":
+        lines.pop()
+    empty = [i for i, v in enumerate(lines) if not v.strip()]
+    if empty:
+        raise ValueError(f"{path}: line {empty[0] + 1}: empty label")
+    return np.asarray([v.strip() for v in lines], dtype=np.str_)
+
+
+def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Path) -> np.ndarray:
+    """Labels as int64 in 0..K-1: integers (or integer strings) directly, names via ``names``."""
+    if y.dtype.kind == "b" or y.dtype.kind == "O":
+        raise ValueError(f"{path}: labels have dtype {y.dtype}; expected integers or class names")
+    if y.dtype.kind == "f":
+        finite = np.isfinite(y)
+        if not finite.all() or not np.all(y == np.round(y)):
+            i = int(np.flatnonzero(~finite | (y != np.round(np.where(finite, y, 0))))[0])
+            raise ValueError(f"{path}: row {i}: label {y[i]!r} is not an integer class index")
+        y = y.astype(np.int64)
+    if y.dtype.kind in "SU":
+        y = y.astype(np.str_)
+        if names is not None:
+            index = {n: i for i, n in enumerate(names)}
+            out = np.empty(len(y), dtype=np.int64)
+            for i, v in enumerate(y.tolist()):
+                j = index.get(v)
+                if j is None:
+                    if v.lstrip("-").isdigit() and not any(n.lstrip("-").isdigit() for n in names):
+                        j = int(v)
+                        if not 0 <= j < K:
+                            raise ValueError(f"{path}: row {i}: label {j} is outside 0..{K - 1}")
+                    else:
+                        raise ValueError(f"{path}: row {i}: label {v!r} is not one of the {K} class names")
+                out[i] = j
+            return out
+        if not all(v.lstrip("-").isdigit() for v in y.tolist()):
+            i = next(i for i, v in enumerate(y.tolist()) if not v.lstrip("-").isdigit())
+            raise ValueError(f"{path}: row {i}: label {y[i]!r} is a name but the classes have none; give class_names "
+                             f"(or class_names_file) in the scores' column order")
+        y = y.astype(np.int64)
+    y = y.astype(np.int64, copy=False)
+    bad = np.flatnonzero((y < 0) | (y >= K))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{path}: row {i}: label {int(y[i])} is outside 0..{K - 1}")
+    return y
+
+
+def check_outputs(S: np.ndarray, outputs: str, where: str) -> None:
+    """Refuse non-finite scores and, for probabilities, negative values and rows not summing to 1."""
+    for lo in range(0, S.shape[0], _BLOCK):
+        block = np.asarray(S[lo: lo + _BLOCK], dtype=np.float64)
+        finite = np.isfinite(block)
+        if not finite.all():
+            r, c = (int(v) for v in np.argwhere(~finite)[0])
+            raise ValueError(f"{where}: row {lo + r}, column {c}: {block[r, c]} (scores must be finite)")
+        if outputs != "probabilities":
+            continue
+        neg = block < 0
+        if neg.any():
+            r, c = (int(v) for v in np.argwhere(neg)[0])
+            raise ValueError(f"{where}: row {lo + r}, column {c}: negative probability {block[r, c]:.6g}"
+                             f"{_logit_hint(block)}")
+        sums = block.sum(axis=1)
+        off = np.abs(sums - 1.0) > SUM_TOLERANCE
+        if off.any():
+            r = int(np.flatnonzero(off)[0])
+            raise ValueError(f"{where}: row {lo + r} sums to {sums[r]:.9g}, not 1 (within {SUM_TOLERANCE:g})"
+                             f"{_logit_hint(block)}")
+
+
+def _logit_hint(block: np.ndarray) -> str:
+    if block.min() < 0 or block.max() > 1 or np.abs(block.sum(axis=1) - 1).max() > 0.1:
+        return "; these look like logits (unnormalised scores): set outputs: logits"
+    return "; renormalise the rows, or set outputs: logits if they are scores"
+
+
+def read_model_outputs(
+    root: str | os.PathLike | None,
+    parts: Mapping[str, object],
+    *,
+    outputs: str,
+    scores_key: str | None = None,
+    label_column: str | int | None = None,
+    header: bool = True,
+    sep: str | None = None,
+    class_names: Sequence[str] | None = None,
+    class_names_file: str | None = None,
+) -> Dataset:
+    """Read a model's scores and labels, part by part, into one :class:`Dataset`.
+
+    Parameters
+    ----------
+    root : path or None
+        Folder the file names are relative to.
+    parts : mapping
+        Split name (``validation``, ``calibration``, ``test`` or ``all``) to
+        ``{"scores": file, "labels": file}`` (``labels`` omitted with ``label_column``).
+    outputs : {"probabilities", "logits"}
+        What the scores are.  Probabilities must be non-negative rows summing to 1.
+    scores_key : str, optional
+        The array of an ``.npz`` scores file that holds several.
+    label_column : str or int, optional
+        CSV/TSV scores: the column holding the labels (its name, or its 0-based number when
+        ``header`` is false).
+    header : bool
+        CSV/TSV scores: whether the first line names the columns.
+    sep : str, optional
+        CSV/TSV field separator (default: tab for ``.tsv``, comma otherwise).
+    class_names, class_names_file : optional
+        The classes' names in the scores' column order (a list, or a file of one name per line).
+
+    Returns
+    -------
+    Dataset
+        ``X`` the (n, K) float64 scores, ``x_kind`` ``"dense"``, ``y``, ``class_names``, ``part``.
+    """
+    if outputs not in OUTPUT_KINDS:
+        raise ValueError(f"outputs: expected one of {', '.join(OUTPUT_KINDS)}, got {outputs!r}")
+    if not isinstance(parts, Mapping) or not parts:
+        raise ValueError(f"parts: expected a mapping of split name ({', '.join(OUTPUT_PARTS)}) to files")
+    unknown = [p for p in parts if p not in OUTPUT_PARTS]
+    if unknown:
+        raise ValueError(f"parts.{unknown[0]}: not a split name (one of {', '.join(OUTPUT_PARTS)})")
+    if "test" not in parts and "all" not in parts:
+        raise ValueError("parts: give test (the rows every reported number is computed on) or all")
+    names = None
+    if class_names is not None and class_names_file is not None:
+        raise ValueError("class_names, class_names_file: give one of them, not both")
+    if class_names is not None:
+        names = [str(c) for c in class_names]
+        if len(set(names)) != len(names):
+            raise ValueError(f"class_names: {next(c for c in names if names.count(c) > 1)!r} is listed twice")
+    elif class_names_file is not None:
+        names = _read_names(resolve(root, class_names_file, "class names file"))
+    blocks, labels, part_names, first = [], [], [], None
+    header_names = None
+    for part, spec in parts.items():
+        if isinstance(spec, (str, os.PathLike)):
+            spec = {"scores": spec}
+        if not isinstance(spec, Mapping) or "scores" not in spec:
+            raise ValueError(f"parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
+        extra = sorted(set(spec) - {"scores", "labels"})
+        if extra:
+            raise ValueError(f"parts.{part}.{extra[0]}: unknown key (known: scores, labels)")
+        spath = resolve(root, spec["scores"], "scores file")
+        S, y_col, cols = _read_scores(spath, scores_key=scores_key, header=bool(header), sep=sep, label_column=label_column)
+        if S.ndim != 2:
+            raise ValueError(f"{spath}: scores have shape {S.shape}; expected a 2-D (n_rows, n_classes) matrix")
+        if S.dtype.kind not in "fiu" or S.dtype.kind == "b":
+            raise ValueError(f"{spath}: scores have dtype {S.dtype}; expected numbers")
+        if S.shape[0] == 0:
+            raise ValueError(f"{spath}: no rows (part {part!r} is empty)")
+        if S.shape[1] < 2:
+            raise ValueError(f"{spath}: {S.shape[1]} column; expected one score per class (K >= 2)")
+        if first is not None and S.shape[1] != first[1]:
+            raise ValueError(f"{spath}: {S.shape[1]} classes (columns) but {first[0]} has {first[1]}")
+        if first is None:
+            first = (spath, S.shape[1])
+        if cols is not None:
+            if header_names is not None and cols != header_names:
+                raise ValueError(f"{spath}: its column names differ from those of {first[0]}")
+            header_names = cols
+        check_outputs(S, outputs, str(spath))
+        if y_col is not None:
+            if "labels" in spec:
+                raise ValueError(f"parts.{part}: both label_column and a labels file; give one")
+            y_raw, lpath = y_col, spath
+        else:
+            if "labels" not in spec:
+                raise ValueError(f"parts.{part}.labels: missing (or set label_column for a CSV/TSV scores file)")
+            lpath = resolve(root, spec["labels"], "labels file")
+            y_raw = _read_labels(lpath)
+        if len(y_raw) != S.shape[0]:
+            raise ValueError(f"{lpath}: {len(y_raw)} labels but {spath} has {S.shape[0]} rows")
+        blocks.append((S, lpath, y_raw))
+        part_names.append(part)
+    K = first[1]
+    if names is None and header_names is not None and not all(c.isdigit() for c in header_names):
+        names = header_names
+    if names is not None and len(names) != K:
+        raise ValueError(f"class_names: {len(names)} names but the scores have {K} columns")
+    X = np.empty((sum(b[0].shape[0] for b in blocks), K), dtype=np.float64)
+    lo = 0
+    for S, lpath, y_raw in blocks:
+        X[lo: lo + S.shape[0]] = S
+        labels.append(_labels_to_indices(np.asarray(y_raw), K, names, lpath))
+        lo += S.shape[0]
+    y = np.concatenate(labels)
+    part = np.repeat(np.asarray(part_names, dtype=np.str_), [b[0].shape[0] for b in blocks])
+    description = (f"a model's {outputs} on held-out rows (model_outputs): "
+                   + "; ".join(f"{p}: {b[0].shape[0]:,} rows from {Path(str(b[1])).name}" for p, b in zip(part_names, blocks)))
+    logger.info("model outputs: %d rows, %d classes (%s), parts %s", X.shape[0], K, outputs,
+                {p: int(b[0].shape[0]) for p, b in zip(part_names, blocks)})
+    return Dataset(name="", X=X, y=y, class_names=names or [str(c) for c in range(K)], description=description,
+                   x_kind="dense", part=part)
+
+
+def split_model_outputs(y: np.ndarray, part: np.ndarray, sizes: Mapping[str, object], *, seed: int = 0) -> dict[str, np.ndarray]:
+    """Validation, calibration and test rows of a model's outputs (no training rows).
+
+    The parts the files give are used as they are.  A missing ``validation`` or ``calibration``
+    is drawn (seeded, stratified by class) from the ``all`` rows, or from the ``test`` rows when
+    there is no ``all``, with the size ``sizes`` gives it (a fraction of those rows, or a count);
+    rows of ``all`` left over go to ``test`` when no ``test`` file was given (no model is trained
+    here, so no rows are kept for training).  The test rows are never used to fit anything.
+    """
+    from .splits import _stratified_order
+
+    y = np.asarray(y)
+    part = np.asarray(part).astype(np.str_)
+    given = set(part.tolist())
+    rng = np.random.default_rng(seed)
+    out = {key: np.flatnonzero(part == key).astype(np.int64) for key in ("validation", "calibration", "test")}
+    pool_name = "all" if "all" in given else "test"
+    pool = np.flatnonzero(part == pool_name)
+    order = _stratified_order(pool, y, rng)
+    taken = 0
+    for key in ("validation", "calibration"):
+        if key in given:
+            continue
+        size = sizes.get(key, 0.1)
+        if isinstance(size, str):
+            raise ValueError(f"split.{key}: {size!r}, but the model outputs give no {key} part")
+        n = int(size) if isinstance(size, (int, np.integer)) else int(np.floor(float(size) * pool.size + 0.5))
+        if taken + n >= pool.size:
+            raise ValueError(f"split.{key}: {n} rows leave none of the {pool.size} {pool_name} rows for the test")
+        out[key] = np.sort(order[taken: taken + n])
+        taken += n
+    rest = np.sort(order[taken:])
+    if pool_name == "test":
+        out["test"] = rest
+    elif "test" not in given:
+        out["test"] = rest
+    elif rest.size:
+        logger.warning("model outputs: %d rows of 'all' are in no part (test was given by its own file)", rest.size)
+    if out["test"].size == 0:
+        raise ValueError("split: no test rows")
+    out["train"] = np.zeros(0, dtype=np.int64)
+    return out
+
+
+def split_origin(part: np.ndarray, split: Mapping[str, np.ndarray]) -> dict[str, str]:
+    """Where each split's rows came from, for the report: ``{"calibration": "200 rows split off test"}``."""
+    part = np.asarray(part).astype(np.str_)
+    out = {}
+    for key in ("validation", "calibration", "test"):
+        rows = np.asarray(split[key])
+        if rows.size == 0:
+            out[key] = "none"
+            continue
+        srcs, counts = np.unique(part[rows], return_counts=True)
+        pieces = []
+        for s, c in zip(srcs.tolist(), counts.tolist()):
+            pieces.append(f"{c:,} rows from its own file" if s == key else f"{c:,} rows split off {s} (seeded, stratified)")
+        out[key] = "; ".join(pieces)
+    return out
