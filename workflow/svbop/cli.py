@@ -1,4 +1,4 @@
-"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``, ``svbop check-config``."""
+"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``, ``svbop check-config``, ``svbop report``."""
 
 from __future__ import annotations
 
@@ -219,7 +219,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", help="config files, merged in order as Snakemake merges --configfile files")
     p.add_argument("--schema", help="JSON schema (default: the workflow's config.schema.yaml)")
     p.set_defaults(func=_check_config)
+    p = sub.add_parser("report", help="the pipeline's HTML report for a model's outputs (probabilities or logits)",
+                       description="Runs the project's workflow on one model_outputs dataset made of these files and "
+                                   "writes DIR/report.html (see workflow/docs/your_model.md).")
+    p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True,
+                   help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line)")
+    p.add_argument("--validation", nargs=2, metavar=("SCORES", "LABELS"),
+                   help="rows for the temperature and the threshold baseline (default: split off --test)")
+    p.add_argument("--calibration", nargs=2, metavar=("SCORES", "LABELS"),
+                   help="rows for the conformal methods (default: split off --test)")
+    p.add_argument("--outputs", choices=("auto", "logits", "probabilities"), default="auto",
+                   help="what the scores are (auto: probabilities when every row is non-negative and sums to 1)")
+    p.add_argument("--calibrate", choices=("temperature", "none"), default="temperature",
+                   help="temperature scaling fitted on the validation rows before any set is made (default)")
+    p.add_argument("--class-names", help="one class name per line, in the scores' column order")
+    p.add_argument("--hierarchy", help="a class tree over the classes (adds hierarchy-restricted sets)")
+    p.add_argument("--hierarchy-format", choices=("edges", "lshtc_paths", "nested_lists", "taxonomy"),
+                   help="format of --hierarchy (default edges)")
+    p.add_argument("--epsilon", type=float, action="append",
+                   help="significance level of the conformal methods (repeatable; default 0.1)")
+    p.add_argument("--name", default="model", help="the dataset's key in the report (default: model)")
+    p.add_argument("--title", help="the dataset's title in the report")
+    p.add_argument("--cores", type=int, default=1, help="Snakemake's --cores (default 1)")
+    p.add_argument("--output", "-o", required=True, metavar="DIR",
+                   help="folder for report.html, its tables and figures, and the pipeline's data/ and results/")
+    p.set_defaults(func=_report)
     return ap
+
+
+def _report(args) -> int:
+    from .report.run import main as report_main
+
+    return report_main(args)
 
 
 def main(argv: list[str] | None = None) -> int:
