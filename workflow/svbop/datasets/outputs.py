@@ -165,7 +165,7 @@ def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Pat
         finite = np.isfinite(y)
         if not finite.all() or not np.all(y == np.round(y)):
             i = int(np.flatnonzero(~finite | (y != np.round(np.where(finite, y, 0))))[0])
-            raise ValueError(f"{path}: row {i}: label {y[i]!r} is not an integer class index")
+            raise ValueError(f"{path}: row {i}: label {float(y[i])!r} is not an integer class index")
         y = y.astype(np.int64)
     if y.dtype.kind in "SU":
         y = y.astype(np.str_)
@@ -185,7 +185,7 @@ def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Pat
             return out
         if not all(v.lstrip("-").isdigit() for v in y.tolist()):
             i = next(i for i, v in enumerate(y.tolist()) if not v.lstrip("-").isdigit())
-            raise ValueError(f"{path}: row {i}: label {y[i]!r} is a name but the classes have none; give class_names "
+            raise ValueError(f"{path}: row {i}: label {str(y[i])!r} is a name but the classes have none; give class_names "
                              f"(or class_names_file) in the scores' column order")
         y = y.astype(np.int64)
     y = y.astype(np.int64, copy=False)
