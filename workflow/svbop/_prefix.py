@@ -26,6 +26,7 @@ from typing import Callable, Protocol
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ._arrays import as_host_array
 from ._threads import _chunk_workers
 from .sets import SetPredictions
 
@@ -36,19 +37,16 @@ DEFAULT_CHUNK_BYTES = 32 * 1024 * 1024
 def as_score_matrix(P, name: str = "P") -> np.ndarray:
     """Check the shape and dtype of a probability/score matrix; return it as a float array.
 
-    Values (non-negative, finite, positive row sums) are checked chunk by chunk by the engine.
+    ``P`` may be anything :func:`svbop._arrays.as_host_array` reads (numpy, torch on any device,
+    JAX, pandas, ``__array__`` / ``__dlpack__`` objects): it is moved to host memory here, once
+    (a numpy array passes through).
+    float32 stays float32 (the engine sums rows and scans sorted candidates in float64), narrower
+    floats and integers become float64.  Values (non-negative, finite, positive row sums) are
+    checked chunk by chunk by the engine.
     """
     if isinstance(P, SetPredictions) or P is None:
         raise ValueError(f"{name} must be an (n_samples, n_classes) array of probabilities")
-    if hasattr(P, "toarray") and hasattr(P, "nnz"):  # scipy.sparse
-        raise ValueError(f"{name} must be a dense array; got a sparse matrix (use .toarray())")
-    arr = np.asarray(P)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating)
-        or np.issubdtype(arr.dtype, np.integer)
-        or arr.dtype == bool
-    ):
-        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    arr = as_host_array(P, name)  # refuses sparse matrices and non-numeric dtypes, naming P
     if arr.ndim != 2:
         hint = " (use P.reshape(1, -1) for a single sample)" if arr.ndim == 1 else ""
         raise ValueError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import as_host_array
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
@@ -23,8 +24,12 @@ COVERAGE_KEYS = ("coverage_pct", "class_coverage_worst_pct", "ssc_worst_pct", "s
 
 
 def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:
-    """Validate integer class labels; ``shape`` is ``(n_samples, n_classes)`` to match."""
-    arr = np.asarray(y)
+    """Validate integer class labels; ``shape`` is ``(n_samples, n_classes)`` to match.
+
+    ``y`` may be a numpy array, a torch tensor (any device), a pandas Series, or anything else
+    :func:`svbop._arrays.as_host_array` reads; integral floats are accepted.
+    """
+    arr = as_host_array(y, name, what="integer class indices")
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of class indices, got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
@@ -58,6 +63,7 @@ def _sets_and_labels(sets, y) -> tuple[SetPredictions, np.ndarray]:
     Plain sequences of sets get ``K`` = 1 + the largest class in the sets or in ``y``, so that a
     label no set holds is a miss, not an error.
     """
+    y = as_host_array(y, "y", what="integer class indices")  # once: a tensor on a GPU is copied to the host here
     if not isinstance(sets, SetPredictions):
         sets = list(sets)
         labels = check_labels(y)
@@ -284,7 +290,7 @@ def empty_rate(sets) -> float:
 
 def top1_accuracy(P, y) -> float:
     """Fraction of rows whose most probable class (lowest index among ties) is ``y``."""
-    P = np.asarray(P)
+    P = as_host_array(P, "P")
     if P.ndim != 2:
         raise ValueError(f"P must be 2-D (n_samples, n_classes), got shape {P.shape}")
     y = check_labels(y, P.shape)

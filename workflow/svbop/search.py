@@ -29,6 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ._arrays import as_host_array
 from ._prefix import DEFAULT_CHUNK_BYTES, SortedHeads, as_score_matrix, geometric_widening, prefix_search
 from .sets import SetPredictions
 from .utilities import Utility, utility
@@ -153,7 +154,10 @@ def predict_sets(
     ----------
     P : array-like of shape (n_samples, n_classes)
         Class probabilities ``P(c|x)``, or any non-negative scores proportional to them per row
-        (e.g. unnormalised ``exp(w.x + b)``): the sets are the same.  float32 stays float32.
+        (e.g. unnormalised ``exp(w.x + b)``): the sets are the same.  A numpy array, or a torch
+        tensor (CPU or GPU: copied to the host once), JAX array, pandas DataFrame or any object
+        with ``__array__`` or ``__dlpack__``, with the same sets as its numpy array.  float32
+        stays float32 (sums and scans run in float64), float16 becomes float64.
     u : Utility or str
         The set utility, e.g. ``svbop.utility("fbeta:beta=1")`` or the spec string itself.
     tie_rtol : float, default 1e-9
@@ -237,7 +241,7 @@ class SortedProbabilities:
         self._next = 0
 
     def init_prediction(self, x) -> None:
-        p = np.asarray(x, dtype=np.float64)
+        p = as_host_array(x, "x").astype(np.float64, copy=False)  # numpy, torch, JAX, pandas
         if p.ndim != 1:
             raise ValueError(f"SortedProbabilities.init_prediction takes one row, got shape {p.shape}")
         self._order = np.argsort(-p, kind="stable")
