@@ -128,6 +128,13 @@ def file_spec(dataset, name):
     return spec
 
 
+def produced_file(wildcards):
+    """A file's `path:` when another rule of this run writes it (a relative path under results/, e.g. the
+    digits' probabilities read back as a model's outputs): an input of rule fetch, so it is made first."""
+    path = config["datasets"][wildcards.dataset]["files"][wildcards.file].get("path")
+    return [path] if path is not None and svbop.report.status.pipeline_product(path) else []
+
+
 def fetch_runtime(spec):
     """Minutes a fetch job may run (SLURM): every URL's deadline, plus room for verifying."""
     urls = spec.get("url") or []

@@ -5,11 +5,14 @@
 
 
 rule fetch:
+    input:
+        produced_file,
     output:
         "data/{dataset}/downloads/{file}",
     params:
         spec=lambda wc: file_spec(wc.dataset, wc.file),
         where=lambda wc: f"datasets.{wc.dataset}.files.{wc.file}",
+        produced=lambda wc: bool(produced_file(wc)),
     resources:
         downloads=1,
         runtime=lambda wc: fetch_runtime(file_spec(wc.dataset, wc.file)),

@@ -35,6 +35,25 @@ rule score_flat:
         "../scripts/score_flat.py"
 
 
+# A dataset's probabilities and labels saved as a trained model's outputs would be (one .npy per part):
+# the quickstart reads the digits' back through format.kind model_outputs, the way your own model's come in.
+rule export_model_outputs:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("io"),
+    output:
+        scores="results/{dataset}/outputs/{part}_probabilities.npy",
+        labels="results/{dataset}/outputs/{part}_labels.npy",
+    wildcard_constraints:
+        part="validation|calibration|test",
+    log:
+        "results/logs/export_model_outputs/{dataset}_{part}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/export_model_outputs.py"
+
+
 # calibrate: temperature on a dataset of our own model: its probabilities before calibration.
 use rule score_flat as score_flat_uncalibrated with:
     output:

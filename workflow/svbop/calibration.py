@@ -19,8 +19,8 @@ probability becomes ``log`` of the smallest positive double, ``-708``, so that a
 is most probable, nor the order of the classes in a row: a temperature changes the sets of
 SVBOP-Full (their size), never their ranking.
 
-Every function takes anything numpy can read (torch tensors are moved to the host first by the
-caller, :mod:`svbop` public functions do it) and computes in float64, in blocks of rows, so the
+Every function takes numpy arrays, torch tensors (on any device: copied to the host once), JAX
+arrays and pandas frames (:func:`svbop._arrays.as_host_array`) and computes in float64, in blocks of rows, so the
 extra memory is a few blocks of ``K`` doubles besides the input.
 """
 
@@ -30,6 +30,8 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+
+from ._arrays import as_host_array
 
 __all__ = [
     "CALIBRATION_METHODS",
@@ -57,7 +59,7 @@ _BLOCK_ROWS = 4096
 
 
 def _as_scores(scores, name: str) -> np.ndarray:
-    arr = np.asarray(scores)
+    arr = as_host_array(scores, name)  # numpy, torch (any device, copied once), JAX, pandas
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{name}: expected a numeric matrix, got dtype {arr.dtype}")
     if arr.ndim != 2 or arr.shape[1] < 1:
@@ -66,7 +68,7 @@ def _as_scores(scores, name: str) -> np.ndarray:
 
 
 def _as_labels(y, n: int, K: int, name: str = "y") -> np.ndarray:
-    arr = np.asarray(y)
+    arr = as_host_array(y, name)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"{name}: expected {n} labels (one per row), got shape {arr.shape}")
     if arr.dtype.kind not in "iu":

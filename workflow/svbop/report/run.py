@@ -123,10 +123,11 @@ def _prepare_folder(out: Path, root: Path) -> None:
     out = out.expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"-o {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
     if out.resolve() == root.resolve():
         raise ValueError(f"-o {out}: is the project's checkout; give a folder of its own (it gets data/ and results/)")
-    for name in WORKFLOW_FILES:
+    out.mkdir(parents=True, exist_ok=True)
+    todo = []
+    for name in WORKFLOW_FILES:  # every check first: a refused folder is left as it was
         link = out / name
         target = root / name
         if link.is_symlink():
@@ -136,6 +137,8 @@ def _prepare_folder(out: Path, root: Path) -> None:
                              "choose a new folder")
         if link.exists():
             raise ValueError(f"-o {out}: already holds {name}, which is not svbop report's; choose a new or empty folder")
+        todo.append((link, target))
+    for link, target in todo:
         link.symlink_to(target, target_is_directory=target.is_dir())
 
 

@@ -55,6 +55,14 @@ WEIGHTS_OWNER = "_weights"
 STATUS_COLUMNS = ("dataset", "title", "paper_dataset", "relation", "status", "detail")
 
 
+def pipeline_product(path: object) -> bool:
+    """Whether a file's local ``path`` names a file the pipeline itself writes: a relative path under
+    ``results/`` (the quickstart reads the digits' probabilities back as a model's outputs this way);
+    the workflow makes it before the file is linked, so it is never missing."""
+    parts = Path(str(path)).parts
+    return not Path(str(path)).is_absolute() and len(parts) > 1 and parts[0] == "results" and ".." not in parts
+
+
 def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | os.PathLike = ".") -> list[dict[str, str]]:
     """Raw files of one dataset that are neither in place nor downloadable.
 
@@ -73,8 +81,9 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
     list of dict
         One ``{"file", "where", "url", "note", "kind"}`` per missing file: ``where`` is the path to
         put it at, ``url`` where a person gets it (empty for a local ``path``), ``kind``
-        ``"manual"`` (a download by hand) or ``"local"`` (a local ``path`` that does not exist).  Empty when the
-        dataset can run (also for ``source`` datasets, which need no files).
+        ``"manual"`` (a download by hand) or ``"local"`` (a local ``path`` that does not exist; a relative
+        path under ``results/`` is a file of the run itself, :func:`pipeline_product`, never missing).  Empty
+        when the dataset can run (also for ``source`` datasets, which need no files).
     """
     root = Path(root)
     missing = []
@@ -87,6 +96,8 @@ def missing_inputs(name: str, dataset_config: Mapping[str, object], root: str | 
             continue
         if "path" in spec:
             path = Path(os.path.expanduser(str(spec["path"])))
+            if pipeline_product(spec["path"]):  # written by another rule of the run (e.g. a model's outputs)
+                continue
             path = path if path.is_absolute() else root / path
             if not path.exists():
                 missing.append({"file": file, "where": str(path), "url": "", "note": "local file not found",

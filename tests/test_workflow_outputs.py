@@ -1,0 +1,173 @@
+"""The pipeline on a model's outputs (format.kind: model_outputs, issue 37): npy and csv, logits and
+probabilities, with and without a hierarchy, with only the test rows given; the report has Table 3, the
+calibration section and the section beyond the paper for them, and `svbop report` on the same files gives
+the same Table 3 numbers as the pipeline."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_workflow import ROOT, _copy_workflow, _snakemake
+
+K = 12
+
+
+def _write_outputs(folder: Path) -> None:
+    """Over-confident logits (temperature 2.5) of a 12-class problem with a 3 x 4 class tree."""
+    rng = np.random.default_rng(7)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def draw(n):
+        z = rng.normal(size=(n, K)) * 1.2
+        z += np.repeat(rng.normal(size=(n, 3)), 4, axis=1)  # classes of one group move together
+        P = np.exp(z - z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        y = (P.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+        return 2.5 * z, y
+
+    for part, n in (("val", 300), ("test", 600)):
+        z, y = draw(n)
+        np.save(folder / f"{part}_logits.npy", z)
+        np.save(folder / f"{part}_labels.npy", y)
+    (folder / "tree.txt").write_text("".join(f"root g{g}\n" for g in range(3))
+                                     + "".join(f"g{c // 4} {c}\n" for c in range(K)))
+    z, y = draw(500)  # a second model: probabilities in a CSV with its label column, test rows only
+    P = np.exp(z / 2.5 - (z / 2.5).max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    names = [f"c{c}" for c in range(K)]
+    lines = [",".join([*names, "truth"])]
+    lines += [",".join([*(repr(float(v)) for v in P[i]), names[y[i]]]) for i in range(len(y))]
+    (folder / "probs.csv").write_text("\n".join(lines) + "\n")
+
+
+def _config(folder: Path) -> str:
+    return f"""
+run: [mo_npy, mo_csv]
+baselines: {{icp_epsilon: [0.1]}}
+utility_table: {{K: [10]}}
+methods:
+  epsilon: [0.1]
+  conformal: [aps]
+  coverage: [fbeta]
+  hierarchical: {{max_nodes: [1], utilities: ["fbeta:beta=1"]}}
+datasets:
+  mo_npy:
+    title: "Logits, npy"
+    files:
+      val_logits.npy: {{path: {folder}/val_logits.npy}}
+      val_labels.npy: {{path: {folder}/val_labels.npy}}
+      test_logits.npy: {{path: {folder}/test_logits.npy}}
+      test_labels.npy: {{path: {folder}/test_labels.npy}}
+      tree.txt: {{path: {folder}/tree.txt}}
+    format:
+      kind: model_outputs
+      outputs: logits
+      parts:
+        validation: {{scores: val_logits.npy, labels: val_labels.npy}}
+        test: {{scores: test_logits.npy, labels: test_labels.npy}}
+    hierarchy: {{format: edges, file: tree.txt}}
+  mo_csv:
+    title: "Probabilities, csv, test rows only"
+    files:
+      probs.csv: {{path: {folder}/probs.csv}}
+    format:
+      kind: model_outputs
+      outputs: probabilities
+      label_column: truth
+      parts:
+        test: {{scores: probs.csv}}
+"""
+
+
+@pytest.fixture(scope="module")
+def outputs_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("outputs")
+    _write_outputs(folder / "files")
+    workdir = _copy_workflow(tmp_path_factory.mktemp("run"))
+    (workdir / "mine.yaml").write_text(_config(folder / "files"))
+    result = _snakemake("--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir, folder / "files"
+
+
+def test_model_outputs_plan_no_features_model_or_approximate_algorithm(outputs_run):
+    workdir, _ = outputs_run
+    for d in ("mo_npy", "mo_csv"):
+        assert not (workdir / "results" / d / "features").exists() and not (workdir / "results" / d / "models").exists()
+        assert sorted(p.name for p in (workdir / "results" / d / "predictions").iterdir() if p.name.startswith("svbop")) == [
+            "svbop_full"]
+
+
+def test_the_report_has_table3_calibration_and_beyond_for_model_outputs(outputs_run):
+    workdir, _ = outputs_run
+    html = (workdir / "results" / "report.html").read_text()
+    for d in ("mo_npy", "mo_csv"):
+        assert f'id="table3-{d}"' in html and f'id="calibration-{d}"' in html and f'id="beyond-{d}"' in html
+        assert f'class="not-applicable" data-dataset="{d}"' in html
+    assert "not applicable: model outputs" in html
+    temps = dict(re.findall(r'class="calibration-summary" data-dataset="(\w+)" data-temperature="([0-9.e+-]+)"', html))
+    assert 2.0 < float(temps["mo_npy"]) < 3.2  # the logits were made 2.5 times too confident
+    assert 0.7 < float(temps["mo_csv"]) < 1.4  # these probabilities are calibrated already
+    # only the test file was given: validation and calibration rows were split off it, and the page says so
+    assert re.search(r'class="origin" data-dataset="mo_csv">Rows: validation: 50 rows split off test \(seeded, '
+                     r'stratified\); calibration: 50 rows split off test', html)
+    beyond = pd.read_csv(workdir / "results" / "tables" / "beyond_every_set.csv")
+    assert "hierarchical_1" in set(beyond.loc[beyond["dataset"] == "mo_npy", "method"])
+    assert "hierarchical_1" not in set(beyond.loc[beyond["dataset"] == "mo_csv", "method"])  # no hierarchy there
+
+
+def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):
+    import json
+
+    workdir, _ = outputs_run
+    record = json.loads((workdir / "results" / "mo_npy" / "calibration.json").read_text())
+    assert record["test"]["after"]["ece"] < record["test"]["before"]["ece"]
+    assert record["test"]["after"]["nll"] < record["test"]["before"]["nll"]
+    assert all(e["after"]["mean_size"] >= e["before"]["mean_size"] for e in record["sets"])
+    summary = json.loads((workdir / "results" / "mo_npy" / "summary.json").read_text())
+    assert summary["model_outputs"] is True and summary["D"] is None and summary["train_seconds"] is None
+    assert summary["N_train"] == 0 and summary["N_test"] == 540 and summary["N_calibration"] == 60
+
+
+def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
+    workdir, files = outputs_run
+    out = tmp_path / "page"
+    result = subprocess.run(
+        [sys.executable, "-m", "svbop", "report", "--name", "mo_npy",
+         "--test", str(files / "test_logits.npy"), str(files / "test_labels.npy"),
+         "--validation", str(files / "val_logits.npy"), str(files / "val_labels.npy"),
+         "--hierarchy", str(files / "tree.txt"), "--cores", "2", "-o", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    assert f"svbop report: {out / 'report.html'} (" in result.stdout
+    assert "--outputs auto: the test scores are logits" in result.stderr
+    assert "no --calibration: calibration rows are split off the test rows" in result.stderr
+    html = (out / "report.html").read_text()
+    assert 'id="table3-mo_npy"' in html and 'id="calibration-mo_npy"' in html
+    assert (out / "tables" / "table3_utilities.csv").is_file()
+    ours = pd.read_csv(out / "results" / "tables" / "table3_utilities.csv")
+    pipeline = pd.read_csv(workdir / "results" / "tables" / "table3_utilities.csv")
+    pipeline = pipeline[pipeline["dataset"] == "mo_npy"].reset_index(drop=True)
+    assert len(ours) == len(pipeline) > 0
+    pd.testing.assert_frame_equal(ours, pipeline)
+    # nothing was written beside the output folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]
+
+
+def test_svbop_report_refuses_a_folder_holding_other_files(tmp_path):
+    (tmp_path / "config.yaml").write_text("mine: 1\n")
+    np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
+    np.save(tmp_path / "y.npy", np.arange(4) % 3)
+    result = subprocess.run([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
+                             str(tmp_path / "y.npy"), "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"svbop: error: -o {tmp_path}: already holds config.yaml, which is not svbop report's; choose a new or empty folder")
+    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
