@@ -9,8 +9,10 @@ then a beam of width ``ef`` on level 0, Malkov and Yashunin 2018, Algorithm 2 an
 each visited class's inner product over ``x``'s non-zeros alone: ``nnz(x)`` multiply-adds.
 
 Called by :mod:`svbop.index`, which validates the graph read from NMSLIB's file first (every
-neighbour id in range, every count within its level's width); the kernels trust it and release
-the GIL (the index runs blocks of rows in threads).
+neighbour id in range, every count within its level's width, every neighbour on level ``l`` itself
+on level ``l`` or above, so that its row of level ``l`` exists; finite vectors); the kernels trust
+it and release the GIL (the index runs blocks of rows in threads).  The queries' column indices
+are checked against ``D`` at the index's boundary (:func:`svbop._checks.check_sparse_structure`).
 
 Graph layout (``n`` nodes, internal ids ``0..n-1``):
 

@@ -6,7 +6,8 @@ Three checks, in the order the Snakefile runs them:
   message names neither);
 * :func:`validate_config` -- the JSON schema (``workflow/schemas/config.schema.yaml``), with its
   defaults filled in; a violation is one line naming the key path and what was expected,
-  instead of a dump of the schema;
+  instead of a dump of the schema; before it, every number must be finite and not subnormal
+  (NaN passes every bound of a schema, ``.inf`` every lower bound);
 * :func:`check_config` -- what a schema cannot say: split fractions that leave no training
   rows, a predefined tree without a hierarchy, files named in ``unpack``/``parts``/``hierarchy``
   that no entry of ``files`` provides.
@@ -21,8 +22,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -225,6 +228,33 @@ def _validator(schema: Mapping[str, Any]):
     return validators.extend(Draft202012Validator, {"properties": set_defaults})(schema)
 
 
+#: The smallest positive normal double: a number closer to 0 (a subnormal, e.g. ``5e-324``) has
+#: lost precision and overflows once inverted (``1 / 5e-324`` is inf), so no key may hold one.
+_SMALLEST_NORMAL = sys.float_info.min
+
+
+def _check_numbers(node: Any, path: list[Any]) -> None:
+    """Raise :class:`ConfigError` naming the key of the first number that is NaN, infinite or
+    subnormal (non-zero but below :data:`_SMALLEST_NORMAL` in magnitude) anywhere in ``node``.
+
+    A JSON schema cannot say "finite": NaN passes every ``minimum`` / ``maximum`` comparison and
+    ``.inf`` every lower bound; nothing in the workflow's configuration is meaningful as either.
+    """
+    stack = [(node, path)]
+    while stack:  # iterative: a deeply nested YAML document never reaches the recursion limit
+        item, where = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((value, where + [key]) for key, value in reversed(list(item.items())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((value, where + [i]) for i, value in reversed(list(enumerate(item))))
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ConfigError(f"config: {_key(where)}: expected a finite number, got {item!r}")
+            if item != 0.0 and abs(item) < _SMALLEST_NORMAL:
+                raise ConfigError(f"config: {_key(where)}: {item!r} is a subnormal number (non-zero but below "
+                                  f"{_SMALLEST_NORMAL!r} in magnitude); use 0 or a normal number")
+
+
 def validate_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[str, Any] = SCHEMA) -> dict[str, Any]:
     """Validate ``config`` against the schema, filling in its defaults in place.
 
@@ -243,7 +273,8 @@ def validate_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[
     Raises
     ------
     ConfigError
-        ``"config: <key path>: <what was expected>"``, one line, for the most relevant violation.
+        ``"config: <key path>: <what was expected>"``, one line, for the most relevant violation;
+        first, for any number that is NaN, infinite or subnormal, which a schema cannot refuse.
     """
     from jsonschema.exceptions import best_match
 
@@ -251,6 +282,7 @@ def validate_config(config: dict[str, Any], schema: str | os.PathLike | Mapping[
         schema = load_yaml(schema)
     if not isinstance(config, dict):
         raise ConfigError(f"config: expected a mapping of keys at the top level, got {type(config).__name__}")
+    _check_numbers(config, [])
     error = best_match(_validator(schema).iter_errors(config))
     if error is not None:
         raise ConfigError(f"config: {_describe(error, config)}")

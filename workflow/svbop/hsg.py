@@ -66,20 +66,48 @@ def _check(model: Any, index: Any) -> tuple[LinearModel, HNSWIndex]:
     return model, index
 
 
+def _query(index: HNSWIndex, X: sp.csr_matrix, k: int, ef: int | None, K: int, threads: Any,
+           engine: str) -> tuple[np.ndarray, np.ndarray]:
+    """``index.query`` with efSearch ``max(k, ef)``, its ids checked to be the model's ``0..K-1``
+    (or -1): the kernels that rescore them index the weights with them."""
+    ids, scores = index.query(X, k, ef=max(k, ef or k), n_threads=threads, engine=engine)
+    if ids.size and (ids.min() < -1 or ids.max() >= K):
+        bad = int(ids.min()) if ids.min() < -1 else int(ids.max())
+        raise ValueError(f"index returned class id {bad}, outside the model's 0..{K - 1}: the index was not built "
+                         "from this model")
+    return ids, scores
+
+
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return bool(value)
 
 
-def exact_scores(model: LinearModel, X: sp.csr_matrix, ids: np.ndarray, n_jobs: int | None = None) -> np.ndarray:
+def exact_scores(model: LinearModel, X: Any, ids: np.ndarray, n_jobs: int | None = None) -> np.ndarray:
     """``w_c . x_i + b_c`` for ``c = ids[i, q]`` (``-inf`` where ``ids < 0``), shape of ``ids``.
 
-    ``X`` is CSR with sorted indices (one row per row of ``ids``).  The products are summed in
-    increasing feature order, as ``X @ W.T`` sums them, so the scores equal
+    ``X`` has one row per row of ``ids`` (converted to CSR with sorted indices; its column
+    indices must lie in ``0..D-1``) and ``ids`` holds class ids ``0..K-1`` or -1.  The products
+    are summed in increasing feature order, as ``X @ W.T`` sums them, so the scores equal
     :func:`svbop.full.linear_scores` bit for bit.  Sparse weights are walked by candidate row or
     by the columns ``x`` uses, whichever is shorter for the row (see :mod:`svbop._hsg_kernels`).
     """
+    if not isinstance(model, LinearModel):
+        raise ValueError(f"model must be a LinearModel, got {type(model).__name__}")
+    X = _as_sorted_csr(X, model.n_features)
+    raw = np.asarray(ids)
+    if raw.ndim != 2 or raw.shape[0] != X.shape[0] or not (np.issubdtype(raw.dtype, np.integer) or raw.size == 0):
+        raise ValueError(f"ids must be a 2-d integer array with one row per row of X ({X.shape[0]}), got "
+                         f"{raw.dtype} of shape {raw.shape}")
+    if raw.size and (raw.min() < -1 or raw.max() >= model.n_classes):
+        raise ValueError(f"ids must be class ids in 0..{model.n_classes - 1} or -1, found "
+                         f"{int(raw.min()) if raw.min() < -1 else int(raw.max())}")
+    return _exact_scores(model, X, raw, n_jobs)
+
+
+def _exact_scores(model: LinearModel, X: sp.csr_matrix, ids: np.ndarray, n_jobs: int | None = None) -> np.ndarray:
+    """:func:`exact_scores` of a checked sorted CSR ``X`` and checked ``ids``."""
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     out = np.empty(ids.shape)
     xptr, xind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
@@ -233,7 +261,7 @@ def predict_sets_hsg(
         for rows in groups:
             kk = int(want[rows[0]])
             Xr = X[rows]
-            ids, scores = index.query(Xr, kk, ef=max(kk, ef or kk), n_threads=threads, engine=engine)
+            ids, scores = _query(index, Xr, kk, ef, K, threads, engine)
             queries[rows] += 1
             if not first:  # the doubling: keep only classes not delivered before
                 keys = rows[:, None] * K + np.maximum(ids, 0)
@@ -247,7 +275,7 @@ def predict_sets_hsg(
                 delivered[at[at >= 0], seen_keys[at >= 0] % K] = True
                 ids = _complete(ids, delivered)
             if rescore or kk >= K:
-                scores = exact_scores(model, Xr, ids, n_jobs)
+                scores = _exact_scores(model, Xr, ids, n_jobs)
             else:
                 scores = np.where(ids >= 0, scores, -np.inf)
             ids, scores, counts = _sorted_new(ids, scores)
@@ -323,7 +351,7 @@ def index_recall(model: LinearModel, index: HNSWIndex, X: Any, k: int, ef: int |
     from .full import linear_scores
 
     S = linear_scores(model, X)
-    ids, _ = index.query(X, k, ef=max(k, ef or k), engine=engine)
+    ids, _ = _query(index, X, k, ef, model.n_classes, 1, engine)
     kth = -np.partition(-S, k - 1, axis=1)[:, k - 1]
     found = np.take_along_axis(S, np.maximum(ids, 0), axis=1) >= kth[:, None]
     return float(np.mean(((ids >= 0) & found).sum(axis=1) / k))
@@ -353,7 +381,7 @@ class HSGProvider:
 
     def _query(self, kk: int) -> None:
         kk = min(kk, self.model.n_classes)
-        ids, scores = self.index.query(self._x, kk, ef=max(kk, self.ef or kk), engine=self.engine)
+        ids, scores = _query(self.index, self._x, kk, self.ef, self.model.n_classes, 1, self.engine)
         self.queries += 1
         ids = np.array([[c if c not in self._seen else -1 for c in ids[0]]], dtype=np.int64)
         if kk >= self.model.n_classes:  # every class must come: add those the index missed
@@ -361,7 +389,7 @@ class HSGProvider:
             delivered[0, list(self._seen)] = True
             ids = _complete(ids, delivered)
         if self.rescore or kk >= self.model.n_classes:
-            scores = exact_scores(self.model, self._x, ids)
+            scores = _exact_scores(self.model, self._x, ids)
         else:
             scores = np.where(ids >= 0, scores, -np.inf)
         ids, scores, counts = _sorted_new(ids, scores)
@@ -373,7 +401,7 @@ class HSGProvider:
         self._last_k = kk
 
     def init_prediction(self, x: Any) -> None:
-        x = sp.csr_matrix(x) if sp.issparse(x) else np.asarray(x).reshape(1, -1)
+        x = x if sp.issparse(x) else np.asarray(x).reshape(1, -1)  # sparse: checked before any conversion
         self._x = _as_sorted_csr(x, self.model.n_features, "x")
         if self._x.shape[0] != 1:
             raise ValueError(f"init_prediction takes one row, got {self._x.shape[0]}")

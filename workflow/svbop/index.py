@@ -52,8 +52,13 @@ Files
     :meth:`HNSWIndex.save` writes three files: ``path`` (NMSLIB's graph), ``path + ".dat"``
     (NMSLIB's copy of the vectors and ids, ``saveIndex(save_data=True)``) and ``path + ".json"``
     (this module's parameters, and the size and sha256 digest of the other two);
-    :meth:`HNSWIndex.load` needs all three and not the model, and verifies both digests before
-    NMSLIB reads the files, so a damaged index is a ValueError naming the file, never a crash.
+    :meth:`HNSWIndex.load` needs all three and not the model.  It trusts none of them (the
+    sidecar's digests can be recomputed by whoever crafts an index, so they only catch damage):
+    it reads each file once into a private copy, checks the digest on those bytes, parses the
+    copy with svbop's own readers (every field, count, level and neighbour id of the graph; every
+    object, feature id and value of the data) and only then lets NMSLIB load the copy, so a
+    damaged or crafted index is a ValueError naming the file, never a crash (see
+    ``workflow/docs/library.md``, "What the index loader trusts").
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ import json
 import logging
 import math
 import os
+import re
+import stat
 import tempfile
 import threading
 import time
@@ -74,6 +81,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from ._checks import check_sparse_structure
 from ._threads import _n_workers, _positive_int
 from .io import atomic_path
 from .linear import LinearModel
@@ -104,6 +112,10 @@ _ENGINES = ("auto", "nmslib", "svbop")
 #: NMSLIB's ids are C ints.
 _MAX_ID = 2**31 - 1
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Largest parameters file (``path.json``) :meth:`HNSWIndex.load` parses: it holds a few hundred
+#: bytes; anything much larger is refused before the JSON parser sees it.
+_MAX_INFO_BYTES = 1 << 16
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _nmslib():
@@ -157,18 +169,50 @@ def _digest(path: Path) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": sha.hexdigest()}
 
 
-def _verify(path: Path, recorded: Any, info_file: Path) -> None:
-    """Raise ValueError naming ``path`` unless its size and sha256 are those recorded."""
-    if not (isinstance(recorded, dict) and isinstance(recorded.get("bytes"), int)
-            and isinstance(recorded.get("sha256"), str)):
-        raise ValueError(f"{info_file}: no size and sha256 recorded for {path.name} (got {recorded!r}); rebuild the index")
-    size = path.stat().st_size
-    if size != recorded["bytes"]:
-        raise ValueError(f"{path}: {size} bytes, {info_file.name} records {recorded['bytes']}: the index is damaged or "
-                         f"not the one {info_file.name} describes; rebuild it")
-    if _digest(path)["sha256"] != recorded["sha256"]:
+def _copy_verified(path: Path, copy: Path, recorded: Any, info_file: Path) -> None:
+    """Copy ``path`` to ``copy`` (a new file in a private folder) in one read, checking the size and
+    sha256 recorded in ``info_file`` on the very bytes copied; ValueError naming the file unless
+    they match.  What svbop then parses, and NMSLIB loads, is the copy: replacing or deleting
+    ``path`` afterwards changes nothing."""
+    if not (isinstance(recorded, dict) and _is_int(recorded.get("bytes")) and recorded["bytes"] >= 0
+            and isinstance(recorded.get("sha256"), str) and _SHA256.fullmatch(recorded["sha256"])):
+        raise ValueError(f"{info_file}: no size and sha256 recorded for {path.name} (got {_short(recorded)}); "
+                         "rebuild the index")
+    expected = recorded["bytes"]
+    sha = hashlib.sha256()
+    try:
+        # O_NONBLOCK: a FIFO put in the file's place is refused below instead of blocking the open
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh, open(copy, "xb") as out:
+            status = os.fstat(fh.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise ValueError(f"{path}: not a regular file")
+            size = status.st_size
+            if size != expected:
+                raise ValueError(f"{path}: {size} bytes, {info_file.name} records {expected}: the index is damaged or "
+                                 f"not the one {info_file.name} describes; rebuild it")
+            done = 0
+            while done <= expected and (chunk := fh.read(min(1 << 20, expected + 1 - done))):
+                done += len(chunk)
+                sha.update(chunk)
+                out.write(chunk)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read and copied to a private temporary folder ({exc}); the folder "
+                         f"({copy.parent.parent}, see TMPDIR) needs room for the index while it loads") from None
+    if done != expected:
+        raise ValueError(f"{path}: {done} bytes read, {info_file.name} records {expected} (the file changed while it "
+                         "was read); rebuild or reload the index")
+    if sha.hexdigest() != recorded["sha256"]:
         raise ValueError(f"{path}: sha256 differs from the one {info_file.name} records: the index is damaged or not "
                          f"the one {info_file.name} describes; rebuild it")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class _Graph(NamedTuple):
@@ -192,18 +236,64 @@ class _Graph(NamedTuple):
 _GRAPH_HEADER = np.dtype([("optimized", "<u4"), ("n", "<u4"), ("per_object", "<u8"), ("offset_links0", "<u8"),
                           ("offset_data", "<u8"), ("max_level", "<i4"), ("entry", "<u4"), ("maxM", "<u8"),
                           ("maxM0", "<u8"), ("dist_func", "<i4"), ("search_method", "<u8")])
+#: Header of NMSLIB 2.1.2's "regular" HNSW file (``Hnsw::SaveRegularIndexBin``: the sparse spaces,
+#: which have no optimized layout): the optimize flag 0, total elements (uint32), max level (int32),
+#: entry point (uint32), M, maxM, maxM0 (size_t).  Then per node: its level (uint32) and, for each
+#: level 0..level, a neighbour count (uint32) and the neighbours' internal ids (int32).
+_REGULAR_HEADER = np.dtype([("optimized", "<u4"), ("n", "<u4"), ("max_level", "<i4"), ("entry", "<u4"),
+                            ("M", "<u8"), ("maxM", "<u8"), ("maxM0", "<u8")])
 #: NMSLIB's ``kNegativeDotProduct``: the custom distance of the ``negdotprod`` space.
 _NEG_DOT = 4
+#: The search method NMSLIB 2.1.2 records for every optimized index.
+_OPTIMIZED_SEARCH = 3
 #: An object's header in NMSLIB's data: id (int32), label (int32), data length (size_t).
 _OBJECT_HEADER = 16
+#: Bounds svbop's readers put on NMSLIB's graph: neighbours per node and level (NMSLIB's maxM0 is
+#: 2 M; the schema's hsg.M is at most 32768) and levels (HNSW's levels grow with log K).
+_MAX_LINKS = 1 << 16
+_MAX_M = _MAX_LINKS // 2
+_MAX_LEVELS = 64
+#: Rows of vectors checked at once (bounds the temporary arrays of the finiteness checks).
+_CHECK_ROWS = 4096
 
 
-def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
+def _bad(path: Path, layout: str, what: str) -> ValueError:
+    return ValueError(f"{path}: not a consistent NMSLIB 2.1 {layout} ({what}); the file is damaged or was not written "
+                      "by HNSWIndex.save: rebuild the index")
+
+
+def _check_upper_levels(bad: Callable[[str], ValueError], levels: np.ndarray, upper: np.ndarray,
+                        upper_count: np.ndarray, n: int, width: int) -> None:
+    """Counts within 0..width and neighbour ids in 0..n-1 on the upper levels, and every neighbour
+    on level ``l`` itself on level ``l`` or above (HNSW's searches read its links of level ``l``)."""
+    if upper_count.size and (upper_count.min() < 0 or upper_count.max() > width):
+        raise bad(f"an upper-level neighbour count outside 0..{width}")
+    used = np.arange(width) < upper_count[:, None]
+    if not used.any():
+        return
+    if upper[used].min() < 0 or upper[used].max() >= n:
+        raise bad("an upper-level neighbour id out of range")
+    owner_start = np.repeat(np.concatenate([[0], np.cumsum(levels)[:-1]]), levels)
+    row_level = np.arange(upper.shape[0]) - owner_start + 1  # the level each row of upper links
+    target_level = levels[np.where(used, upper, 0)]
+    if (used & (target_level < row_level[:, None])).any():
+        raise bad("a neighbour on an upper level that is not itself on that level")
+
+
+def _check_finite(bad: Callable[[str], ValueError], rows: np.ndarray, what: str) -> None:
+    for lo in range(0, rows.shape[0], _CHECK_ROWS):
+        if not np.isfinite(rows[lo : lo + _CHECK_ROWS]).all():
+            raise bad(f"NaN or infinite values in {what}")
+
+
+def _read_graph(path: Path, n_classes: int, n_features: int, name: Path | None = None) -> _Graph:
     """NMSLIB's saved dense HNSW index at ``path`` as a :class:`_Graph`; ValueError naming the file
-    and the field unless every field, count and neighbour id is consistent (the kernels trust them)."""
+    (``name``, default ``path``) and the field unless every field, count, level and neighbour id is
+    consistent and every vector finite (the kernels, and NMSLIB's own search, trust them)."""
+    name = path if name is None else name
+
     def bad(what: str) -> ValueError:
-        return ValueError(f"{path}: not an NMSLIB 2.1 optimized negdotprod HNSW index that svbop's search can read "
-                          f"({what}); use engine='nmslib'")
+        return _bad(name, "optimized negdotprod HNSW index", what)
 
     size = path.stat().st_size
     if size < _GRAPH_HEADER.itemsize:
@@ -213,15 +303,17 @@ def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
     n, per, off0, offd = int(head["n"]), int(head["per_object"]), int(head["offset_links0"]), int(head["offset_data"])
     maxM, maxM0, max_level, entry = int(head["maxM"]), int(head["maxM0"]), int(head["max_level"]), int(head["entry"])
     if head["optimized"] != 1:
-        raise bad("saved in NMSLIB's regular layout, which holds no vectors")
+        raise bad("saved in NMSLIB's regular layout, which holds no vectors: a sparse index's graph")
     if head["dist_func"] != _NEG_DOT:
         raise bad(f"distance function {int(head['dist_func'])}, not the negative dot product")
+    if head["search_method"] != _OPTIMIZED_SEARCH:
+        raise bad(f"search method {int(head['search_method'])}, not {_OPTIMIZED_SEARCH}")
     if n != n_classes:
         raise bad(f"{n} elements, the index has {n_classes} classes")
     width = _OBJECT_HEADER + 4 * (n_features + 1)
-    if not (1 <= maxM <= 1 << 16 and 1 <= maxM0 <= 1 << 16 and 0 <= max_level < 64 and entry < n):
+    if not (1 <= maxM <= _MAX_LINKS and 1 <= maxM0 <= _MAX_LINKS and 0 <= max_level < _MAX_LEVELS and entry < n):
         raise bad(f"maxM {maxM}, maxM0 {maxM0}, max level {max_level}, entry {entry}")
-    if offd != 0 or off0 < width or per != off0 + 4 * (maxM0 + 1):
+    if offd != 0 or off0 != width or per != off0 + 4 * (maxM0 + 1):
         raise bad(f"object layout: {per} bytes, links at {off0}, data at {offd}, for {n_features + 1} floats")
     start = _GRAPH_HEADER.itemsize
     end = start + n * per
@@ -235,6 +327,7 @@ def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
     if (lengths != 4 * (n_features + 1)).any():
         raise bad(f"an object's data is not {n_features + 1} float32 values")
     vectors = np.ascontiguousarray(block[:, _OBJECT_HEADER:width]).view("<f4")
+    _check_finite(bad, vectors, "the vectors")
     links = np.ascontiguousarray(block[:, off0 : off0 + 4 * (maxM0 + 1)]).view("<i4")
     count0 = links[:, 0].astype(np.int64)
     links0 = np.ascontiguousarray(links[:, 1:])
@@ -269,14 +362,246 @@ def _read_graph(path: Path, n_classes: int, n_features: int) -> _Graph:
     table = np.concatenate(chunks) if chunks else np.zeros((0, maxM + 1), dtype=np.int32)
     upper_count = table[:, 0].astype(np.int64)
     upper = np.ascontiguousarray(table[:, 1:])
-    if upper_count.size and (upper_count.min() < 0 or upper_count.max() > maxM):
-        raise bad(f"an upper-level neighbour count outside 0..{maxM}")
-    used = np.arange(maxM) < upper_count[:, None]
-    if used.any() and (upper[used].min() < 0 or upper[used].max() >= n):
-        raise bad("an upper-level neighbour id out of range")
+    _check_upper_levels(bad, levels, upper, upper_count, n, maxM)
     upper_ptr = np.concatenate([[0], np.cumsum(levels)]).astype(np.int64)
     del raw, block
     return _Graph(links0, count0, upper, upper_count, upper_ptr, vectors, ids, entry, max_level)
+
+
+def _read_regular_graph(path: Path, n_classes: int, name: Path) -> None:
+    """Check NMSLIB's saved sparse-space HNSW graph at ``path`` (the regular layout: links only, the
+    vectors are in the data file): ValueError naming ``name`` unless its header, every level,
+    count and neighbour id are consistent (what NMSLIB's loader and search trust)."""
+    def bad(what: str) -> ValueError:
+        return _bad(name, "regular-layout HNSW index (a sparse space's graph)", what)
+
+    size = path.stat().st_size
+    if size < _REGULAR_HEADER.itemsize:
+        raise bad(f"{size} bytes, shorter than its header")
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    head = raw[: _REGULAR_HEADER.itemsize].view(_REGULAR_HEADER)[0]
+    n, max_level, entry = int(head["n"]), int(head["max_level"]), int(head["entry"])
+    maxM, maxM0 = int(head["maxM"]), int(head["maxM0"])
+    if head["optimized"] != 0:
+        raise bad("saved in NMSLIB's optimized layout: a dense index's graph")
+    if n != n_classes:
+        raise bad(f"{n} elements, the index has {n_classes} classes")
+    if not (1 <= maxM <= _MAX_LINKS and 1 <= maxM0 <= _MAX_LINKS and 0 <= max_level < _MAX_LEVELS and entry < n):
+        raise bad(f"maxM {maxM}, maxM0 {maxM0}, max level {max_level}, entry {entry}")
+    if size - _REGULAR_HEADER.itemsize < 8 * n:  # a node takes at least its level and one count
+        raise bad(f"{size} bytes, too short for {n} nodes")
+    words = memoryview(raw[_REGULAR_HEADER.itemsize :])
+    if len(words) % 4:
+        raise bad(f"{len(words)} bytes after the header, not whole 4-byte values")
+    values = np.frombuffer(words, dtype="<u4")
+    levels = np.zeros(n, dtype=np.int64)
+    lists: list[np.ndarray] = []  # per node and level: its neighbours
+    list_level: list[int] = []
+    pos = 0
+    total = values.size
+    for i in range(n):
+        if pos >= total:
+            raise bad(f"ends before node {i}")
+        level = int(values[pos])
+        pos += 1
+        if level > max_level:
+            raise bad(f"node {i} is on level {level}, above the top level {max_level}")
+        levels[i] = level
+        for lev in range(level + 1):
+            if pos >= total:
+                raise bad(f"ends inside node {i}'s level {lev}")
+            count = int(values[pos])
+            pos += 1
+            if count > (maxM0 if lev == 0 else maxM) or pos + count > total:
+                raise bad(f"node {i}'s level {lev}: {count} neighbours")
+            lists.append(values[pos : pos + count])
+            list_level.append(lev)
+            pos += count
+    if pos != total:
+        raise bad(f"{4 * (total - pos)} bytes after the last node")
+    if levels[entry] != max_level:
+        raise bad(f"the entry point is on level {levels[entry]}, not the top level {max_level}")
+    if lists:
+        neighbours = np.concatenate(lists).astype(np.int64)  # uint32: an int32 id < 0 is >= 2**31 here
+        if neighbours.size:
+            if neighbours.max() >= n:
+                raise bad("a neighbour id out of range")
+            need = np.repeat(np.array(list_level, dtype=np.int64), [a.size for a in lists])
+            if (levels[neighbours] < need).any():
+                raise bad("a neighbour on an upper level that is not itself on that level")
+    del raw, words, values
+
+
+#: NMSLIB's data file (``Space::WriteObjectVectorBinData``): the number of objects (size_t), then
+#: per object its size in bytes (size_t) and the object: id (int32), label (int32), data length
+#: (size_t), data.
+def _read_data(path: Path, n_classes: int, n_features: int, space: str,
+               name: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Check NMSLIB's data file of an index (``path``, named ``name`` in messages) object by object:
+    the count, every object's size against its header and the file, every vector's layout for
+    ``space`` (dense: ``n_features + 1`` float32 values; sparse: sorted feature ids in
+    ``0..n_features``, in NMSLIB's packed blocks for ``negdotprod_sparse_fast``) and finite values.
+
+    Returns the objects' ids and, for the dense space, their vectors (float32, (K, D + 1))."""
+    def bad(what: str) -> ValueError:
+        return _bad(name, f"data file of a {space} index", what)
+
+    size = path.stat().st_size
+    if size < 8:
+        raise bad(f"{size} bytes, shorter than its header")
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    qty = int(raw[:8].view("<u8")[0])
+    if qty != n_classes:
+        raise bad(f"{qty} objects, the index has {n_classes} classes")
+    if space == _DENSE_SPACE:
+        length = 4 * (n_features + 1)
+        stride = 8 + _OBJECT_HEADER + length
+        if size != 8 + qty * stride:
+            raise bad(f"{size} bytes, not {qty} objects of {n_features + 1} float32 values")
+        rows = raw[8:].reshape(qty, stride)
+        sizes = np.ascontiguousarray(rows[:, :8]).view("<u8")[:, 0]
+        lengths = np.ascontiguousarray(rows[:, 16:24]).view("<u8")[:, 0]
+        if (sizes != _OBJECT_HEADER + length).any() or (lengths != length).any():
+            raise bad(f"an object is not {n_features + 1} float32 values")
+        ids = np.ascontiguousarray(rows[:, 8:12]).view("<i4")[:, 0].astype(np.int64)
+        if ids.min() < 0 or np.unique(ids).size != qty:
+            raise bad("object ids are not distinct non-negative integers")
+        vectors = rows[:, 24:].view("<f4")
+        _check_finite(bad, vectors, "the vectors")
+        return ids, vectors
+    if size - 8 < (8 + _OBJECT_HEADER) * qty:  # before allocating anything per object
+        raise bad(f"{size} bytes, too short for {qty} objects")
+    ids = np.empty(qty, dtype=np.int64)
+    pos = 8
+    view = memoryview(raw)
+    for i in range(qty):
+        if pos + 8 + _OBJECT_HEADER > size:
+            raise bad(f"ends inside object {i}'s header")
+        obj_size = int.from_bytes(view[pos : pos + 8], "little")
+        length = int.from_bytes(view[pos + 16 : pos + 24], "little")
+        if obj_size != _OBJECT_HEADER + length or pos + 8 + obj_size > size:
+            raise bad(f"object {i}: {obj_size} bytes recorded, data length {length}, {size - pos - 8} bytes left")
+        ids[i] = int.from_bytes(view[pos + 8 : pos + 12], "little", signed=True)
+        data = view[pos + 8 + _OBJECT_HEADER : pos + 8 + obj_size]
+        problem = _sparse_vector_problem(data, n_features, space)
+        if problem:
+            raise bad(f"object {i}: {problem}")
+        pos += 8 + obj_size
+    if pos != size:
+        raise bad(f"{size - pos} bytes after the last object")
+    if ids.min() < 0 or np.unique(ids).size != qty:
+        raise bad("object ids are not distinct non-negative integers")
+    return ids, None
+
+
+def _sparse_vector_problem(data: memoryview, n_features: int, space: str) -> str | None:
+    """What is wrong with one sparse vector of NMSLIB's data file, or None.
+
+    ``negdotprod_sparse``: (uint32 id, float32 value) pairs.  ``negdotprod_sparse_fast``
+    (``PackSparseElements``): the number of blocks B (size_t), the sum of squares and its inverse
+    root (float32 each), B element counts and B offsets (size_t), then per block its ids (uint16,
+    the feature id with NMSLIB's block-zero shift) and values (float32).  NMSLIB's intersection
+    merges the blocks by offset and the ids within a block, so both must increase strictly."""
+    n = len(data)
+    if space == "negdotprod_sparse":
+        if n % 8:
+            return f"{n} bytes, not (id, value) pairs of 8"
+        pairs = np.frombuffer(data, dtype=[("id", "<u4"), ("val", "<f4")])
+        fid, val = pairs["id"].astype(np.int64), pairs["val"]
+    else:
+        if n < 16:
+            return f"{n} bytes, shorter than a packed vector's header"
+        blocks = int.from_bytes(data[:8], "little")
+        if blocks > (n - 16) // 16:
+            return f"{blocks} blocks in {n} bytes"
+        meta = np.frombuffer(data[16 : 16 + 16 * blocks], dtype="<u8")
+        if blocks and meta[:blocks].max() > n:
+            return f"a block of {int(meta[:blocks].max())} elements in {n} bytes"
+        counts, offsets = meta[:blocks].astype(np.int64), meta[blocks:]
+        if 16 + 16 * blocks + 6 * int(counts.sum()) != n:
+            return f"block sizes {counts.tolist()[:5]}... do not add up to its {n} bytes"
+        if blocks > 1 and (np.diff(offsets.astype(np.float64)) <= 0).any():
+            return "block offsets do not increase"
+        fids, vals = [], []
+        at = 16 + 16 * blocks
+        for count, offset in zip(counts.tolist(), offsets.tolist()):
+            if count:
+                local = np.frombuffer(data[at : at + 2 * count], dtype="<u2").astype(np.int64)
+                if local.min() < 1 or (count > 1 and (np.diff(local) <= 0).any()) or offset % 65536:
+                    return ("ids within a block are not increasing and non-zero, or a block offset is not a "
+                            "multiple of 65536")
+                shifted = local + offset
+                fids.append((shifted // 65536) * 65535 + shifted % 65536 - 1)  # NMSLIB's addBlockZeros
+                vals.append(np.frombuffer(data[at + 2 * count : at + 6 * count], dtype="<f4"))
+            at += 6 * count
+        fid = np.concatenate(fids) if fids else np.zeros(0, np.int64)
+        val = np.concatenate(vals) if vals else np.zeros(0, np.float32)
+    if fid.size:
+        if fid.min() < 0 or fid.max() > n_features:
+            return f"feature id {int(fid.max()) if fid.max() > n_features else int(fid.min())} outside 0..{n_features}"
+        if fid.size > 1 and (np.diff(fid) <= 0).any():
+            return "feature ids do not increase"
+        if not np.isfinite(val).all():
+            return "NaN or infinite values"
+    return None
+
+
+def _read_info(info_file: Path) -> dict[str, Any]:
+    """The parameters file of a saved index, every field checked (ValueError naming the file)."""
+    try:
+        size = info_file.stat().st_size
+        if size > _MAX_INFO_BYTES:
+            raise ValueError(f"{info_file}: {size} bytes, more than the {_MAX_INFO_BYTES} a parameters file of "
+                             "HNSWIndex.save can hold")
+        info = json.loads(info_file.read_bytes().decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{info_file}: not a parameters file of HNSWIndex.save (JSON nested too deeply)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{info_file}: not a readable JSON file ({exc})") from None
+    if not isinstance(info, dict) or info.get("format") != _FORMAT:
+        got = info.get("format") if isinstance(info, dict) else type(info).__name__
+        raise ValueError(f"{info_file}: format is {_short(got)}, expected {_FORMAT!r}")
+    version = info.get("version")
+    if not _is_int(version) or version > _FORMAT_VERSION:
+        raise ValueError(f"{info_file}: format version {_short(version)} is not one this code reads "
+                         f"({_FORMAT_VERSION})")
+    if version < _MIN_VERSION:
+        raise ValueError(f"{info_file}: format version {version} records no checksums of the index files, so they "
+                         f"cannot be verified before NMSLIB reads them; rebuild the index (rule build_index)")
+    required = ("M", "efC", "post", "K", "D", "sparse", "space", "bias_shift", "files")
+    missing = [key for key in required if key not in info]
+    if missing:
+        raise ValueError(f"{info_file}: missing keys {missing}")
+
+    def refuse(key: str, expected: str) -> ValueError:
+        return ValueError(f"{info_file}: {key} must be {expected}, got {_short(info[key])}")
+
+    for key, low, high in (("M", 1, _MAX_M), ("efC", 1, _MAX_ID), ("post", 0, 2), ("K", 1, _MAX_ID + 1),
+                           ("D", 1, _MAX_ID - 1)):
+        if not _is_int(info[key]) or not low <= info[key] <= high:
+            raise refuse(key, f"an integer in {low}..{high}")
+    if not isinstance(info["sparse"], bool):
+        raise refuse("sparse", "true or false")
+    space = info["space"]
+    if not isinstance(space, str) or space not in _SPACES or (space == _DENSE_SPACE) == info["sparse"]:
+        raise refuse("space", f"one of {_SPACES} matching sparse={str(info['sparse']).lower()}")
+    shift = info["bias_shift"]
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not math.isfinite(shift):
+        raise refuse("bias_shift", "a finite number")
+    for key, ok in (("build_seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+                    ("build_threads", lambda v: _is_int(v) and v >= 1),
+                    ("nmslib_version", lambda v: isinstance(v, str))):
+        if info.get(key) is not None and not ok(info[key]):
+            raise refuse(key, {"build_seconds": "a number", "build_threads": "a positive integer",
+                               "nmslib_version": "a string"}[key] + " or null")
+    if info.get("method", "hnsw") != "hnsw":
+        raise refuse("method", "'hnsw'")
+    files = info["files"]
+    if not isinstance(files, dict):
+        raise refuse("files", "a mapping of the graph's and data's sizes and digests")
+    for role in ("graph", "data"):
+        files.setdefault(role, None)  # refused by _copy_verified, naming the file
+    return info
 
 
 def _finished(ids: np.ndarray, scores: np.ndarray, short: int, k: int, ef: int, engine: str,
@@ -300,7 +625,7 @@ class HNSWIndex:
     ----------
     M : int
         HNSW's ``M``: neighbours per node on the upper layers (``2 M`` on the bottom layer); the
-        paper's default is 20.
+        paper's default is 20.  At most 32768 (the bound :meth:`load` puts on a saved graph).
     ef_construction : int
         HNSW's ``efConstruction``: width of the candidate list while building (paper: 100).
     post : int
@@ -337,6 +662,9 @@ class HNSWIndex:
     def __init__(self, M: int = 20, ef_construction: int = 100, post: int = 0, n_threads: int = 1,
                  center_bias: bool = True) -> None:
         self.M = _positive_int("M", M)
+        if self.M > _MAX_M:
+            raise ValueError(f"M must be at most {_MAX_M} (2 M links per node on level 0, at most {_MAX_LINKS} in an "
+                             f"index svbop reads back), got {M!r}")
         self.ef_construction = _positive_int("ef_construction", ef_construction)
         if isinstance(post, bool) or post not in (0, 1, 2):
             raise ValueError(f"post must be 0, 1 or 2, got {post!r}")
@@ -355,8 +683,7 @@ class HNSWIndex:
         self.nmslib_version: str | None = None
         self._index: Any = None
         self._ef: int | None = None
-        self._graph: _Graph | None = None  # read on the first query svbop's search answers
-        self._file: Path | None = None  # the verified graph file this index was loaded from
+        self._graph: _Graph | None = None  # read by load(), or on the first query svbop's search answers
 
     # ----------------------------------------------------------------------------------------
     # building
@@ -393,6 +720,7 @@ class HNSWIndex:
         nm = _nmslib()
         is_sparse = sp.issparse(W) if sparse is None else bool(sparse)
         if sp.issparse(W):
+            check_sparse_structure(W, "W")
             W = sp.csr_matrix(W)
         else:
             W = np.asarray(W)
@@ -434,7 +762,7 @@ class HNSWIndex:
         start = time.perf_counter()
         index = _in_fresh_thread(build)
         seconds = time.perf_counter() - start
-        self._index, self._ef, self._graph, self._file = index, None, None, None
+        self._index, self._ef, self._graph = index, None, None
         self.n_classes, self.n_features, self.sparse = int(K), int(D), is_sparse
         self.space, self.bias_shift = space, shift
         self.build_seconds, self.build_threads = seconds, threads
@@ -493,9 +821,11 @@ class HNSWIndex:
         k : int
             Classes per row, ``1 <= k <= n_classes``.
         ef : int, optional
-            HNSW's ``efSearch`` (candidate list width), ``>= k``; default ``k``, as in the paper
-            (SVBOP-HSG sets ``efSearch`` to the current ``k``).  Larger is slower and closer to
-            exact; ``ef = n_classes`` is in practice exact on small problems.
+            HNSW's ``efSearch`` (candidate list width), an integer ``>= k``; default ``k``, as in
+            the paper (SVBOP-HSG sets ``efSearch`` to the current ``k``).  Larger is slower and
+            closer to exact; ``ef = n_classes`` is in practice exact on small problems.  An ``ef``
+            above ``n_classes`` is clipped to it: a candidate list as long as the graph already
+            holds every node a search reaches, so the search and its result are the same.
         n_threads : int
             Threads of the batched query; -1 means every core.  Results do not depend on it.
         engine : {"auto", "nmslib", "svbop"}
@@ -524,11 +854,12 @@ class HNSWIndex:
             ef = k
         elif isinstance(ef, bool) or not isinstance(ef, (int, np.integer)) or ef < k:
             raise ValueError(f"ef must be an integer >= k = {k}, got {ef!r}")
-        ef = int(ef)
+        ef = min(int(ef), self.n_classes)  # a wider beam is the same search (see above)
         threads = _n_workers("n_threads", n_threads)
         if engine not in _ENGINES:
             raise ValueError(f"engine must be one of {_ENGINES}, got {engine!r}")
         if sp.issparse(X):
+            check_sparse_structure(X, "X")
             X = sp.csr_matrix(X)
         else:
             X = np.asarray(X)
@@ -591,17 +922,15 @@ class HNSWIndex:
         return _finished(ids, scores, int(np.count_nonzero(found < k)), k, ef, "svbop's search", start)
 
     def _own_graph(self) -> _Graph:
-        """NMSLIB's graph and vectors for svbop's search, read once from its saved index."""
+        """NMSLIB's graph and vectors for svbop's search: read and checked by :meth:`load` for a
+        loaded index, else once from NMSLIB's own saved copy of the index it built."""
         if self._graph is None:
-            if self._file is not None:
-                self._graph = _read_graph(self._file, self.n_classes, self.n_features)
-            else:
-                # NMSLIB's binding gives no access to the graph but through saveIndex: write it (without
-                # the separate data file) to a private temporary folder, read it, remove it
-                with tempfile.TemporaryDirectory(prefix="svbop-hnsw-") as folder:
-                    path = Path(folder) / "graph"
-                    self._index.saveIndex(str(path), save_data=False)
-                    self._graph = _read_graph(path, self.n_classes, self.n_features)
+            # NMSLIB's binding gives no access to the graph but through saveIndex: write it (without
+            # the separate data file) to a private temporary folder, read it, remove it
+            with tempfile.TemporaryDirectory(prefix="svbop-hnsw-") as folder:
+                path = Path(folder) / "graph"
+                self._index.saveIndex(str(path), save_data=False)
+                self._graph = _read_graph(path, self.n_classes, self.n_features)
         return self._graph
 
     # ----------------------------------------------------------------------------------------
@@ -664,65 +993,68 @@ class HNSWIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> HNSWIndex:
-        """Read an index written by :meth:`save`; errors name the missing or unreadable file."""
+        """Read an index written by :meth:`save`; errors name the missing, unreadable or inconsistent file.
+
+        Nothing in the three files is trusted: the parameters file is size-bounded and its every
+        field type-checked; the graph and data files are each read once, into a private temporary
+        copy, with their size and sha256 checked on the bytes copied; svbop's readers then check
+        every field, count, level and neighbour id of the graph and every object and vector of
+        the data (finite values, feature ids within ``D``, the space the parameters name), and
+        only then does NMSLIB load the copies (a damaged or crafted index is a ValueError, never
+        a crash).  The graph svbop's own search uses is the one checked here.
+        """
         nm = _nmslib()
         index_file, data_file, info_file = cls.files(path)
         for file, what in ((index_file, "HNSW index graph"), (data_file, "HNSW index data, written by "
                            "saveIndex(save_data=True)"), (info_file, "HNSW index parameters")):
             if not file.is_file():
                 raise ValueError(f"{file}: no such file (the {what})")
-        try:
-            info = json.loads(info_file.read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{info_file}: not a readable JSON file ({exc})") from None
-        if not isinstance(info, dict) or info.get("format") != _FORMAT:
-            got = info.get("format") if isinstance(info, dict) else type(info).__name__
-            raise ValueError(f"{info_file}: format is {got!r}, expected {_FORMAT!r}")
-        version = info.get("version")
-        if not isinstance(version, int) or version > _FORMAT_VERSION:
-            raise ValueError(f"{info_file}: format version {version!r} is not one this code reads ({_FORMAT_VERSION})")
-        if version < _MIN_VERSION:
-            raise ValueError(f"{info_file}: format version {version} records no checksums of the index files, so they "
-                             f"cannot be verified before NMSLIB reads them; rebuild the index (rule build_index)")
-        missing = [key for key in ("M", "efC", "post", "K", "D", "sparse", "files") if key not in info]
-        if missing:
-            raise ValueError(f"{info_file}: missing keys {missing}")
-        for key, what in ((key, info.get(key)) for key in ("M", "efC", "post", "K", "D")):
-            if isinstance(what, bool) or not isinstance(what, int) or what < 0 or (key in ("K", "D") and what < 1):
-                raise ValueError(f"{info_file}: {key} must be a non-negative integer, got {what!r}")
-        if info["K"] > _MAX_ID + 1:
-            raise ValueError(f"{info_file}: K = {info['K']} is beyond NMSLIB's ids")
-        for file, role in ((index_file, "graph"), (data_file, "data")):
-            _verify(file, info["files"].get(role) if isinstance(info["files"], dict) else None, info_file)
+        info = _read_info(info_file)
         try:
             self = cls(M=info["M"], ef_construction=info["efC"], post=info["post"],
                        n_threads=info.get("build_threads") or 1)
         except ValueError as exc:
             raise ValueError(f"{info_file}: {exc}") from None
-        self.n_classes, self.n_features, self.sparse = int(info["K"]), int(info["D"]), bool(info["sparse"])
-        space = info.get("space", _SPARSE_SPACE if self.sparse else _DENSE_SPACE)
-        if space not in _SPACES or (space == _DENSE_SPACE) == self.sparse:
-            raise ValueError(f"{info_file}: space {space!r} is not one of {_SPACES} matching sparse={self.sparse}")
-        shift = info.get("bias_shift", 0.0)  # version 1 indexed b itself
-        if not isinstance(shift, (int, float)) or not math.isfinite(shift):
-            raise ValueError(f"{info_file}: bias_shift must be a finite number, got {shift!r}")
-        self.space, self.bias_shift, self.center_bias = space, float(shift), shift != 0.0
+        self.n_classes, self.n_features, self.sparse = info["K"], info["D"], info["sparse"]
+        self.space, self.bias_shift = info["space"], float(info["bias_shift"])
+        self.center_bias = self.bias_shift != 0.0
         self.build_seconds = info.get("build_seconds")
         self.build_threads = info.get("build_threads")
         self.nmslib_version = info.get("nmslib_version")
         if self.nmslib_version != _nmslib_version():
             logger.warning("%s was built with NMSLIB %s, this is %s", index_file, self.nmslib_version,
                            _nmslib_version())
-        index = self._new_index(nm, self.space)
-        try:
-            index.loadIndex(str(index_file), load_data=True)
-        except RuntimeError as exc:
-            raise ValueError(f"{index_file}: NMSLIB cannot load it with {data_file.name} ({exc})") from None
-        if len(index) != self.n_classes:
-            raise ValueError(f"{data_file}: holds {len(index)} vectors, {info_file.name} says K = {self.n_classes}")
-        self._index, self._file = index, index_file
-        logger.info("loaded HNSW index %s: %d classes x %d features, %s", index_file, self.n_classes,
-                    self.n_features, "sparse" if self.sparse else "dense")
+        K, D = self.n_classes, self.n_features
+        with tempfile.TemporaryDirectory(prefix="svbop-hnsw-load-") as folder:  # private (mode 0700)
+            graph_copy, data_copy, _ = cls.files(Path(folder) / "index")
+            _copy_verified(index_file, graph_copy, info["files"]["graph"], info_file)
+            _copy_verified(data_file, data_copy, info["files"]["data"], info_file)
+            graph = None  # the graph first: its layout says whether the index is dense or sparse
+            if self.sparse:
+                _read_regular_graph(graph_copy, K, index_file)
+            else:
+                graph = _read_graph(graph_copy, K, D, index_file)
+            ids, vectors = _read_data(data_copy, K, D, self.space, data_file)
+            if graph is not None:
+                if not np.array_equal(graph.ids, ids):
+                    raise ValueError(f"{data_file}: its object ids differ from those of {index_file.name}: the files "
+                                     "are not one index; rebuild it")
+                for lo in range(0, K, _CHECK_ROWS):
+                    if not np.array_equal(graph.vectors[lo : lo + _CHECK_ROWS], vectors[lo : lo + _CHECK_ROWS]):
+                        raise ValueError(f"{data_file}: its vectors differ from those of {index_file.name}: the "
+                                         "files are not one index; rebuild it")
+            del ids, vectors
+            index = self._new_index(nm, self.space)
+            try:
+                index.loadIndex(str(graph_copy), load_data=True)
+            except (RuntimeError, MemoryError, ValueError, OSError) as exc:  # not expected after the checks
+                raise ValueError(f"{index_file}: NMSLIB cannot load it with {data_file.name} "
+                                 f"({type(exc).__name__}: {exc})") from None
+        if len(index) != K:
+            raise ValueError(f"{data_file}: holds {len(index)} vectors, {info_file.name} says K = {K}")
+        self._index, self._graph = index, graph
+        logger.info("loaded HNSW index %s: %d classes x %d features, %s", index_file, K, D,
+                    "sparse" if self.sparse else "dense")
         return self
 
     # ----------------------------------------------------------------------------------------

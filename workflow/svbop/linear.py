@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._checks import check_sparse_structure
 from ._threads import _n_workers, _positive_int, cpu_count
 from .io import NpzReader, check_scores, matrix_arrays, save_arrays
 from .logs import progress as _progress
@@ -116,8 +117,10 @@ def softmax(scores: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 def _as_features(X: Any, name: str = "X") -> np.ndarray | sp.csr_matrix:
-    """A float64 dense 2-d array or CSR matrix (other sparse formats are converted)."""
+    """A float64 dense 2-d array or CSR matrix (other sparse formats are converted); a sparse
+    matrix's indices are checked against its shape first (:func:`svbop._checks.check_sparse_structure`)."""
     if sp.issparse(X):
+        check_sparse_structure(X, name)
         X = sp.csr_matrix(X)
         if X.dtype != np.float64:
             X = X.astype(np.float64)
@@ -129,8 +132,10 @@ def _as_features(X: Any, name: str = "X") -> np.ndarray | sp.csr_matrix:
 
 
 def _as_sorted_csr(X: Any, n_features: int, name: str = "X") -> sp.csr_matrix:
-    """``X`` as float64 CSR with sorted indices (a copy only where needed); checks the width."""
+    """``X`` as float64 CSR with sorted indices (a copy only where needed); checks the width and,
+    for sparse ``X``, that every index lies inside it (:func:`svbop._checks.check_sparse_structure`)."""
     if sp.issparse(X):
+        check_sparse_structure(X, name)
         X = sp.csr_matrix(X, dtype=np.float64)
     else:
         X = np.asarray(X, dtype=np.float64)
