@@ -48,7 +48,7 @@ def _write_outputs(folder: Path) -> None:
 
 def _config(folder: Path) -> str:
     return f"""
-run: [mo_npy, mo_csv]
+run: [mo_npy, mo_csv, digits_cal]
 baselines: {{icp_epsilon: [0.1]}}
 utility_table: {{K: [10]}}
 methods:
@@ -72,6 +72,11 @@ datasets:
         validation: {{scores: val_logits.npy, labels: val_labels.npy}}
         test: {{scores: test_logits.npy, labels: test_labels.npy}}
     hierarchy: {{format: edges, file: tree.txt}}
+  digits_cal:
+    title: "Digits, liblinear on pixels, calibrated"
+    source: {{builtin: digits}}
+    features: {{kind: raw}}
+    calibrate: temperature
   mo_csv:
     title: "Probabilities, csv, test rows only"
     files:
@@ -133,6 +138,29 @@ def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):
     summary = json.loads((workdir / "results" / "mo_npy" / "summary.json").read_text())
     assert summary["model_outputs"] is True and summary["D"] is None and summary["train_seconds"] is None
     assert summary["N_train"] == 0 and summary["N_test"] == 540 and summary["N_calibration"] == 60
+
+
+def test_a_calibrated_liblinear_dataset_makes_every_set_from_the_calibrated_probabilities(outputs_run):
+    """calibrate: temperature on one of our own models: the baselines read the calibrated probabilities, and
+    SVBOP-Full, which scores the model, scores it at the fitted temperature (W / T, b / T)."""
+    import json
+
+    from svbop import predict_sets
+    from svbop.io import load_score_arrays, load_sets
+    from svbop.metrics import set_agreement
+
+    workdir, _ = outputs_run
+    d = workdir / "results" / "digits_cal"
+    record = json.loads((d / "calibration.json").read_text())
+    assert record["method"] == "temperature" and record["temperature"] != 1.0 and not record["model_outputs"]
+    P_raw, = load_score_arrays(d / "scores" / "uncalibrated.npz", "P_test")
+    P, = load_score_arrays(d / "scores" / "flat.npz", "P_test")
+    assert not np.allclose(P, P_raw, atol=1e-3)
+    for spec, label in (("fbeta:beta=1", "fbeta_1"), ("fbeta:beta=5", "fbeta_5")):
+        full = load_sets(d / "predictions" / "svbop_full" / f"{label}.npz")
+        assert set_agreement(full, predict_sets(P, spec)) >= 0.99
+    html = (workdir / "results" / "report.html").read_text()
+    assert 'id="calibration-digits_cal"' in html and 'class="not-applicable" data-dataset="digits_cal"' not in html
 
 
 def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
