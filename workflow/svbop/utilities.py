@@ -466,7 +466,8 @@ class GeneralisedReject(Utility):
         # (a K (K-1)^(b-1) <= (K-1)^b iff a K <= K - 1).  2 a <= (K-1)^b holds when b >= 1 (K >= 5);
         # otherwise it is one comparison of two numbers (g(2) >= 1/2, the same inequality).
         tol = 0 if self.is_exact else _INEXACT_TOL
-        lower = a * K <= K - 1 and (b >= 1 or self._g_exact(2, K) - Fraction(1, 2) >= -tol)
+        g = [self._g_exact(s, K) for s in (1, 2, 3, 4)] if b < 1 else None  # the terms needed below
+        lower = a * K <= K - 1 and (b >= 1 or g[1] - Fraction(1, 2) >= -tol)
         # Convexity (where g > 0): 1/g(s) = f(x_s) with f(x) = 1/(1 - a x^b), and f''(x) has the sign
         # of (b - 1) + a (1 + b) x^b: f is convex on [0, 1] for b >= 1.  For b < 1 it is concave on
         # [0, x0] and convex beyond, x0 = ((1-b) / (a (1+b)))^(1/b): a triple of grid points lying
@@ -476,7 +477,6 @@ class GeneralisedReject(Utility):
         positive = a < 1
         convex = True
         if positive and b < 1:
-            g = [self._g_exact(s, K) for s in (1, 2, 3, 4)]
             convex = all(g[i] * g[i + 1] + g[i + 2] * g[i + 1] - 2 * g[i] * g[i + 2] >= -tol for i in (0, 1))
         return dict(strictly=a > 0, nonincreasing=True, g1=True, lower=lower, positive=positive, convex=convex)
 
