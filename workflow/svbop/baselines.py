@@ -608,8 +608,13 @@ class ConformalSetPredictor:
     Arithmetic: for APS, RAPS and class-conditional LAC, a row is divided by its float64 sum
     (numpy's ``sum``) and the cumulative sums run along the ranking, the same operations at
     calibration and at prediction, so a test point equal to a calibration point gets exactly
-    that point's scores.  (Marginal LAC keeps the paper's implementation,
-    :func:`conformal_quantile` and :func:`conformal_sets`.)
+    that point's scores.  Scores equal in exact arithmetic can still differ in their last bits
+    between two rows (a row's total mass rounds to ``1.0`` in one and ``0.9999999999999999`` in
+    another), so **a class is kept when ``s(x, c) <= q + tol * max(1, |q|)``** with
+    ``tol = 4 K 2**-52`` (:func:`_score_tolerance`; MAPIE compares with an absolute 1e-8): the
+    last class is never dropped by rounding, and the classes the tolerance adds only raise
+    coverage.  (Marginal LAC keeps the paper's implementation, :func:`conformal_quantile` and
+    :func:`conformal_sets`.)
 
     **Bayes-optimal sets with coverage** (``score="fbeta"`` or ``"credal"``).  Let
     ``S(x; t)`` be :func:`svbop.predict_sets` for the family member with parameter ``t``
@@ -651,7 +656,18 @@ class ConformalSetPredictor:
     at random), so ``P(V_{n+1} <= V_(k)) >= k/(n+1) >= 1 - epsilon``.  The argument is in
     exact arithmetic; the computed expected utilities round in their last bits, which can move
     a switch point of ``m(t)`` by a few ulps of ``t`` but never the count at ``parameter_``,
-    which is evaluated.  When ``k > n``: F-beta returns every class (``quantile_ = inf``,
+    which is evaluated (if the fast count and ``predict_sets`` disagree there, the bisection is
+    redone counting every row with ``predict_sets`` at every step, so that the count at the
+    result is always an evaluated ``>= k``).
+
+    *Labels of probability 0.*  Such a class adds no mass, so it enters ``S(x; t)`` only through
+    the tie tolerance (for F-beta near ``beta^2 ~ 1/tie_rtol``), where rounding can make its
+    coverage non-monotone in ``t``.  **Its score is defined as never covered**: ``V = +inf``
+    for F-beta (only the every-class member ``parameter_ = 1.4e154`` holds it), ``V = -inf``
+    for credal; the bisection runs on the other rows.  Float32 probabilities (the pipeline's)
+    often hold exact zeros: when more than ``n - k`` calibration labels have probability 0,
+    the ``k``-th smallest F-beta score is ``+inf`` and F-beta returns every class.
+    When ``k > n``: F-beta returns every class (``quantile_ = inf``,
     ``parameter_ = 1.4e154``, where ``beta^2`` overflows and ``g = 1``); credal cannot keep
     every class and ``fit`` raises ``ValueError``, as it does when even ``delta = gamma`` (the
     largest credal sets) covers fewer than ``k`` calibration rows.
@@ -664,13 +680,16 @@ class ConformalSetPredictor:
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
-        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only).
+        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only; any ``k_reg >= K``
+        penalises nothing).
     lam : float, default 0.0
-        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only; 0 gives APS).
+        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only; 0 gives APS).  0 or a
+        normal double-precision number (at least 2.2e-308): subnormal values are refused.
     empty : {"top1", "keep"}
         What an empty set becomes (F-beta and credal sets are never empty).
     gamma : float, optional
-        The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only).
+        The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only), a normal
+        double-precision number (at least 2.2e-308), as the utility's parameters are.
 
     Attributes
     ----------
