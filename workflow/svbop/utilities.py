@@ -688,7 +688,8 @@ def _checked_properties(u: Utility, K: int, keys) -> dict[str, bool]:
         return True
 
     out: dict[str, bool] = {}
-    d, ed = g[:-1] - g[1:], e[:-1] + e[1:]
+    d = g[:-1] - g[1:]
+    ed = e[:-1] + e[1:] + eps * np.abs(d)  # the values' errors and the subtraction's rounding
     if "strictly" in keys:
         out["strictly"] = holds(d, ed, ftol, True, lambda i: ex(i) - ex(i + 1))
     if "nonincreasing" in keys:
@@ -696,7 +697,8 @@ def _checked_properties(u: Utility, K: int, keys) -> dict[str, bool]:
     if "g1" in keys:
         out["g1"] = abs(ex(0) - 1) <= tol
     if "lower" in keys:
-        out["lower"] = holds(g - 1 / s, e + eps / s, -ftol, False, lambda i: ex(i) - Fraction(1, i + 1))
+        f = g - 1 / s
+        out["lower"] = holds(f, e + eps / s + eps * np.abs(f), -ftol, False, lambda i: ex(i) - Fraction(1, i + 1))
     if "positive" in keys:
         out["positive"] = holds(g, e, ftol, True, ex)
     if "convex" in keys:
@@ -715,12 +717,10 @@ def _checked_properties(u: Utility, K: int, keys) -> dict[str, bool]:
 @lru_cache(maxsize=256)
 def _properties_cached(u: Utility, K: int) -> UtilityProperties:
     p = dict(u._closed_form(K))
-    missing = [k for k in _PROPERTY_KEYS if k not in p and not (k == "convex" and p.get("positive") is False)]
-    if "convex" in missing and "positive" in missing:  # convexity counts only where g > 0
+    if "positive" not in p:
         p.update(_checked_properties(u, K, ["positive"]))
-        missing.remove("positive")
-        if not p["positive"]:
-            missing.remove("convex")
+    # Definition 1's inequality counts only where g > 0
+    missing = [k for k in _PROPERTY_KEYS if k not in p and (k != "convex" or p["positive"])]
     if missing:
         p.update(_checked_properties(u, K, missing))
     convex = bool(p["positive"] and p.get("convex", False))
