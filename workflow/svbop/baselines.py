@@ -203,6 +203,11 @@ def _epsilon(epsilon) -> Fraction:
     return eps
 
 
+def _no_calibration_rows(P_cal: np.ndarray) -> None:
+    if P_cal.shape[0] == 0:
+        raise ValueError(f"P_cal has no rows (shape {P_cal.shape}, dtype {P_cal.dtype}): the calibration set is empty")
+
+
 def conformal_quantile(P_cal, y_cal, epsilon: float) -> float:
     """ICP threshold ``q`` on nonconformity ``1 - P(y|x)`` from a calibration set.
 
@@ -213,6 +218,7 @@ def conformal_quantile(P_cal, y_cal, epsilon: float) -> float:
     P_cal = as_score_matrix(P_cal, "P_cal")
     y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
     eps = _epsilon(epsilon)
+    _no_calibration_rows(P_cal)
     _, total = row_stats(P_cal, 0, "P_cal")
     scores = 1.0 - P_cal[np.arange(y_cal.size), y_cal] / total
     n = scores.size
@@ -268,6 +274,35 @@ CONFORMAL_SCORES = ("lac", "aps", "raps", "fbeta", "credal")
 #: Bayes-optimal set is every class.  The end of the search range for ``score="fbeta"``.
 _FBETA_EVERY_CLASS = 1.4e154
 
+#: Smallest positive normal float64: ``lam`` and ``gamma`` are 0 (``lam`` only) or at least this,
+#: as the utilities' parameters are (a subnormal has too few bits to compute with).
+_NORMAL_MIN = float(np.finfo(np.float64).tiny)
+
+
+def _score_tolerance(K: int) -> float:
+    """Relative tolerance of ``s(x, c) <= q`` for the APS/RAPS (and class-conditional LAC) scores.
+
+    A score is a cumulative sum of up to ``K`` normalised probabilities, so two scores that are
+    equal in exact arithmetic (a test row's total mass and a calibration row's, both 1) can differ
+    in float64 by the rounding of that sum, at most about ``K`` units of ``2**-53`` of its value:
+    ``1.0`` against ``0.9999999999999999``.  A class is kept when ``s <= q + tol * max(1, |q|)``
+    with ``tol = 4 K 2**-52``: twice the bound, so that rounding never drops a class that the exact
+    scores keep.  It can only add classes whose exact score exceeds ``q`` by less than that
+    (coverage is kept).  MAPIE compares with an absolute ``EPSILON`` (1e-8 in MAPIE 1.x); ours
+    is at most that for ``K`` up to 11 million, and follows ``K``.
+    """
+    return 4.0 * K * float(np.finfo(np.float64).eps)
+
+
+def _with_tolerance(q, K: int):
+    """``q + tol * max(1, |q|)`` (a float or one per class; ``inf`` stays ``inf``)."""
+    tol = _score_tolerance(K)
+    if np.ndim(q) == 1:
+        q = np.asarray(q, dtype=np.float64)
+        return q + tol * np.maximum(1.0, np.abs(q))
+    q = float(q)
+    return q + tol * max(1.0, abs(q))
+
 
 def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int):
     """Yield ``(row0, Pn)``: chunks of rows of ``P`` validated, as float64 and divided by their sums.
@@ -302,6 +337,7 @@ def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, la
 
     Only the classes ranked at or before ``y_i`` (those with ``P >= P(y_i|x_i)``) are sorted.
     """
+    k_reg = min(k_reg, P.shape[1])  # ranks stop at K: a larger k_reg is K (and stays a small integer)
     out = np.empty(y.size)
     for row0, Xn in _normalised_chunks(P, "P_cal", chunk_bytes):
         yc = y[row0 : row0 + Xn.shape[0]]
@@ -327,9 +363,12 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
     """Sets ``{c : s(x, c) <= q_c}`` for LAC/APS/RAPS; ``q`` a float or one per class.
 
     Every score is non-decreasing along the ranking, so ``{c : s <= max_c q_c}`` is a prefix found
-    with the partial-sorting engine; per-class thresholds then filter that prefix.
+    with the partial-sorting engine; per-class thresholds then filter that prefix.  Scores are
+    compared with ``q`` widened by :func:`_score_tolerance`.
     """
     P = as_score_matrix(P, "P")
+    k_reg = min(k_reg, P.shape[1])  # ranks stop at K: a larger k_reg is K (and stays a small integer)
+    q = _with_tolerance(q, P.shape[1])
     per_class = np.ndim(q) == 1
     qmax = float(np.max(q)) if per_class else float(q)
 
@@ -337,9 +376,11 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
         if score == "lac":  # candidates: P >= 1 - q, with a margin; the test on s is exact
             return np.full(X.shape[0], max(0.0, (1.0 - qmax) - 1e-12))
         if score == "raps" and lam > 0:  # ranks o with lam (o - k_reg) > q are out: the top m suffice
-            m = k_reg + int(qmax / lam) + 1
-            if m < X.shape[1]:
-                return np.partition(X, X.shape[1] - m, axis=1)[:, X.shape[1] - m]
+            r = qmax / lam  # compared as a float first: inf or 1e300 for a tiny lam
+            if r < X.shape[1]:
+                m = k_reg + int(r) + 1
+                if m < X.shape[1]:
+                    return np.partition(X, X.shape[1] - m, axis=1)[:, X.shape[1] - m]
         return rowmax * 1e-2
 
     def decide(heads: SortedHeads, t, total, K):
@@ -504,7 +545,7 @@ class _RankedCalibration:
         return out
 
 
-def _calibrate_parameter(cover, n, k, score, gamma, lo, hi):
+def _calibrate_parameter(cover, n, k, score, gamma, lo, hi, verified=False):
     """The ``k``-th order statistic of the family scores, by bisection over the float64 values.
 
     With the coverage count ``N(t) = #{i : y_i in S_i(t)}``, monotone in ``t`` (nested sets), the
@@ -514,7 +555,9 @@ def _calibrate_parameter(cover, n, k, score, gamma, lo, hi):
     the one at which the count was found ``>= k``.  ``cover(rows, u)`` says which of the labels of
     ``rows`` ``u`` covers.  Rows already decided drop out: a row covered at a parameter is covered
     at every parameter on the large-set side of it, a row not covered is not covered on the
-    small-set side.
+    small-set side.  With ``verified``, no row drops out: every step counts all ``n`` rows, so the
+    end returned has an evaluated count ``>= k`` whether or not coverage is monotone (the large-set
+    end ``hi``/``lo`` must cover ``k`` rows: every class for F-beta, checked for credal).
     """
     grows = score == "fbeta"  # sets grow with the parameter
     small_end = lo if grows else hi
@@ -524,8 +567,13 @@ def _calibrate_parameter(cover, n, k, score, gamma, lo, hi):
         return small_end
     base, active = int(c.sum()), everyone[~c]  # covered at the small end: covered everywhere
     a, b = lo, hi
+    if verified:
+        base, active = 0, everyone
     while (mid := _float_between(a, b)) is not None:
         c = cover(active, _family_utility(score, mid, gamma)) if active.size else np.zeros(0, dtype=bool)
+        if verified:
+            a, b = ((a, mid) if grows else (mid, b)) if int(c.sum()) >= k else ((mid, b) if grows else (a, mid))
+            continue
         if base + int(c.sum()) >= k:  # mid is on the covering side: move the large-set end there
             a, b = (a, mid) if grows else (mid, b)
             active = active[c]  # not covered at mid: not covered between the small end and mid
@@ -560,8 +608,13 @@ class ConformalSetPredictor:
     Arithmetic: for APS, RAPS and class-conditional LAC, a row is divided by its float64 sum
     (numpy's ``sum``) and the cumulative sums run along the ranking, the same operations at
     calibration and at prediction, so a test point equal to a calibration point gets exactly
-    that point's scores.  (Marginal LAC keeps the paper's implementation,
-    :func:`conformal_quantile` and :func:`conformal_sets`.)
+    that point's scores.  Scores equal in exact arithmetic can still differ in their last bits
+    between two rows (a row's total mass rounds to ``1.0`` in one and ``0.9999999999999999`` in
+    another), so **a class is kept when ``s(x, c) <= q + tol * max(1, |q|)``** with
+    ``tol = 4 K 2**-52`` (:func:`_score_tolerance`; MAPIE compares with an absolute 1e-8): the
+    last class is never dropped by rounding, and the classes the tolerance adds only raise
+    coverage.  (Marginal LAC keeps the paper's implementation, :func:`conformal_quantile` and
+    :func:`conformal_sets`.)
 
     **Bayes-optimal sets with coverage** (``score="fbeta"`` or ``"credal"``).  Let
     ``S(x; t)`` be :func:`svbop.predict_sets` for the family member with parameter ``t``
@@ -603,7 +656,18 @@ class ConformalSetPredictor:
     at random), so ``P(V_{n+1} <= V_(k)) >= k/(n+1) >= 1 - epsilon``.  The argument is in
     exact arithmetic; the computed expected utilities round in their last bits, which can move
     a switch point of ``m(t)`` by a few ulps of ``t`` but never the count at ``parameter_``,
-    which is evaluated.  When ``k > n``: F-beta returns every class (``quantile_ = inf``,
+    which is evaluated (if the fast count and ``predict_sets`` disagree there, the bisection is
+    redone counting every row with ``predict_sets`` at every step, so that the count at the
+    result is always an evaluated ``>= k``).
+
+    *Labels of probability 0.*  Such a class adds no mass, so it enters ``S(x; t)`` only through
+    the tie tolerance (for F-beta near ``beta^2 ~ 1/tie_rtol``), where rounding can make its
+    coverage non-monotone in ``t``.  **Its score is defined as never covered**: ``V = +inf``
+    for F-beta (only the every-class member ``parameter_ = 1.4e154`` holds it), ``V = -inf``
+    for credal; the bisection runs on the other rows.  Float32 probabilities (the pipeline's)
+    often hold exact zeros: when more than ``n - k`` calibration labels have probability 0,
+    the ``k``-th smallest F-beta score is ``+inf`` and F-beta returns every class.
+    When ``k > n``: F-beta returns every class (``quantile_ = inf``,
     ``parameter_ = 1.4e154``, where ``beta^2`` overflows and ``g = 1``); credal cannot keep
     every class and ``fit`` raises ``ValueError``, as it does when even ``delta = gamma`` (the
     largest credal sets) covers fewer than ``k`` calibration rows.
@@ -616,13 +680,16 @@ class ConformalSetPredictor:
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
-        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only).
+        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only; any ``k_reg >= K``
+        penalises nothing).
     lam : float, default 0.0
-        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only; 0 gives APS).
+        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only; 0 gives APS).  0 or a
+        normal double-precision number (at least 2.2e-308): subnormal values are refused.
     empty : {"top1", "keep"}
         What an empty set becomes (F-beta and credal sets are never empty).
     gamma : float, optional
-        The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only).
+        The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only), a normal
+        double-precision number (at least 2.2e-308), as the utility's parameters are.
 
     Attributes
     ----------
@@ -668,9 +735,11 @@ class ConformalSetPredictor:
         if isinstance(k_reg, (bool, np.bool_)) or not isinstance(k_reg, (int, np.integer)) or k_reg < 0:
             raise ValueError(f"k_reg must be an integer >= 0, got {k_reg!r}")
         if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, (int, float, np.integer, np.floating)) or not (
-            0 <= lam < math.inf
+            lam == 0 or _NORMAL_MIN <= lam <= np.finfo(np.float64).max
         ):
-            raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
+            raise ValueError(
+                f"lam must be a finite number >= 0, and 0 or at least {_NORMAL_MIN:.4g} (not subnormal), got {lam!r}"
+            )
         if score != "raps" and (lam != 0 or k_reg != 1):
             raise ValueError(f"k_reg and lam are RAPS parameters; score={score!r} takes neither (use score='raps')")
         if empty not in ("top1", "keep"):
@@ -680,7 +749,11 @@ class ConformalSetPredictor:
                 raise ValueError("score='credal' needs gamma (the credal family's fixed gamma > 0)")
             if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, (int, float, np.integer, np.floating)):
                 raise ValueError(f"gamma must be a number > 0, got {gamma!r}")
-            if not 0 < gamma < math.inf:
+            if 0 < gamma < _NORMAL_MIN:
+                raise ValueError(
+                    f"gamma must be a double-precision number >= {_NORMAL_MIN:.4g} (not subnormal), got {gamma!r}"
+                )
+            if not 0 < gamma <= np.finfo(np.float64).max:
                 raise ValueError(
                     f"gamma must be finite and > 0, got {gamma!r}: at gamma = 0 the credal sets do not depend on"
                     " delta, and at gamma < 0 they grow with it (see the class docstring)"
@@ -700,6 +773,7 @@ class ConformalSetPredictor:
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         eps = _epsilon(self.epsilon)
+        _no_calibration_rows(P_cal)
         K = P_cal.shape[1]
         for attr in ("quantiles_", "parameter_", "utility_"):
             self.__dict__.pop(attr, None)
@@ -723,8 +797,9 @@ class ConformalSetPredictor:
 
     def _bisect(self, P, y, k, lo, hi, chunk_bytes):
         """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
-        result covers fewer than ``k`` labels (a rounding disagreement between the two scans),
-        again with ``predict_sets`` itself, whose count at the result is then right by construction."""
+        result covers fewer than ``k`` labels (rounding made the two scans disagree, or coverage
+        not monotone in the last bits of the parameter), again with ``predict_sets`` itself,
+        counting every row at every step: its result's count is then one evaluated (``>= k``)."""
         n = y.size
         fast = _RankedCalibration(P, y, chunk_bytes)
         # F-beta is (1/x)-convex and decreasing for every beta (the paper's Section 2.2; its
@@ -733,16 +808,22 @@ class ConformalSetPredictor:
         t = _calibrate_parameter(lambda r, u: fast.covered(r, u, early), n, k, self.score, self.gamma, lo, hi)
         del fast
         if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
-            t = _calibrate_parameter(lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi)
-            if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:  # pragma: no cover
-                raise RuntimeError("conformal calibration failed its final check (report this as a bug)")
+            t = _calibrate_parameter(
+                lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi, verified=True
+            )
         return t
 
     def _fit_family(self, P, y, eps, K, chunk_bytes):
         n = y.size
         k = math.ceil((n + 1) * (1 - eps))
+        # A label of probability 0 enters a Bayes-optimal set only through the tie tolerance, where
+        # its coverage need not be monotone in the parameter: its score is taken as never covered
+        # (F-beta: +inf; credal: -inf), and only the other rows are bisected on.
+        labelled = np.flatnonzero(P[np.arange(n), y] != 0)
+        if labelled.size < n:
+            P, y = P[labelled], y[labelled]
         if self.score == "fbeta":
-            if k > n:
+            if k > labelled.size:  # the k-th smallest score is +inf: only every class covers
                 self.quantile_, self.parameter_ = math.inf, _FBETA_EVERY_CLASS
             else:
                 self.parameter_ = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
@@ -774,10 +855,11 @@ class ConformalSetPredictor:
                     f"score='credal': no delta gives 0 <= g(s) <= 1 for every s with gamma={gamma}"
                     " (g(1) >= 0 needs delta >= gamma, g(s) <= 1 needs delta <= s + gamma/s)"
                 )
-            if not _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k:
+            if not (k <= labelled.size and _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k):
+                zeros = f" ({n - labelled.size} of them have a label of probability 0)" if labelled.size < n else ""
                 raise ValueError(
                     f"score='credal' with gamma={gamma}: even the largest credal sets (delta = gamma) contain the"
-                    f" label of fewer than {k} of the {n} calibration rows needed for epsilon={self.epsilon};"
+                    f" label of fewer than {k} of the {n} calibration rows{zeros} needed for epsilon={self.epsilon};"
                     " use score='fbeta' or a larger epsilon"
                 )
             self.parameter_ = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
