@@ -106,9 +106,9 @@ def test_calibrate_none_keeps_the_probabilities_and_still_measures_them():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: fit_temperature(np.array([[0.0, np.nan]]), [0]), "scores: non-finite logits"),
-    (lambda: fit_temperature(np.zeros((3, 2)), [0, 1, 2]), "y: label 2 at row 2 is outside 0..1"),
+    (lambda: fit_temperature(np.zeros((3, 2)), [0, 1, 2]), "y[2] = 2 is not a class index in 0..1"),
     (lambda: fit_temperature(np.zeros((0, 2)), []), "scores: no rows to fit a temperature on"),
-    (lambda: fit_temperature(np.zeros((2, 2)), [0]), "y: expected 2 labels (one per row), got shape (1,)"),
+    (lambda: fit_temperature(np.zeros((2, 2)), [0]), "y has 1 labels but there are 2 samples"),
     (lambda: outputs_to_probabilities(np.zeros((2, 2)), temperature=0), "temperature: expected a finite number > 0"),
     (lambda: outputs_to_probabilities(np.zeros((2, 2)), outputs="scores"), "outputs: expected 'logits' or 'probabilities'"),
     (lambda: calibrate_parts({"test": np.zeros((2, 2))}, {"test": [0, 1]}), "calibrate: temperature is fitted on the validation rows"),

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._arrays import as_host_array
+from .metrics import check_labels
 
 __all__ = [
     "CALIBRATION_METHODS",
@@ -68,18 +69,7 @@ def _as_scores(scores, name: str) -> np.ndarray:
 
 
 def _as_labels(y, n: int, K: int, name: str = "y") -> np.ndarray:
-    arr = as_host_array(y, name)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(f"{name}: expected {n} labels (one per row), got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"{name}: expected integer class indices, got dtype {arr.dtype}")
-    if n and (arr.min() < 0 or arr.max() >= K):
-        bad = int(np.flatnonzero((arr < 0) | (arr >= K))[0])
-        raise ValueError(f"{name}: label {int(arr[bad])} at row {bad} is outside 0..{K - 1}")
-    return arr.astype(np.int64, copy=False)
+    return check_labels(y, (n, K), name)
 
 
 def _logits(block: np.ndarray, outputs: str) -> np.ndarray:

@@ -164,17 +164,14 @@ def _first_in_leaf_order(x, nx, y, ny, start, size, bx, by):
 
 
 @njit(**_JIT)
-def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes, max_words,
-         max_work):
-    """The best set of one row (``p`` sums to anything positive).  Writes its nodes (sorted by
-    leaf position) into ``out_nodes``; returns ``(number of nodes, set size, g(s) * mass)``."""
-    n_nodes = post.size
+def _node_masses(p, post, indptr, children, K, rank, order, nm, nr):
+    """Rank every class by decreasing ``p`` (ties by class id) and fill each node's mass ``nm`` and
+    rank sum ``nr`` bottom-up (``post``: the nodes in post-order)."""
     order[:] = np.argsort(-p, kind="mergesort")
-    for i in range(K):
-        rank[order[i]] = i
-    # node masses and rank sums
-    for i in range(n_nodes):
-        v = post[i]
+    for r in range(K):
+        rank[order[r]] = r
+    for t in range(post.size):
+        v = post[t]
         if v < K:
             nm[v] = p[v]
             nr[v] = rank[v]
@@ -186,6 +183,15 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                 r += nr[children[e]]
             nm[v] = a
             nr[v] = r
+
+
+@njit(**_JIT)
+def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes, max_words,
+         max_work):
+    """The best set of one row (``p`` sums to anything positive).  Writes its nodes (sorted by
+    leaf position) into ``out_nodes``; returns ``(number of nodes, set size, g(s) * mass)``."""
+    n_nodes = post.size
+    _node_masses(p, post, indptr, children, K, rank, order, nm, nr)
     # a lower bound of the optimum, and the largest size that can still reach it
     low = 0.0
     for v in range(n_nodes):
@@ -504,22 +510,7 @@ def _rows_simple(P, g, rho, m, star, post, indptr, children, size, start, dfs_le
         for c in range(K):
             p[c] = P[i, c]
             total += p[c]
-        order[:] = np.argsort(-p, kind="mergesort")
-        for r in range(K):
-            rank[order[r]] = r
-        for t in range(n_nodes):
-            v = post[t]
-            if v < K:
-                nm[v] = p[v]
-                nr[v] = rank[v]
-            else:
-                a = 0.0
-                r = 0
-                for e in range(indptr[v], indptr[v + 1]):
-                    a += nm[children[e]]
-                    r += nr[children[e]]
-                nm[v] = a
-                nr[v] = r
+        _node_masses(p, post, indptr, children, K, rank, order, nm, nr)
         best_mass[:] = -np.inf
         best_node[:] = -1
         if star:  # the s most probable classes (s <= m), or the root
