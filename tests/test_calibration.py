@@ -119,3 +119,12 @@ def test_refusals_name_the_argument(call, message):
         call()
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_rows_all_classified_right_keep_temperature_one_and_say_why():
+    z, y, _ = _problem(300, seed=6)
+    y = z.argmax(axis=1)  # every top class right: the NLL has no minimiser, sharpening only overfits
+    ts = TemperatureScaling().fit(z, y)
+    assert ts.temperature_ == 1.0 and ts.skipped_.startswith("every validation row's top class is its label")
+    _, record = calibrate_parts({"validation": z, "test": z}, {"validation": y, "test": y})
+    assert record["temperature"] == 1.0 and record["not_fitted"] == ts.skipped_
