@@ -26,19 +26,13 @@ svbop.index        the HNSW index (NMSLIB) over class weight vectors
 svbop.full, svbop.hsg, svbop.hf   the paper's three algorithms from models (compiled kernels)
 svbop.evaluation   the paper's protocol: every method's sets under every utility
 svbop.report       tables, figures and the self-contained HTML report
+svbop.conformal    conformal sets (ICP, APS, RAPS, class- and group-conditional, adaptive for streams)
 svbop.sklearn      scikit-learn estimators and set-utility scorers (`import svbop` does not import sklearn)
 svbop.io, svbop.logs   atomic file writing, logs with progress
 """
 
-from .baselines import (
-    ConformalSetPredictor,
-    ThresholdSetPredictor,
-    conformal_quantile,
-    conformal_sets,
-    threshold_sets,
-    top_s_sets,
-    tune_threshold,
-)
+from .baselines import ThresholdSetPredictor, threshold_sets, top_s_sets, tune_threshold
+from .conformal import ConformalSetPredictor, conformal_quantile, conformal_sets
 from .full import predict_sets_full, predict_sets_full_naive
 from .hf import predict_sets_hf
 from .hierarchical import predict_sets_hierarchical
