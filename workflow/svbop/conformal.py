@@ -14,6 +14,8 @@ This module imports only svbop's lower modules (``_prefix``, ``search``, ``metri
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -38,6 +40,9 @@ __all__ = [
     "conformal_sets",
     "ConformalSetPredictor",
     "CONFORMAL_SCORES",
+    "SMALL_GROUPS",
+    "GroupCalibrationWarning",
+    "min_calibration_rows",
 ]
 
 
@@ -432,6 +437,105 @@ def _calibrate_parameter(cover, n, k, score, gamma, lo, hi, verified=False):
     return b if grows else a
 
 
+# --- group-conditional (Mondrian) calibration -----------------------------------------------------
+
+#: What a group with too few calibration rows for a finite quantile gets (``small_groups=``).
+SMALL_GROUPS = ("marginal", "full")
+
+
+class GroupCalibrationWarning(UserWarning):
+    """A group too small for its own threshold, or not seen at calibration, got a fallback."""
+
+
+def min_calibration_rows(epsilon) -> int:
+    """The fewest calibration rows ``n`` whose conformal quantile is finite at level ``epsilon``.
+
+    The quantile is the ``k``-th smallest of ``n`` scores with ``k = ceil((n+1)(1-epsilon))``,
+    finite iff ``k <= n``, i.e. iff ``(n+1)(1-epsilon) <= n``, i.e. ``n >= 1/epsilon - 1``
+    (exact arithmetic): 9 rows at ``epsilon = 0.1``, 19 at 0.05, 99 at 0.01.
+    """
+    eps = _epsilon(epsilon)
+    return max(1, math.ceil(1 / eps - 1))
+
+
+@dataclass(frozen=True)
+class _Calibration:
+    """One calibration's result: the threshold ``quantile`` (for ``fbeta``/``credal`` the family
+    ``parameter`` and its ``utility``), per-class thresholds when class-conditional, or every class."""
+
+    quantile: float
+    quantiles: np.ndarray | None = None
+    parameter: float | None = None
+    utility: Utility | None = None
+    every_class_: bool = False
+
+    @classmethod
+    def every_class(cls) -> "_Calibration":
+        return cls(math.inf, every_class_=True)
+
+
+def _check_groups(groups, n: int, name: str, rows_of: str) -> np.ndarray:
+    """``groups`` as a 1-D numpy array of ``n`` comparable, hashable labels, or a one-line ValueError."""
+    if hasattr(groups, "__dlpack__") and not isinstance(groups, np.ndarray):
+        from ._arrays import as_host_array
+
+        groups = as_host_array(groups, name)
+    try:
+        g = np.asarray(groups)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{name} must be a 1-D array of group labels: {str(e).splitlines()[0]}") from None
+    if g.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of group labels (one per row), got shape {g.shape}")
+    if g.size != n:
+        raise ValueError(f"{name} has {g.size} entries but {rows_of} has {n} rows")
+    if g.dtype.kind not in "biufUSO":
+        raise ValueError(f"{name} must hold integers, strings or booleans, got dtype {g.dtype}")
+    if g.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(g))
+        if bad.size:
+            raise ValueError(f"{name} has a missing or infinite value ({float(g[bad[0]])!r}) at row {bad[0]}")
+    if g.dtype.kind == "O":
+        for i, v in enumerate(g.tolist()):
+            if not isinstance(v, (str, bytes, int, bool, np.integer, np.bool_)):
+                raise ValueError(
+                    f"{name} must hold integers, strings or booleans; row {i} holds {v!r} ({type(v).__name__})"
+                )
+        try:
+            np.unique(g)
+        except TypeError:
+            raise ValueError(f"{name} mixes labels that cannot be compared (e.g. strings and integers)") from None
+    return g
+
+
+def _group_list(labels: np.ndarray, counts: np.ndarray, most: int = 20) -> str:
+    """``'a' (3 rows), 'b' (5 rows)``, at most ``most`` of them (then how many more)."""
+    items = [f"{label!r} ({int(c)} rows)" for label, c in zip(labels.tolist()[:most], counts[:most])]
+    if labels.size > most:
+        items.append(f"and {labels.size - most} more")
+    return ", ".join(items)
+
+
+def _every_class(P: np.ndarray, chunk_bytes: int) -> SetPredictions:
+    """Every class of every row, in decreasing probability (ties by class index)."""
+    return _score_sets(P, math.inf, "aps", 1, 0.0, "keep", chunk_bytes)
+
+
+def _merge_rows(parts, n: int, K: int) -> SetPredictions:
+    """One SetPredictions of ``n`` rows from ``(rows, sets)`` parts that partition ``0..n-1``."""
+    sizes = np.zeros(n, dtype=np.int64)
+    for rows, sets in parts:
+        sizes[rows] = sets.sizes
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    ind = np.empty(int(ptr[-1]), dtype=np.int64)
+    eu = np.empty(n) if parts and all(sets.expected_utility is not None for _, sets in parts) else None
+    for rows, sets in parts:
+        within = np.arange(sets.indices.size) - np.repeat(sets.indptr[:-1], sets.sizes)
+        ind[np.repeat(ptr[rows], sets.sizes) + within] = sets.indices
+        if eu is not None:
+            eu[rows] = sets.expected_utility
+    return SetPredictions(ind, ptr, K, eu)
+
+
 class ConformalSetPredictor:
     r"""Split-conformal set predictor: LAC, APS, RAPS, class-conditional, or Bayes-optimal sets.
 
@@ -520,6 +624,31 @@ class ConformalSetPredictor:
     every class and ``fit`` raises ``ValueError``, as it does when even ``delta = gamma`` (the
     largest credal sets) covers fewer than ``k`` calibration rows.
 
+    **Group-conditional (Mondrian) calibration** (``fit(P_cal, y_cal, groups=g)``, every score).
+    The calibration rows are split by group and each group ``h`` gets its own calibration from
+    its ``n_h`` rows alone (the same single-threshold fit as the marginal one: ``q_h``, or the
+    family parameter ``t_h``); ``predict(P, groups=g_test)`` gives a row of group ``h`` the set
+    ``S(x; q_h)``.  The groups must be known at test time (a metadata column, the predicted
+    class, the top-level hierarchy node of the predicted class: anything computed from ``x`` or
+    given beside it; not the label).
+
+    *Coverage in every group.*  Let the test pair be exchangeable with the ``n_h`` calibration
+    pairs of its group (for instance, all pairs i.i.d.: conditional on the groups, the pairs of
+    group ``h`` are i.i.d. from the distribution of the pairs of group ``h``).  The proof above,
+    applied to the ``n_h + 1`` scores of group ``h``, gives ``P(y in S(x) | group = h) >=
+    ceil((n_h+1)(1-epsilon))/(n_h+1) >= 1 - epsilon`` for every group ``h`` separately, whatever
+    the other groups (Vovk et al. 2005, Mondrian conformal prediction).  The quantile of a group
+    is finite only when ``n_h >= 1/epsilon - 1`` (:func:`min_calibration_rows`: 9 rows at
+    ``epsilon = 0.1``).  A smaller group gets, as ``small_groups`` says, the marginal
+    calibration (``"marginal"``, the default: no per-group guarantee for that group, only a set
+    of the usual size) or every class (``"full"``: coverage 1, the guarantee kept trivially); one
+    :class:`GroupCalibrationWarning` names those groups and their counts.  A group not seen in
+    ``fit`` gets the marginal calibration (one warning per ``predict`` call names them).
+    ``class_conditional=True`` is the Mondrian calibration by the label (whose groups are not
+    known at test time: each candidate class is tested against its own threshold); it is not
+    combined with ``groups``.  A credal fit can fail in a group as it can marginally (too few
+    rows covered even at ``delta = gamma``): the error names the group.
+
     Parameters
     ----------
     epsilon : float
@@ -538,6 +667,10 @@ class ConformalSetPredictor:
     gamma : float, optional
         The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only), a normal
         double-precision number (at least 2.2e-308), as the utility's parameters are.
+    small_groups : {"marginal", "full"}, default "marginal"
+        With ``fit(..., groups=...)``: what a group with fewer than
+        :func:`min_calibration_rows` calibration rows gets (the marginal calibration, or every
+        class).
 
     Attributes
     ----------
@@ -552,6 +685,15 @@ class ConformalSetPredictor:
         The family member with ``parameter_`` (``fbeta``/``credal`` only).
     n_classes_ : int
         Number of classes seen in ``fit``.
+    groups_ : ndarray
+        The sorted group labels seen in ``fit`` (``fit(..., groups=...)`` only, as the next three).
+    group_counts_ : ndarray of int
+        Calibration rows of each group of ``groups_``.
+    group_quantiles_ : ndarray of float
+        Each group's threshold (``fbeta``/``credal``: parameter); a small group's is the marginal
+        one (``small_groups="marginal"``) or ``inf`` (``"full"``).
+    small_groups_ : ndarray
+        The groups of ``groups_`` with too few rows for their own threshold.
 
     Examples
     --------
@@ -572,6 +714,7 @@ class ConformalSetPredictor:
         lam: float = 0.0,
         empty: str = "top1",
         gamma: float | None = None,
+        small_groups: str = "marginal",
     ) -> None:
         _epsilon(epsilon)
         if not isinstance(score, str) or score not in CONFORMAL_SCORES:
@@ -608,6 +751,8 @@ class ConformalSetPredictor:
                 )
         elif gamma is not None:
             raise ValueError(f"gamma is the credal family's parameter; score={score!r} takes none")
+        if not isinstance(small_groups, str) or small_groups not in SMALL_GROUPS:
+            raise ValueError(f"small_groups must be 'marginal' or 'full', got {small_groups!r}")
         self.epsilon = epsilon
         self.score = score
         self.class_conditional = bool(class_conditional)
@@ -615,33 +760,101 @@ class ConformalSetPredictor:
         self.lam = float(lam)
         self.empty = empty
         self.gamma = None if gamma is None else float(gamma)
+        self.small_groups = small_groups
 
-    def fit(self, P_cal, y_cal, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
-        """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,)."""
+    def fit(self, P_cal, y_cal, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
+        """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,).
+
+        Parameters
+        ----------
+        P_cal : array-like of shape (n, K)
+        y_cal : array-like of shape (n,)
+        groups : array-like of shape (n,), optional
+            Group of every calibration row (integers, strings or booleans; known at test time, e.g.
+            a metadata column or the predicted class): one threshold (F-beta/credal: one
+            parameter) per group, so that coverage is at least ``1 - epsilon`` *within every
+            group* (Mondrian calibration; see the class docstring).  ``predict`` then needs the
+            groups of its rows.
+        """
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         eps = _epsilon(self.epsilon)
         _no_calibration_rows(P_cal)
-        K = P_cal.shape[1]
-        for attr in ("quantiles_", "parameter_", "utility_"):
-            self.__dict__.pop(attr, None)
-        if self.score in ("fbeta", "credal"):
-            self._fit_family(P_cal, y_cal, eps, K, chunk_bytes)
-        elif self.score == "lac" and not self.class_conditional:
-            self.quantile_ = conformal_quantile(P_cal, y_cal, eps)
-        else:
-            s = _calibration_scores(P_cal, y_cal, self.score, self.k_reg, self.lam, chunk_bytes)
+        if groups is not None:
             if self.class_conditional:
-                order = np.argsort(y_cal, kind="stable")
-                bounds = np.searchsorted(y_cal[order], np.arange(K + 1))
-                self.quantiles_ = np.array(
-                    [_order_statistic(s[order[bounds[c] : bounds[c + 1]]], eps) for c in range(K)]
+                raise ValueError(
+                    "groups cannot be combined with class_conditional=True (one threshold per class already is a"
+                    " Mondrian calibration by the label); pass one or the other"
                 )
-                self.quantile_ = float(self.quantiles_.max())
-            else:
-                self.quantile_ = _order_statistic(s, eps)
+            groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
+        for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
+                     "small_groups_", "_group_cals", "_group_index"):
+            self.__dict__.pop(attr, None)
+        K = P_cal.shape[1]
+        marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes)
+        self.quantile_ = marginal.quantile
+        for attr, value in (("quantiles_", marginal.quantiles), ("parameter_", marginal.parameter),
+                            ("utility_", marginal.utility)):
+            if value is not None:
+                setattr(self, attr, value)
         self.n_classes_ = K
+        if groups is not None:
+            self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes)
         return self
+
+    def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int) -> "_Calibration":
+        """One calibration (threshold or family parameter) from the rows ``P``, ``y``.
+
+        The single-threshold fit that the marginal, the per-class and the per-group (Mondrian)
+        calibrations share: a new score adds its branch here and in :meth:`_predict_with`, and
+        gets group-conditional calibration from :meth:`_fit_groups` for free.
+        """
+        K = P.shape[1]
+        if self.score in ("fbeta", "credal"):
+            return self._fit_family(P, y, eps, K, chunk_bytes)
+        if self.score == "lac" and not self.class_conditional:
+            return _Calibration(conformal_quantile(P, y, eps))
+        s = _calibration_scores(P, y, self.score, self.k_reg, self.lam, chunk_bytes)
+        if self.class_conditional:
+            order = np.argsort(y, kind="stable")
+            bounds = np.searchsorted(y[order], np.arange(K + 1))
+            quantiles = np.array([_order_statistic(s[order[bounds[c] : bounds[c + 1]]], eps) for c in range(K)])
+            return _Calibration(float(quantiles.max()), quantiles=quantiles)
+        return _Calibration(_order_statistic(s, eps))
+
+    def _fit_groups(self, P, y, groups, eps, marginal, chunk_bytes) -> None:
+        """One :meth:`_calibrate` per group; groups too small for a finite quantile follow ``small_groups``."""
+        labels, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        need = min_calibration_rows(eps)
+        cals, small = [], []
+        for j, label in enumerate(labels.tolist()):
+            if counts[j] < need:
+                small.append(j)
+                cals.append(marginal if self.small_groups == "marginal" else _Calibration.every_class())
+                continue
+            rows = order[bounds[j] : bounds[j + 1]]
+            try:
+                cals.append(self._calibrate(P[rows], y[rows], eps, chunk_bytes))
+            except ValueError as e:
+                raise ValueError(f"group {label!r} ({counts[j]} calibration rows): {e}") from None
+        if small:
+            what = "the marginal threshold" if self.small_groups == "marginal" else "every class"
+            warnings.warn(
+                f"{len(small)} of {labels.size} group(s) have fewer calibration rows than the {need} that"
+                f" epsilon={self.epsilon} needs: {_group_list(labels[small], counts[small])}; they get {what}"
+                f" (small_groups={self.small_groups!r})",
+                GroupCalibrationWarning,
+                stacklevel=3,
+            )
+        self.groups_ = labels
+        self.group_counts_ = counts.astype(np.int64)
+        self.group_quantiles_ = np.array([c.quantile for c in cals], dtype=np.float64)
+        self.small_groups_ = labels[small]
+        self._group_cals = tuple(cals)
+        self._group_index = {label: j for j, label in enumerate(labels.tolist())}
 
     def _bisect(self, P, y, k, lo, hi, chunk_bytes):
         """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
@@ -661,7 +874,7 @@ class ConformalSetPredictor:
             )
         return t
 
-    def _fit_family(self, P, y, eps, K, chunk_bytes):
+    def _fit_family(self, P, y, eps, K, chunk_bytes) -> "_Calibration":
         n = y.size
         k = math.ceil((n + 1) * (1 - eps))
         # A label of probability 0 enters a Bayes-optimal set only through the tie tolerance, where
@@ -672,11 +885,10 @@ class ConformalSetPredictor:
             P, y = P[labelled], y[labelled]
         if self.score == "fbeta":
             if k > labelled.size:  # the k-th smallest score is +inf: only every class covers
-                self.quantile_, self.parameter_ = math.inf, _FBETA_EVERY_CLASS
+                quantile, parameter = math.inf, _FBETA_EVERY_CLASS
             else:
-                self.parameter_ = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
-                self.quantile_ = self.parameter_
-            self.utility_ = _family_utility("fbeta", self.parameter_, None)
+                parameter = quantile = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
+            return _Calibration(quantile, parameter=parameter, utility=_family_utility("fbeta", parameter, None))
         else:
             gamma = self.gamma
             if k > n:
@@ -710,20 +922,71 @@ class ConformalSetPredictor:
                     f" label of fewer than {k} of the {n} calibration rows{zeros} needed for epsilon={self.epsilon};"
                     " use score='fbeta' or a larger epsilon"
                 )
-            self.parameter_ = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
-            self.quantile_ = self.parameter_
-            self.utility_ = _family_utility("credal", self.parameter_, gamma)
+            parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
+            return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
 
-    def predict(self, P, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
-        """Conformal sets of the rows of ``P`` (classes in decreasing probability)."""
+    def predict(self, P, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
+        """Conformal sets of the rows of ``P`` (classes in decreasing probability).
+
+        ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
+        row gets its group's threshold; a group not seen in ``fit`` gets the marginal one (one
+        :class:`GroupCalibrationWarning` per call names them).
+        """
         if not hasattr(self, "quantile_"):
             raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
         P = as_score_matrix(P, "P")
         if P.shape[1] != self.n_classes_:
             raise ValueError(f"P has {P.shape[1]} classes but the predictor was calibrated on {self.n_classes_}")
+        grouped = hasattr(self, "groups_")
+        if groups is None:
+            if grouped:
+                raise ValueError(
+                    "groups is required: the predictor was calibrated per group (fit(P_cal, y_cal, groups=...))"
+                )
+            return self._predict_with(self._marginal(), P, chunk_bytes)
+        if not grouped:
+            raise ValueError(
+                "groups given to predict but the predictor was calibrated without groups: pass"
+                " fit(P_cal, y_cal, groups=...) too"
+            )
+        groups = _check_groups(groups, P.shape[0], "groups", "P")
+        labels, inverse = np.unique(groups, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        where = [self._group_index.get(label) for label in labels.tolist()]
+        unseen = [j for j, w in enumerate(where) if w is None]
+        if unseen:
+            counts = np.bincount(inverse, minlength=labels.size)
+            warnings.warn(
+                f"{len(unseen)} group(s) not seen in fit: {_group_list(labels[unseen], counts[unseen])};"
+                " their rows get the marginal threshold",
+                GroupCalibrationWarning,
+                stacklevel=2,
+            )
+        marginal = self._marginal()
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=labels.size))])
+        parts = []
+        for j, w in enumerate(where):
+            rows = order[bounds[j] : bounds[j + 1]]
+            cal = marginal if w is None else self._group_cals[w]
+            parts.append((rows, self._predict_with(cal, P[rows], chunk_bytes)))
+        return _merge_rows(parts, P.shape[0], P.shape[1])
+
+    def _marginal(self) -> "_Calibration":
+        return _Calibration(
+            self.quantile_,
+            quantiles=getattr(self, "quantiles_", None),
+            parameter=getattr(self, "parameter_", None),
+            utility=getattr(self, "utility_", None),
+        )
+
+    def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int) -> SetPredictions:
+        """The sets of the rows of ``P`` under one calibration (see :meth:`_calibrate`)."""
+        if cal.every_class_:
+            return _every_class(P, chunk_bytes)
         if self.score in ("fbeta", "credal"):
-            return predict_sets(P, self.utility_, chunk_bytes=chunk_bytes)
+            return predict_sets(P, cal.utility, chunk_bytes=chunk_bytes)
         if self.score == "lac" and not self.class_conditional:
-            return conformal_sets(P, self.quantile_, empty=self.empty, chunk_bytes=chunk_bytes)
-        q = self.quantiles_ if self.class_conditional else self.quantile_
+            return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
+        q = cal.quantiles if self.class_conditional else cal.quantile
         return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
