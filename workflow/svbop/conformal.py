@@ -30,6 +30,7 @@ from ._prefix import (
     settle_all,
     sorted_heads,
 )
+from .metrics import check_groups as _check_groups
 from .metrics import check_labels
 from .search import TIE_RTOL, _scan, predict_sets
 from .sets import SetPredictions
@@ -472,39 +473,6 @@ class _Calibration:
     @classmethod
     def every_class(cls) -> "_Calibration":
         return cls(math.inf, every_class_=True)
-
-
-def _check_groups(groups, n: int, name: str, rows_of: str) -> np.ndarray:
-    """``groups`` as a 1-D numpy array of ``n`` comparable, hashable labels, or a one-line ValueError."""
-    if hasattr(groups, "__dlpack__") and not isinstance(groups, np.ndarray):
-        from ._arrays import as_host_array
-
-        groups = as_host_array(groups, name)
-    try:
-        g = np.asarray(groups)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{name} must be a 1-D array of group labels: {str(e).splitlines()[0]}") from None
-    if g.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of group labels (one per row), got shape {g.shape}")
-    if g.size != n:
-        raise ValueError(f"{name} has {g.size} entries but {rows_of} has {n} rows")
-    if g.dtype.kind not in "biufUSO":
-        raise ValueError(f"{name} must hold integers, strings or booleans, got dtype {g.dtype}")
-    if g.dtype.kind == "f":
-        bad = np.flatnonzero(~np.isfinite(g))
-        if bad.size:
-            raise ValueError(f"{name} has a missing or infinite value ({float(g[bad[0]])!r}) at row {bad[0]}")
-    if g.dtype.kind == "O":
-        for i, v in enumerate(g.tolist()):
-            if not isinstance(v, (str, bytes, int, bool, np.integer, np.bool_)):
-                raise ValueError(
-                    f"{name} must hold integers, strings or booleans; row {i} holds {v!r} ({type(v).__name__})"
-                )
-        try:
-            np.unique(g)
-        except TypeError:
-            raise ValueError(f"{name} mixes labels that cannot be compared (e.g. strings and integers)") from None
-    return g
 
 
 def _group_list(labels: np.ndarray, counts: np.ndarray, most: int = 20) -> str:
