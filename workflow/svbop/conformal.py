@@ -7,6 +7,12 @@
   Bayes-optimal F-beta and credal sets calibrated to cover the true class with probability at
   least ``1 - epsilon`` (see its docstring for the definitions and the proofs).
 
+* Group-conditional (Mondrian) calibration for every score (``fit(..., groups=...)``) and
+  :class:`AdaptiveConformalSetPredictor`, adaptive conformal inference for streams (Gibbs and
+  Candès 2021).  What MAPIE, crepes, TorchCP and puncc do for these, and what svbop does
+  differently (explicit small/unseen-group rules; ACI's update and both ends of the level as in
+  the paper), is noted in ``workflow/docs/library.md``, section "Conformal sets".
+
 This module imports only svbop's lower modules (``_prefix``, ``search``, ``metrics``, ``sets``,
 ``utilities``); :mod:`svbop.baselines` imports it, never the other way.
 """
