@@ -567,5 +567,6 @@ def partial_report(jobs=()):
         illustrations=shown,
         beyond=[f for d in finished if os.path.exists(f := f"results/{d}/beyond.tsv")] if beyond_enabled() else None,
         beyond_skipped={d: beyond_skipped(d) for d in finished} if beyond_enabled() else None,
+        calibration={d: f for d, f in calibration_records().items() if d in finished and os.path.exists(f)},
     )
     return finished, failed

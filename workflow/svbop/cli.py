@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import warnings
 
@@ -111,10 +112,53 @@ def _hierarchical(args, P: np.ndarray, u):
     return sets, f"{args.utility!r} over at most {max_nodes} node(s) of {args.hierarchy}"
 
 
+#: Inputs of ``svbop predict``: option (as the user writes it) and attribute of ``args``.
+_PREDICT_INPUTS = (("probs", "probs"), ("--calibration", "calibration"),
+                   ("--calibration-labels", "calibration_labels"), ("--hierarchy", "hierarchy"))
+
+
+def _check_inputs(args, inputs) -> None:
+    """Every input that exists is a regular file (``/dev/zero`` never ends, a FIFO may never
+    answer); a missing one is left to its reader, which names it."""
+    for option, attr in inputs:
+        names = getattr(args, attr)
+        for name in names if isinstance(names, list) else [names]:
+            if name is None:
+                continue
+            try:
+                mode = os.stat(name).st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ValueError(f"{name}: {option}: cannot read ({exc.strerror or exc})") from None
+            if not stat.S_ISREG(mode):
+                raise ValueError(f"{name}: {option} is not a regular file")
+
+
+def _output_path(args) -> str:
+    """``--output`` with its folder resolved (``new/../x.npz`` is ``./x.npz``, whether or not
+    ``new/`` exists); refused when it is any input of the command, however named (a link, a
+    ``..``, a hard link)."""
+    folder, name = os.path.split(os.path.abspath(args.output))
+    out = os.path.join(os.path.realpath(folder), name)
+    real = os.path.realpath(out)  # a link at the output's name: where it points
+    for option, attr in _PREDICT_INPUTS:
+        given = getattr(args, attr)
+        if given is None:
+            continue
+        same = os.path.realpath(given) == real
+        if not same and os.path.exists(out) and os.path.exists(given):
+            same = os.path.samefile(out, given)
+        if same:
+            raise ValueError(f"{args.output}: --output is the input file ({option}); choose another name "
+                             "(it would be overwritten)")
+    return out
+
+
 def _predict(args) -> int:
     _check_method_options(args)
-    if os.path.exists(args.output) and os.path.samefile(args.output, args.probs):
-        raise ValueError(f"{args.output}: --output is the input file; choose another name (it would be overwritten)")
+    _check_inputs(args, _PREDICT_INPUTS)
+    output = _output_path(args)
     P = load_scores(args.probs, key=args.key)
     u = utility(args.utility) if args.utility is not None else None
     if args.method == "conformal":
@@ -127,13 +171,14 @@ def _predict(args) -> int:
         except ValueError as exc:  # a negative score or a zero row: name the file it came from
             raise ValueError(f"{args.probs}: {exc}") from None
         what = repr(args.utility)
-    save_sets(args.output, sets)
+    save_sets(output, sets)
     eu = "" if sets.expected_utility is None else f", mean expected utility {sets.expected_utility.mean():.4f}"
     print(f"{len(sets)} sets for {what} -> {args.output} (mean size {sets.sizes.mean():.3f}{eu})")
     return 0
 
 
 def _evaluate(args) -> int:
+    _check_inputs(args, (("sets", "sets"), ("labels", "labels")))
     sets = load_sets(args.sets)
     if len(sets) == 0:
         raise ValueError(f"{args.sets}: no sets (nothing to evaluate)")
@@ -148,6 +193,7 @@ def _evaluate(args) -> int:
 def _check_config(args) -> int:
     from .config import check_config, check_yaml, load_yaml, merge_configs, validate_config
 
+    _check_inputs(args, (("files", "files"), ("--schema", "schema")))
     merged: dict = {}
     for path in args.files:
         check_yaml(path)
