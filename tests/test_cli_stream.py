@@ -63,7 +63,19 @@ def test_stream_refuses_to_overwrite_an_input_and_checks_the_labels(tmp_path, rn
     argv = _argv(tmp_path)
     argv[argv.index("-o") + 1] = str(tmp_path / "stream.csv")
     assert main(argv) == 2
-    assert "an output is an input file" in capsys.readouterr().err
+    assert "--output is the input file (probs); choose another name" in capsys.readouterr().err
+    argv = _argv(tmp_path)
+    argv[argv.index("--coverage") + 1] = str(tmp_path / "sub" / ".." / "cal_y.txt")
+    (tmp_path / "sub").mkdir()
+    assert main(argv) == 2
+    assert "--coverage is the input file (--calibration-labels)" in capsys.readouterr().err
+    argv[argv.index("--coverage") + 1] = str(tmp_path / "sets.npz")
+    assert main(argv) == 2
+    assert "--coverage is the --output file" in capsys.readouterr().err
+    argv = _argv(tmp_path)
+    argv[1] = "/dev/zero"
+    assert main(argv) == 2
+    assert "/dev/zero: probs is not a regular file" in capsys.readouterr().err
     np.save(tmp_path / "stream_y.npy", np.zeros(5, dtype=np.int64))
     assert main(_argv(tmp_path)) == 2
     assert "stream_y.npy has 5 labels but there are 600 samples" in capsys.readouterr().err

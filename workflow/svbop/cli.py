@@ -316,18 +316,36 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _stream_output(args, path: str, option: str, inputs) -> str:
+    """An output of ``svbop stream`` with its folder resolved, refused when it is one of the inputs
+    however named (a link, a ``..``, a hard link), as ``svbop predict``'s ``--output``."""
+    folder, name = os.path.split(os.path.abspath(path))
+    out = os.path.join(os.path.realpath(folder), name)
+    real = os.path.realpath(out)
+    for in_option, attr in inputs:
+        given = getattr(args, attr)
+        same = os.path.realpath(given) == real
+        if not same and os.path.exists(out) and os.path.exists(given):
+            same = os.path.samefile(out, given)
+        if same:
+            raise ValueError(f"{path}: {option} is the input file ({in_option}); choose another name "
+                             "(it would be overwritten)")
+    return out
+
+
 def _stream(args) -> int:
     """``svbop stream``: adaptive conformal sets for rows taken in order, and the running coverage."""
     from .conformal import AdaptiveConformalSetPredictor
     from .io import atomic_path
     from .metrics import running_coverage
 
-    for out in (args.output, args.coverage):
-        for given in (args.probs, args.labels, args.calibration, args.calibration_labels):
-            if os.path.exists(out) and os.path.exists(given) and os.path.samefile(out, given):
-                raise ValueError(f"{out}: an output is an input file ({given}); choose another name")
-    if os.path.abspath(args.output) == os.path.abspath(args.coverage):
-        raise ValueError(f"{args.output}: --output and --coverage are the same file")
+    inputs = (("probs", "probs"), ("labels", "labels"), ("--calibration", "calibration"),
+              ("--calibration-labels", "calibration_labels"))
+    _check_inputs(args, inputs)
+    output = _stream_output(args, args.output, "--output", inputs)
+    coverage_path = _stream_output(args, args.coverage, "--coverage", inputs)
+    if os.path.realpath(output) == os.path.realpath(coverage_path):
+        raise ValueError(f"{args.coverage}: --coverage is the --output file; choose another name")
     aci = AdaptiveConformalSetPredictor(
         args.epsilon, score=args.score, step=args.step, k_reg=1 if args.k_reg is None else args.k_reg,
         lam=0.0 if args.lam is None else args.lam, empty=args.empty, gamma=args.gamma,
@@ -348,10 +366,10 @@ def _stream(args) -> int:
         sets = aci.update(P, y)
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
-    save_sets(args.output, sets)
+    save_sets(output, sets)
     hit = sets.contains(y)
     running = running_coverage(sets, y)
-    with atomic_path(args.coverage) as tmp, open(tmp, "w") as fh:
+    with atomic_path(coverage_path) as tmp, open(tmp, "w") as fh:
         fh.write("row\talpha\tsize\tcovered\trunning_coverage\n")
         for i, (a, size, h, r) in enumerate(zip(aci.alphas_, sets.sizes, hit, running)):
             fh.write(f"{i}\t{a:.6g}\t{size}\t{int(h)}\t{r:.6f}\n")
