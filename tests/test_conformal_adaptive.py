@@ -189,6 +189,11 @@ def test_predict_uses_the_current_level_and_does_not_move_it(rng):
          "P has 4 classes but the predictor was calibrated on 3"),
         (lambda: AdaptiveConformalSetPredictor(0.1).fit(np.ones((4, 3)), [0, 1, 2, 0]).update(np.ones((2, 3)), [0]),
          "y has 1 labels but there are 2 samples"),
+        # a bad row is named by its number in the whole stream, not within a chunk
+        (lambda: AdaptiveConformalSetPredictor(0.1).fit(np.ones((4, 3)), [0, 1, 2, 0]).update(
+            np.r_[np.ones((5, 3)), [[1.0, np.nan, 0.0]]], np.zeros(6, dtype=int), chunk_bytes=48), "row 5"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, score="fbeta").fit(np.ones((4, 3)), [0, 1, 2, 0]).predict(
+            np.r_[np.ones((5, 3)), [[1.0, -1.0, 0.0]]], chunk_bytes=48), "row 5"),
     ],
 )
 def test_refusals(make, message):

@@ -1232,12 +1232,13 @@ class AdaptiveConformalSetPredictor:
         for row0 in range(0, n, rows):
             X = np.ascontiguousarray(P[row0 : row0 + rows])
             r = X.shape[0]
+            row_stats(X, row0, "P")  # NaN, infinity, negative or all-zero rows: named, one line
             if family:
-                row_stats(X, row0, "P")
                 order = np.argsort(-X, axis=1, kind="stable")  # decreasing, ties by class index
                 V = np.take_along_axis(X, order, axis=1).astype(np.float64)
             else:
-                Xn = next(_normalised_chunks(X, "P", X.nbytes + 1))[1]
+                Xn = X.astype(np.float64)  # as _normalised_chunks: divided by the float64 row sum
+                Xn /= Xn.sum(axis=1)[:, None]
                 order = np.argsort(-Xn, axis=1, kind="stable")
                 S = _ranked_scores(np.take_along_axis(Xn, order, axis=1), self.score, min(self.k_reg, K), self.lam)
             pos = None if y is None else np.argmax(order == y[row0 : row0 + r, None], axis=1)
