@@ -290,7 +290,95 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, metavar="DIR",
                    help="folder for report.html, its tables and figures, and the pipeline's data/ and results/")
     p.set_defaults(func=_report)
+    p = sub.add_parser("stream", help="adaptive conformal sets for rows in order (coverage under drift)",
+                       description="Adaptive conformal inference (Gibbs and Candes 2021): calibrated once on "
+                                   "--calibration, then each row of PROBS, in order, gets the set at the working "
+                                   "level, and its label (LABELS) moves the level. Writes the sets and, per row, "
+                                   "the level, the set size, whether it covered, and the running coverage.")
+    p.add_argument("probs", help="the stream's probabilities (.npy, .npz, .csv, .tsv, .txt), rows in order")
+    p.add_argument("labels", help="the stream's class indices (.npy or text, one per line), same order")
+    p.add_argument("--calibration", required=True, help="calibration probabilities (same formats)")
+    p.add_argument("--calibration-labels", required=True, help="calibration class indices")
+    p.add_argument("--epsilon", type=float, required=True, help="target miscoverage in (0, 1)")
+    p.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal"), default="lac",
+                   help="conformity score (default lac)")
+    p.add_argument("--step", type=float, default=0.02, help="the level's learning rate in (0, 1] (default 0.02)")
+    p.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
+    p.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")
+    p.add_argument("--gamma", type=float, help="credal: the family's fixed gamma > 0")
+    p.add_argument("--empty", choices=("top1", "keep"), default="top1",
+                   help="an empty set at a level below 1 becomes the top class (default) or stays empty")
+    p.add_argument("--key", help="array name inside an .npz input")
+    p.add_argument("--calibration-key", help="array name inside an .npz calibration file")
+    p.add_argument("--output", "-o", required=True, help="the sets (.npz, or .csv/.txt)")
+    p.add_argument("--coverage", required=True, help="per-row TSV: row, alpha, size, covered, running_coverage")
+    p.set_defaults(func=_stream)
     return ap
+
+
+def _stream_output(args, path: str, option: str, inputs) -> str:
+    """An output of ``svbop stream`` with its folder resolved, refused when it is one of the inputs
+    however named (a link, a ``..``, a hard link), as ``svbop predict``'s ``--output``."""
+    folder, name = os.path.split(os.path.abspath(path))
+    out = os.path.join(os.path.realpath(folder), name)
+    real = os.path.realpath(out)
+    for in_option, attr in inputs:
+        given = getattr(args, attr)
+        same = os.path.realpath(given) == real
+        if not same and os.path.exists(out) and os.path.exists(given):
+            same = os.path.samefile(out, given)
+        if same:
+            raise ValueError(f"{path}: {option} is the input file ({in_option}); choose another name "
+                             "(it would be overwritten)")
+    return out
+
+
+def _stream(args) -> int:
+    """``svbop stream``: adaptive conformal sets for rows taken in order, and the running coverage."""
+    from .conformal import AdaptiveConformalSetPredictor
+    from .io import atomic_path
+    from .metrics import running_coverage
+
+    inputs = (("probs", "probs"), ("labels", "labels"), ("--calibration", "calibration"),
+              ("--calibration-labels", "calibration_labels"))
+    _check_inputs(args, inputs)
+    output = _stream_output(args, args.output, "--output", inputs)
+    coverage_path = _stream_output(args, args.coverage, "--coverage", inputs)
+    if os.path.realpath(output) == os.path.realpath(coverage_path):
+        raise ValueError(f"{args.coverage}: --coverage is the --output file; choose another name")
+    aci = AdaptiveConformalSetPredictor(
+        args.epsilon, score=args.score, step=args.step, k_reg=1 if args.k_reg is None else args.k_reg,
+        lam=0.0 if args.lam is None else args.lam, empty=args.empty, gamma=args.gamma,
+    )
+    P_cal = load_scores(args.calibration, key=args.calibration_key)
+    y_cal = _load_labels(args.calibration_labels)
+    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
+    P = load_scores(args.probs, key=args.key)
+    if P_cal.shape[1] != P.shape[1]:
+        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
+    y = _load_labels(args.labels)
+    check_labels(y, P.shape, name=args.labels)
+    try:
+        aci.fit(P_cal, y_cal)
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration}: {exc}") from None
+    try:
+        sets = aci.update(P, y)
+    except ValueError as exc:
+        raise ValueError(f"{args.probs}: {exc}") from None
+    save_sets(output, sets)
+    hit = sets.contains(y)
+    running = running_coverage(sets, y)
+    with atomic_path(coverage_path) as tmp, open(tmp, "w") as fh:
+        fh.write("row\talpha\tsize\tcovered\trunning_coverage\n")
+        for i, (a, size, h, r) in enumerate(zip(aci.alphas_, sets.sizes, hit, running)):
+            fh.write(f"{i}\t{a:.6g}\t{size}\t{int(h)}\t{r:.6f}\n")
+    cov = float(hit.mean()) if hit.size else float("nan")
+    print(f"{len(sets)} sets of adaptive conformal {aci.score} at epsilon={args.epsilon} (step {aci.step:g},"
+          f" {len(y_cal)} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
+          f" mean size {sets.sizes.mean() if len(sets) else float('nan'):.3f}, final level {aci.alpha_:.4f};"
+          f" running coverage -> {args.coverage}")
+    return 0
 
 
 def _report(args) -> int:
