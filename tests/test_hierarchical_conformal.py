@@ -57,7 +57,11 @@ def leaf_sets(h: Hierarchy) -> list[frozenset]:
 def oracle(h: Hierarchy, p: np.ndarray, c: int):
     """Ranking, smallest covers S_k and running maxima M_k, by enumeration of node unions."""
     L = leaf_sets(h)
-    unions = {frozenset().union(*(L[v] for v in comb)) for r in range(1, c + 1) for comb in itertools.combinations(range(h.n_nodes), r)}
+    unions = {
+        frozenset().union(*(L[v] for v in comb))
+        for r in range(1, c + 1)
+        for comb in itertools.combinations(range(h.n_nodes), r)
+    }
     order = np.argsort(-p, kind="stable")
     S, m = [], []
     for k in range(1, h.n_classes + 1):

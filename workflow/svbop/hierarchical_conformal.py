@@ -41,8 +41,11 @@ Why this variant, and where it departs from the authors' code
       gives exactly ``ConformalSetPredictor(score="aps")``'s scores and sets** (for
       ``max_nodes >= K``, ``S_k = A_k`` and ``M_k`` is the cumulative mass: the APS score,
       computed here with the same operations in the same order).
-    * *Deterministic, no penalty.*  No randomisation (the authors' ``rand``) and no RAPS-style
-      penalty (``lambda = 0``, the authors' default before tuning).
+    * *Deterministic, no penalty.*  The authors' experiment ``npsr`` (``svp/tests/csvphc/
+      experiments/npsr.yaml``: ``csvphf``, ``rand: false``, ``lm: 0.0``, ``c`` in 1, 2, 3).
+      Not implemented: their randomised (``apsr``) and penalised (``rapsr``: ``lambda``,
+      ``k_reg`` tuned) versions, and ``crsvphf`` (``nmpsr``/``ampsr``: one node, climbing
+      from the top class's leaf, a different family).
     * *Exact covers.*  The authors' code recomputes the cover only when the new class is not in
       the current one, and keeps the old cover when the new one has the same size (which then
       does not contain the new class); here ``S_k`` is always the smallest cover of ``A_k``.
