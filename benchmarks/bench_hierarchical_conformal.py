@@ -3,11 +3,14 @@
 
 For K = 1,000 and 10,000 classes: a random class tree (``bench_hierarchical.random_tree``, random
 recursive splits into 2 to ``--branching`` parts, no single-child chains so that the authors' tree
-builder takes it), softmax probabilities of Gaussian scores at temperatures 0.1, 0.15 and 0.2
-(``bench_hierarchical.make_probabilities``; at K = 1,000 the top class is right for about 60 % of
-the rows and APS sets at epsilon = 0.1 hold about 12 classes; ``--temperatures 0.25 0.5 1``, the
-flatter rows of ``bench_hierarchical.py``, give sets of hundreds of classes) and labels drawn from
-them (calibrated).  In one run on
+builder takes it), probabilities and labels drawn from them (calibrated).  Probabilities:
+
+* ``--probabilities tree`` (default): logits that follow the tree (:func:`tree_probabilities`,
+  temperature 0.15: at K = 1,000 the top class is right for about 40 % of the rows, APS sets at
+  epsilon = 0.1 hold about 20 classes, 3-node sets about 40 and 10-node sets about 21);
+* ``--probabilities independent``: softmax of independent Gaussian scores at temperatures 0.1,
+  0.15 and 0.2 (``bench_hierarchical.make_probabilities``; the tree then says nothing about the
+  probabilities, and the hierarchy-restricted sets are large: 1 node is the root).  In one run on
 the same matrices, one thread, it times:
 
 * ``HierarchicalConformalScore(h, c).fit_quantile`` on ``--cal`` rows and ``predict`` on ``--test``
@@ -52,6 +55,29 @@ from svbop.hierarchical_conformal import HierarchicalConformalScore, hierarchica
 def draw_labels(P: np.ndarray, seed: int) -> np.ndarray:
     u = np.random.default_rng(seed).random(P.shape[0])
     return np.minimum((np.cumsum(P, axis=1) < u[:, None]).sum(axis=1), P.shape[1] - 1)
+
+
+def tree_probabilities(n: int, h, temperature: float, seed: int = 0, chunk: int = 250) -> np.ndarray:
+    """Softmax of logits that follow the tree: every node draws a Gaussian effect of standard
+    deviation ``4 * 2**-depth`` per row, a class's logit is the sum of the effects on its path
+    (divided by ``temperature``): classes of a subtree rise and fall together, coarse levels most."""
+    rng = np.random.default_rng(seed)
+    depth = h.depth()
+    order = np.argsort(depth, kind="stable")  # parents before children
+    order = order[h.parent[order] >= 0]
+    scale = 4.0 * 2.0 ** -depth.astype(np.float64)
+    K = h.n_classes
+    out = np.empty((n, K))
+    for lo in range(0, n, chunk):
+        E = rng.standard_normal((min(chunk, n - lo), h.n_nodes)) * scale
+        for v in order:
+            E[:, v] += E[:, h.parent[v]]
+        Z = E[:, :K] / temperature
+        Z -= Z.max(axis=1, keepdims=True)
+        np.exp(Z, out=Z)
+        Z /= Z.sum(axis=1, keepdims=True)
+        out[lo : lo + Z.shape[0]] = Z
+    return out
 
 
 def best_of(repeat: int, fn):
@@ -142,23 +168,31 @@ def main(argv=None) -> None:
     ap.add_argument("--epsilon", type=float, default=0.1)
     ap.add_argument("--branching", type=int, default=8)
     ap.add_argument("--temperatures", type=float, nargs="+", default=[0.1, 0.15, 0.2])
+    ap.add_argument("--probabilities", choices=["independent", "tree"], default="tree")
+    ap.add_argument("--tree-temperature", type=float, default=0.15)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--authors-module-dir", default=None)
     ap.add_argument("--authors-rows", type=int, default=20)
     args = ap.parse_args(argv)
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (shared machine), numpy {np.__version__}, "
-          f"temperatures {args.temperatures}, epsilon {args.epsilon}, {args.cal} calibration and {args.test} test rows")
+          f"probabilities {args.probabilities} (temperature "
+          f"{args.tree_temperature if args.probabilities == 'tree' else args.temperatures}), "
+          f"epsilon {args.epsilon}, {args.cal} calibration and {args.test} test rows")
     # warm-up: compile the kernels
     h0 = random_tree(20, branching=4, chain=0.0, seed=1)
     P0 = make_probabilities(10, 20, seed=1)
     y0 = draw_labels(P0, 1)
-    HierarchicalConformalScore(h0, 2).fit_quantile(P0, y0, 0.2).predict(P0)
-    svbop.predict_sets_hierarchical(P0, "fbeta:beta=1", h0, 2)
+    HierarchicalConformalScore(h0, 2).fit_quantile(P0, y0, 0.2).predict(P0, return_nodes=True)
+    svbop.predict_sets_hierarchical(P0, "fbeta:beta=1", h0, 2, return_nodes=True)
+    svbop.ConformalSetPredictor(0.2, score="aps").fit(P0, y0).predict(P0)
     print("K\tmethod\tc\tfit ms/row\tpredict ms/row\tcoverage\tmean size\tmean nodes")
     for K in args.K:
         h = random_tree(K, branching=args.branching, chain=0.0, seed=K)
-        P = make_probabilities(args.cal + args.test, K, temperatures=tuple(args.temperatures), seed=K)
+        if args.probabilities == "tree":
+            P = tree_probabilities(args.cal + args.test, h, args.tree_temperature, seed=K)
+        else:
+            P = make_probabilities(args.cal + args.test, K, temperatures=tuple(args.temperatures), seed=K)
         y = draw_labels(P, K)
         Pc, yc, Pt, yt = P[: args.cal], y[: args.cal], P[args.cal :], y[args.cal :]
         n_c, n_t = args.cal, args.test
