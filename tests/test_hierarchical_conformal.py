@@ -188,6 +188,19 @@ def test_one_node_sets_are_ancestors_of_the_top_class_and_nested_in_q():
     assert all(len(s) == K for s in prev)  # q = inf: every class
 
 
+@pytest.mark.parametrize("c", [2, 9])
+def test_one_threshold_per_row_equals_one_call_per_row(c):
+    rng = np.random.default_rng(9)
+    h = random_tree(rng, 9)
+    P, _ = calibrated(rng, 12, 9)
+    q = np.array([0.0, 0.2, 0.5, 0.8, 0.95, np.inf] * 2)
+    sets, nodes = hierarchical_conformal_sets(P, q, h, c, return_nodes=True)
+    for i in range(12):
+        one, one_nodes = hierarchical_conformal_sets(P[i : i + 1], q[i], h, c, return_nodes=True)
+        assert list(sets[i]) == list(one[0]) and list(nodes[i]) == list(one_nodes[0])
+    assert len(sets[5]) == 9 and list(nodes[5]) == [h.root]
+
+
 def test_empty_sets_keep_or_top_class():
     rng = np.random.default_rng(6)
     h = random_tree(rng, 9)
@@ -266,7 +279,9 @@ def test_other_refusals():
         (lambda: HierarchicalConformalScore(h, 2).predict(P), "not fitted"),
         (lambda: HierarchicalConformalScore(h, 2).fit_quantile(P, [0, 1], 1.5), "epsilon must be in"),
         (lambda: HierarchicalConformalScore(h, 2).fit_quantile(P[:0], [], 0.1), "no rows"),
-        (lambda: hierarchical_conformal_sets(P, float("nan"), h, 2), "q must be a number"),
+        (lambda: hierarchical_conformal_sets(P, float("nan"), h, 2), "q must not be NaN"),
+        (lambda: hierarchical_conformal_sets(P, [0.5, 0.5, 0.5], h, 2), r"q must be a number or one per row of P"),
+        (lambda: hierarchical_conformal_sets(P, "high", h, 2), "q must be a number or one number per row"),
         (lambda: hierarchical_conformal_sets(P, 0.5, h, 2, empty="all"), "empty must be 'top1' or 'keep'"),
         (lambda: hierarchical_scores(np.array([[0.5, np.nan, 0.2, 0.3]]), [0], h, 2), "P_cal"),
         (lambda: hierarchical_conformal_sets(np.zeros((1, 4)), 0.5, h, 2), "P"),

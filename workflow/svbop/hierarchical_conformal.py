@@ -134,10 +134,28 @@ def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:
     return float(np.partition(scores, k - 1)[k - 1])
 
 
-def _with_tolerance(q: float, K: int) -> float:
-    """``q + 4 K 2**-52 max(1, |q|)`` (``inf`` stays ``inf``), as ``svbop.baselines`` compares
-    APS scores: two scores equal in exact arithmetic can differ in their last bits."""
-    return q + 4.0 * K * float(np.finfo(np.float64).eps) * max(1.0, abs(q))
+def _with_tolerance(q, K: int):
+    """``q + 4 K 2**-52 max(1, |q|)`` (``inf`` stays ``inf``; a float or an array), as
+    ``svbop.baselines`` compares APS scores: scores equal in exact arithmetic can differ in their
+    last bits."""
+    return q + 4.0 * K * float(np.finfo(np.float64).eps) * np.maximum(1.0, np.abs(q))
+
+
+def _thresholds(q, n: int) -> np.ndarray:
+    """``q`` (a number, or one per row) as ``n`` float64 thresholds; NaN refused."""
+    if isinstance(q, (bool, np.bool_)):
+        raise ValueError(f"q must be a number or one number per row (inf keeps every class), got {q!r}")
+    try:
+        arr = np.asarray(q, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"q must be a number or one number per row (inf keeps every class), got {q!r}") from None
+    if arr.ndim == 0:
+        arr = np.full(n, float(arr))
+    elif arr.shape != (n,):
+        raise ValueError(f"q must be a number or one per row of P: shape ({n},), got shape {arr.shape}")
+    if np.isnan(arr).any():
+        raise ValueError(f"q must not be NaN (row {int(np.flatnonzero(np.isnan(arr))[0])})")
+    return arr
 
 
 def _max_nodes(max_nodes) -> int:
@@ -363,7 +381,7 @@ def _decode(root, c, K, size, fs, fm, marked, rel_head, rel_next, out, stack_v, 
 def _rows(Xn, target, q, predict, top1, c, post, parent, indptr, children, size, start, dfs_leaf, root, K,
           out_score, out_cls, out_size, out_nodes, out_nn):
     """Calibration (``predict=False``): ``out_score[i] = M_{o(y_i)}`` with ``y_i = target[i]``.
-    Prediction: the classes of ``S_{k(q)}`` (ranking order) and its nodes."""
+    Prediction: the classes of ``S_{k(q_i)}`` (ranking order) and its nodes, ``q_i = q[i]``."""
     n_nodes = post.size
     c1 = c + 1
     nm = np.empty(n_nodes)
@@ -416,6 +434,14 @@ def _rows(Xn, target, q, predict, top1, c, post, parent, indptr, children, size,
                 if order[k] == y or fs[root, c] == K:  # the whole tree: every later cover is too
                     break
             out_score[i] = M
+        elif q[i] == np.inf:  # every class: the root
+            nodes[0] = root
+            nn = 1
+            out_nodes[i, 0] = root
+            out_nn[i] = 1
+            for r in range(K):
+                out_cls[i, r] = order[r]
+            out_size[i] = K
         else:
             kq = 0
             for k in range(K):
@@ -423,7 +449,7 @@ def _rows(Xn, target, q, predict, top1, c, post, parent, indptr, children, size,
                                        touched, n_touched, acc_s, acc_m, new_s, new_m, sv_node, sv_s, sv_m,
                                        sv_head, sv_cnt, sv_mark)
                 M = max(M, fm[root, c])
-                if M > q:
+                if M > q[i]:
                     if k > 0 or not top1:
                         _undo(n_sv, c, fs, fm, rel_head, rcount, marked, sv_node, sv_s, sv_m, sv_head, sv_cnt,
                               sv_mark)
@@ -473,10 +499,10 @@ def _aps_scores(Xn: np.ndarray, y: np.ndarray) -> np.ndarray:
     return cum[np.arange(y.size), pos]
 
 
-def _aps_sets(Xn: np.ndarray, q: float, top1: bool):
+def _aps_sets(Xn: np.ndarray, q: np.ndarray, top1: bool):
     order = np.argsort(-Xn, axis=1, kind="stable")
     cum = np.cumsum(np.take_along_axis(Xn, order, axis=1), axis=1)
-    size = (cum <= q).sum(axis=1)
+    size = (cum <= q[:, None]).sum(axis=1)
     if top1:
         size = np.maximum(size, 1)
     keep = np.arange(Xn.shape[1]) < size[:, None]
@@ -532,11 +558,12 @@ def hierarchical_scores(
     post, size, start, dfs_leaf, parent, indptr, children, root = _tree(hierarchy)
     dummy_i = np.empty((1, 1), np.int64)
     dummy_n = np.empty(1, np.int64)
+    dummy_q = np.empty(1)
 
     def task(lo, hi):
         for row0, Xn in _normalised_chunks(P[lo:hi], "P_cal", chunk_bytes, lo):
             a, b = lo + row0, lo + row0 + Xn.shape[0]
-            _rows(Xn, y[a:b], 0.0, False, False, c, post, parent, indptr, children, size, start, dfs_leaf, root, K,
+            _rows(Xn, y[a:b], dummy_q, False, False, c, post, parent, indptr, children, size, start, dfs_leaf, root, K,
                   out[a:b], dummy_i, dummy_n, dummy_i, dummy_n)
 
     run_blocks(task, n, _block(n, K, c, chunk_bytes), n_jobs)
@@ -553,9 +580,10 @@ def hierarchical_conformal_sets(
     Parameters
     ----------
     P : array-like of shape (n, K)
-    q : float
+    q : float or array-like of shape (n,)
         Threshold on :func:`hierarchical_scores` (``inf``: every class), compared with the
-        tolerance ``4 K 2**-52 max(1, |q|)`` as :class:`svbop.ConformalSetPredictor` does.
+        tolerance ``4 K 2**-52 max(1, |q|)`` as :class:`svbop.ConformalSetPredictor` does; one
+        per row for thresholds that differ between rows (e.g. one per group of rows).
     hierarchy : svbop.datasets.Hierarchy
     max_nodes : int, >= 1
     empty : {"top1", "keep"}
@@ -575,16 +603,14 @@ def hierarchical_conformal_sets(
     P, c = _check(P, hierarchy, max_nodes, "P")
     if empty not in ("top1", "keep"):
         raise ValueError(f"empty must be 'top1' or 'keep', got {empty!r}")
-    if isinstance(q, (bool, np.bool_)) or not isinstance(q, (int, float, np.integer, np.floating)) or math.isnan(q):
-        raise ValueError(f"q must be a number (the calibrated threshold; inf keeps every class), got {q!r}")
     n, K = P.shape
-    qt = _with_tolerance(float(q), K)
+    qt = _with_tolerance(_thresholds(q, n), K)
     top1 = empty == "top1"
     sizes = np.zeros(n, np.int64)
     pieces: dict[int, np.ndarray] = {}
-    if c >= K or qt == math.inf:
+    if c >= K:
         for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
-            cls, sz = _aps_sets(Xn, qt, top1)
+            cls, sz = _aps_sets(Xn, qt[row0 : row0 + Xn.shape[0]], top1)
             pieces[row0] = cls
             sizes[row0 : row0 + Xn.shape[0]] = sz
     else:
@@ -598,7 +624,7 @@ def hierarchical_conformal_sets(
                 a, b = lo + row0, lo + row0 + Xn.shape[0]
                 cls = np.empty((b - a, K), np.int64)
                 nodes = np.empty((b - a, c + 1), np.int64)
-                _rows(Xn, dummy_y, qt, True, top1, c, post, parent, indptr, children, size, start, dfs_leaf, root,
+                _rows(Xn, dummy_y, qt[a:b], True, top1, c, post, parent, indptr, children, size, start, dfs_leaf, root,
                       K, dummy_f, cls, sizes[a:b], nodes, nn[a:b])
                 pieces[a] = cls[np.arange(K) < sizes[a:b, None]]
 
