@@ -63,12 +63,12 @@ Coverage (proof)
     argument is exact for the computed floats: the calibration and the test rows run the same
     operations, and the tolerance only adds classes.
 
-    Nestedness: ``{y : s(x, y) <= q} = A_{k(q)}(x)`` is nested in ``q``, and ``s(x, y) <= q``
-    is equivalent to ``y in A_{k(q)}``.  The sets ``C_q(x)`` hold ``A_{k(q)}`` and the other
-    classes of their nodes; they are nested in ``q`` for ``c = 1`` and ``c >= K``, but not in
-    general for ``2 <= c < K`` (the smallest covers are not nested), so for those a class
-    outside ``A_{k(q)}`` can be in ``C_q`` although its score exceeds ``q``: the guarantee is
-    ``>=``, never broken, and the extra classes only add coverage.
+    Nestedness: ``s(x, y) <= q`` is equivalent to ``y in A_{k(q)}(x)``, and ``A_{k(q)}`` is
+    nested in ``q``.  For ``c >= K``, ``C_q = A_{k(q)}``: ``y in C_q`` iff ``s(x, y) <= q``.
+    For ``c < K`` the set ``C_q(x)`` also holds the other classes of its nodes, whose scores
+    exceed ``q``: ``s(x, y) <= q`` implies ``y in C_q(x)``, not conversely (those classes only
+    add coverage).  The sets ``C_q(x)`` are nested in ``q`` for ``c = 1`` (ancestors of the top
+    class) and ``c >= K``, not in general for ``2 <= c < K`` (smallest covers are not nested).
 
 Algorithm (exact, per row)
     A cover can be taken with disjoint nodes, so ``S_k`` is a tree knapsack: for every node
@@ -84,8 +84,8 @@ Algorithm (exact, per row)
     is the set (:func:`svbop.hierarchical.canonical_nodes`), at most ``max_nodes``.
 
     Ties beyond size and mass (equal sizes and equal float masses: only with equal or zero
-    probabilities) go to the cover found first by the programme (the node itself before a
-    union below it; in a convolution, the smaller budget for the classes found earlier).
+    probabilities) go to the cover found first by the programme (a node itself before a union
+    of the same classes below it; in a convolution, the first split of the budget found).
 """
 
 from __future__ import annotations
@@ -525,8 +525,9 @@ def hierarchical_scores(
     ``M_k`` is the running maximum of the masses of the smallest covers, by at most
     ``max_nodes`` nodes, of the ``k`` most probable classes (see :mod:`svbop.hierarchical_conformal`).
     ``s(x, y) <= q`` iff ``y`` is among the classes of rank at most ``k(q)``, all of which
-    :func:`hierarchical_conformal_sets` at ``q`` returns.  For ``max_nodes >= K`` it is the APS
-    score of :class:`svbop.ConformalSetPredictor` (bit for bit).
+    :func:`hierarchical_conformal_sets` at ``q`` returns (with the other classes of its nodes).
+    For ``max_nodes >= K`` it is the APS score of :class:`svbop.ConformalSetPredictor` (bit for
+    bit), and the sets are exactly ``{y : s(x, y) <= q}``.
 
     Parameters
     ----------
