@@ -290,3 +290,79 @@ def test_other_refusals():
         with pytest.raises(ValueError, match=message) as e:
             call()
         one_line(e)
+
+
+# --- wired into ConformalSetPredictor, the scikit-learn classifier and the CLI (issue 38, item 2) ---------------
+
+
+def _wired_problem():
+    from svbop.datasets import hierarchy_from_edges
+
+    K = 12
+    edges = [("root", f"g{g}") for g in range(3)] + [(f"g{c // 4}", str(c)) for c in range(K)]
+    h = hierarchy_from_edges(edges, [str(c) for c in range(K)])
+    rng = np.random.default_rng(5)
+    P = rng.dirichlet(np.full(K, 0.3), size=600)
+    y = (P.cumsum(axis=1) > rng.random((600, 1))).argmax(axis=1)
+    return h, P, y
+
+
+@pytest.mark.parametrize("max_nodes", [1, 2, 3, 12])
+def test_conformal_set_predictor_gives_the_modules_sets_and_nodes(max_nodes):
+    import svbop
+
+    h, P, y = _wired_problem()
+    wired = svbop.ConformalSetPredictor(0.1, score="hierarchical", hierarchy=h, max_nodes=max_nodes).fit(P[:300], y[:300])
+    direct = HierarchicalConformalScore(h, max_nodes).fit_quantile(P[:300], y[:300], 0.1)
+    (a, na), (b, nb) = wired.predict(P[300:], return_nodes=True), direct.predict(P[300:], return_nodes=True)
+    assert wired.quantile_ == direct.quantile_ and a.to_list() == b.to_list()
+    assert [list(v) for v in na] == [list(v) for v in nb] and max(len(v) for v in na) <= max_nodes
+    # per group (Mondrian), through the same machinery as every score
+    groups = P[:300].argmax(axis=1) // 4
+    grouped = svbop.ConformalSetPredictor(0.1, score="hierarchical", hierarchy=h, max_nodes=max_nodes).fit(
+        P[:300], y[:300], groups=groups)
+    sets, nodes = grouped.predict(P[300:], groups=P[300:].argmax(axis=1) // 4, return_nodes=True)
+    assert len(sets) == 300 and max(len(v) for v in nodes) <= max_nodes
+
+
+def test_the_hierarchical_score_is_refused_without_its_hierarchy_and_its_options_elsewhere():
+    import svbop
+
+    h, _, _ = _wired_problem()
+    with pytest.raises(ValueError, match=r"^score='hierarchical' needs hierarchy="):
+        svbop.ConformalSetPredictor(0.1, score="hierarchical")
+    with pytest.raises(ValueError, match=r"^hierarchy and max_nodes are for score='hierarchical'; score='aps'"):
+        svbop.ConformalSetPredictor(0.1, score="aps", hierarchy=h)
+    with pytest.raises(ValueError, match=r"^return_nodes is for score='hierarchical'"):
+        svbop.ConformalSetPredictor(0.1).fit(np.full((20, 12), 1 / 12), np.arange(20) % 12).predict(
+            np.full((2, 12), 1 / 12), return_nodes=True)
+
+
+def test_the_classifier_and_the_cli_take_the_hierarchical_score(tmp_path):
+    pytest.importorskip("sklearn")
+    import subprocess
+    import sys
+
+    from sklearn.linear_model import LogisticRegression
+    from svbop.sklearn import ConformalSetClassifier
+
+    h, P, y = _wired_problem()
+    X = np.log(P)
+    clf = ConformalSetClassifier(LogisticRegression(max_iter=2000), 0.1, conformity_score="hierarchical", hierarchy=h,
+                                 max_nodes=2, random_state=0).fit(X[:400], y[:400])
+    sets = clf.predict_sets(X[400:])
+    assert len(sets) == 200 and clf.predictor_.score == "hierarchical"
+    np.save(tmp_path / "cal.npy", P[:300])
+    np.savetxt(tmp_path / "ycal.txt", y[:300], fmt="%d")
+    np.save(tmp_path / "test.npy", P[300:])
+    (tmp_path / "tree.txt").write_text("".join(f"root g{g}\n" for g in range(3)) + "".join(f"g{c // 4} {c}\n" for c in range(12)))
+    result = subprocess.run([sys.executable, "-m", "svbop", "predict", "test.npy", "-m", "conformal", "--epsilon", "0.1",
+                             "--score", "hierarchical", "--hierarchy", "tree.txt", "--max-nodes", "2",
+                             "--calibration", "cal.npy", "--calibration-labels", "ycal.txt", "-o", "sets.npz"],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    from svbop.io import load_sets
+
+    expected = HierarchicalConformalScore(h, 2).fit_quantile(P[:300], y[:300], 0.1).predict(P[300:])
+    assert load_sets(tmp_path / "sets.npz").to_list() == expected.to_list()
+    assert "conformal hierarchical over at most 2 node(s) of tree.txt" in result.stdout

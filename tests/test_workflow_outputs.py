@@ -53,7 +53,7 @@ baselines: {{icp_epsilon: [0.1]}}
 utility_table: {{K: [10]}}
 methods:
   epsilon: [0.1]
-  conformal: [aps]
+  conformal: [aps, hierarchical]
   coverage: [fbeta]
   hierarchical: {{max_nodes: [1], utilities: ["fbeta:beta=1"]}}
 datasets:
@@ -123,8 +123,11 @@ def test_the_report_has_table3_calibration_and_beyond_for_model_outputs(outputs_
     assert re.search(r'class="origin" data-dataset="mo_csv">Rows: validation: 50 rows split off test \(seeded, '
                      r'stratified\); calibration: 50 rows split off test', html)
     beyond = pd.read_csv(workdir / "results" / "tables" / "beyond_every_set.csv")
-    assert "hierarchical_1" in set(beyond.loc[beyond["dataset"] == "mo_npy", "method"])
-    assert "hierarchical_1" not in set(beyond.loc[beyond["dataset"] == "mo_csv", "method"])  # no hierarchy there
+    methods = set(beyond.loc[beyond["dataset"] == "mo_npy", "method"])
+    assert {"hierarchical_1", "conformal_hierarchical_1"} <= methods  # Bayes-optimal and conformal, over the tree
+    others = set(beyond.loc[beyond["dataset"] == "mo_csv", "method"])
+    assert not {"hierarchical_1", "conformal_hierarchical_1"} & others  # no hierarchy there
+    assert "Conformal hierarchy ≤ 1 node" in html
 
 
 def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):

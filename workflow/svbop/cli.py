@@ -46,7 +46,8 @@ def _utilities(args) -> int:
 _METHOD_OPTIONS = {
     "bayes": ({"utility"}, set()),
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
-                  {"score", "class_conditional", "k_reg", "lam", "gamma", "empty", "calibration_key"}),
+                  {"score", "class_conditional", "k_reg", "lam", "gamma", "empty", "calibration_key",
+                   "hierarchy", "hierarchy_format", "max_nodes"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
 }
 
@@ -70,10 +71,20 @@ def _check_method_options(args) -> None:
 def _conformal(args, P: np.ndarray):
     from .baselines import ConformalSetPredictor
 
+    score = args.score or "lac"
+    hierarchical = {}
+    if score == "hierarchical":  # unions of at most --max-nodes nodes of --hierarchy, with coverage
+        if args.hierarchy is None:
+            raise ValueError("--score hierarchical needs --hierarchy (a class tree over the columns 0 .. K-1)")
+        hierarchical = {"hierarchy": _read_tree(args, P.shape[1]),
+                        "max_nodes": 1 if args.max_nodes is None else args.max_nodes}
+    elif args.hierarchy is not None or args.max_nodes is not None or args.hierarchy_format is not None:
+        raise ValueError(f"--hierarchy, --hierarchy-format and --max-nodes are for --score hierarchical with --method "
+                         f"conformal, not --score {score}")
     predictor = ConformalSetPredictor(
-        args.epsilon, score=args.score or "lac", class_conditional=args.class_conditional,
+        args.epsilon, score=score, class_conditional=args.class_conditional,
         k_reg=1 if args.k_reg is None else args.k_reg, lam=0.0 if args.lam is None else args.lam,
-        empty=args.empty or "top1", gamma=args.gamma,
+        empty=args.empty or "top1", gamma=args.gamma, **hierarchical,
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
@@ -89,19 +100,25 @@ def _conformal(args, P: np.ndarray):
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
     what = f"conformal {predictor.score}{' class-conditional' if predictor.class_conditional else ''}"
+    if score == "hierarchical":
+        what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
     calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
                   if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
     return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
 
 
-def _hierarchical(args, P: np.ndarray, u):
+def _read_tree(args, K: int):
+    """``--hierarchy`` over the probability matrix's classes, its columns, named ``0 .. K-1``."""
     from .datasets import read_hierarchy
+
+    return read_hierarchy(None, {"format": args.hierarchy_format or "edges", "file": args.hierarchy},
+                          [str(c) for c in range(K)], where=args.hierarchy)
+
+
+def _hierarchical(args, P: np.ndarray, u):
     from .hierarchical import predict_sets_hierarchical
 
-    K = P.shape[1]
-    # the probability matrix's classes are its columns: a hierarchy file names them 0 .. K-1
-    tree = read_hierarchy(None, {"format": args.hierarchy_format or "edges", "file": args.hierarchy},
-                          [str(c) for c in range(K)], where=args.hierarchy)
+    tree = _read_tree(args, P.shape[1])
     max_nodes = 1 if args.max_nodes is None else args.max_nodes
     if max_nodes < 1:
         raise ValueError(f"--max-nodes must be >= 1, got {max_nodes}")
@@ -239,8 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, help="threads (-1: all cores; bayes)")
     g = p.add_argument_group("conformal")
     g.add_argument("--epsilon", type=float, help="significance level in (0, 1): coverage >= 1 - epsilon")
-    g.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal"),
-                   help="conformity score (default lac; fbeta/credal: Bayes-optimal sets with a coverage guarantee)")
+    g.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal", "hierarchical"),
+                   help="conformity score (default lac; fbeta/credal: Bayes-optimal sets with a coverage guarantee; "
+                        "hierarchical: unions of at most --max-nodes nodes of --hierarchy)")
     g.add_argument("--class-conditional", action="store_true", help="one threshold per class (lac, aps, raps)")
     g.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
     g.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")

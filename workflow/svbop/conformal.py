@@ -36,6 +36,13 @@ from ._prefix import (
     settle_all,
     sorted_heads,
 )
+from ._conformal_common import (  # noqa: F401  (_score_tolerance: re-exported by baselines)
+    _epsilon,
+    _normalised_chunks,
+    _order_statistic,
+    _score_tolerance,
+    _with_tolerance,
+)
 from .metrics import check_groups as _check_groups
 from .metrics import check_labels
 from .search import TIE_RTOL, _scan, predict_sets
@@ -47,6 +54,7 @@ __all__ = [
     "conformal_sets",
     "ConformalSetPredictor",
     "CONFORMAL_SCORES",
+    "PREDICTOR_SCORES",
     "SMALL_GROUPS",
     "GroupCalibrationWarning",
     "min_calibration_rows",
@@ -55,14 +63,6 @@ __all__ = [
 ]
 
 
-def _epsilon(epsilon) -> Fraction:
-    try:
-        eps = Fraction(str(epsilon))
-    except (ValueError, TypeError):
-        raise ValueError(f"significance level epsilon must be a number in (0, 1), got {epsilon!r}") from None
-    if not 0 < eps < 1:
-        raise ValueError(f"significance level epsilon must be in (0, 1), got {epsilon!r}")
-    return eps
 
 
 def _no_calibration_rows(P_cal: np.ndarray) -> None:
@@ -131,6 +131,9 @@ def conformal_sets(
 
 #: Conformity scores of :class:`ConformalSetPredictor`.
 CONFORMAL_SCORES = ("lac", "aps", "raps", "fbeta", "credal")
+#: Every score of :class:`ConformalSetPredictor`: the five above, and the hierarchy-restricted sets of
+#: :mod:`svbop.hierarchical_conformal` (``score="hierarchical"``, with ``hierarchy`` and ``max_nodes``).
+PREDICTOR_SCORES = (*CONFORMAL_SCORES, "hierarchical")
 
 #: F-beta with a beta this large has ``beta**2 = inf`` in float64, so ``g = 1`` (recall): the
 #: Bayes-optimal set is every class.  The end of the search range for ``score="fbeta"``.
@@ -141,45 +144,10 @@ _FBETA_EVERY_CLASS = 1.4e154
 _NORMAL_MIN = float(np.finfo(np.float64).tiny)
 
 
-def _score_tolerance(K: int) -> float:
-    """Relative tolerance of ``s(x, c) <= q`` for the APS/RAPS (and class-conditional LAC) scores.
-
-    A score is a cumulative sum of up to ``K`` normalised probabilities, so two scores that are
-    equal in exact arithmetic (a test row's total mass and a calibration row's, both 1) can differ
-    in float64 by the rounding of that sum, at most about ``K`` units of ``2**-53`` of its value:
-    ``1.0`` against ``0.9999999999999999``.  A class is kept when ``s <= q + tol * max(1, |q|)``
-    with ``tol = 4 K 2**-52``: twice the bound, so that rounding never drops a class that the exact
-    scores keep.  It can only add classes whose exact score exceeds ``q`` by less than that
-    (coverage is kept).  MAPIE compares with an absolute ``EPSILON`` (1e-8 in MAPIE 1.x); ours
-    is at most that for ``K`` up to 11 million, and follows ``K``.
-    """
-    return 4.0 * K * float(np.finfo(np.float64).eps)
 
 
-def _with_tolerance(q, K: int):
-    """``q + tol * max(1, |q|)`` (a float or one per class; ``inf`` stays ``inf``)."""
-    tol = _score_tolerance(K)
-    if np.ndim(q) == 1:
-        q = np.asarray(q, dtype=np.float64)
-        return q + tol * np.maximum(1.0, np.abs(q))
-    q = float(q)
-    return q + tol * max(1.0, abs(q))
 
 
-def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int):
-    """Yield ``(row0, Pn)``: chunks of rows of ``P`` validated, as float64 and divided by their sums.
-
-    The row sum is numpy's ``sum`` of the float64 row (pairwise, the same for a row alone or in
-    any chunk), so a score computed here equals the one computed from the row by itself.
-    """
-    n, K = P.shape
-    rows = max(1, int(chunk_bytes) // max(1, K * 8))
-    for row0 in range(0, n, rows):
-        X = np.ascontiguousarray(P[row0 : row0 + rows])
-        row_stats(X, row0, name)  # NaN, infinity, negative or all-zero rows: named, one line
-        Xn = X.astype(np.float64)  # a copy: divided in place
-        Xn /= Xn.sum(axis=1)[:, None]
-        yield row0, Xn
 
 
 def _ranked_scores(V: np.ndarray, score: str, k_reg: int, lam: float) -> np.ndarray:
@@ -212,13 +180,6 @@ def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, la
     return out
 
 
-def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:
-    """The ``ceil((n+1)(1-eps))``-th smallest score (exact level), ``inf`` when that exceeds ``n``."""
-    n = scores.size
-    k = math.ceil((n + 1) * (1 - eps))
-    if k > n:
-        return math.inf
-    return float(np.partition(scores, k - 1)[k - 1])
 
 
 def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
@@ -653,7 +614,14 @@ class ConformalSetPredictor:
     ----------
     epsilon : float
         Significance level in (0, 1): coverage at least ``1 - epsilon``.
-    score : {"lac", "aps", "raps", "fbeta", "credal"}
+    score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}
+        ``"hierarchical"``: sets that are unions of at most ``max_nodes`` nodes of ``hierarchy``
+        (the authors' conformal hierarchy-restricted sets, Mortier, Javanmardi, Sale, Hullermeier and
+        Waegeman, PMLR vol. 300; their CSVPHF without randomisation, with a running maximum of the
+        cover masses so that the score implies coverage: :mod:`svbop.hierarchical_conformal` states
+        the variant, why it departs from theirs, and proves ``P(y in C(x)) >= 1 - epsilon``).
+        ``max_nodes >= K`` gives APS's sets.  Groups (Mondrian) work as for every score;
+        ``predict(..., return_nodes=True)`` also returns each row's nodes.
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
@@ -671,6 +639,10 @@ class ConformalSetPredictor:
         With ``fit(..., groups=...)``: what a group with fewer than
         :func:`min_calibration_rows` calibration rows gets (the marginal calibration, or every
         class).
+    hierarchy : svbop.datasets.Hierarchy, optional
+        ``score="hierarchical"`` only (required there): a class tree whose leaves are the columns.
+    max_nodes : int, default 1
+        ``score="hierarchical"`` only: the most nodes a set may join.
 
     Attributes
     ----------
@@ -715,10 +687,22 @@ class ConformalSetPredictor:
         empty: str = "top1",
         gamma: float | None = None,
         small_groups: str = "marginal",
+        hierarchy=None,
+        max_nodes: int = 1,
     ) -> None:
         _epsilon(epsilon)
-        if not isinstance(score, str) or score not in CONFORMAL_SCORES:
-            raise ValueError(f"score must be one of {', '.join(CONFORMAL_SCORES)}; got {score!r}")
+        if not isinstance(score, str) or score not in PREDICTOR_SCORES:
+            raise ValueError(f"score must be one of {', '.join(PREDICTOR_SCORES)}; got {score!r}")
+        if score == "hierarchical":
+            from .datasets.base import Hierarchy
+            from .hierarchical_conformal import _max_nodes
+
+            if not isinstance(hierarchy, Hierarchy):
+                raise ValueError("score='hierarchical' needs hierarchy= (a svbop.datasets.Hierarchy whose leaves are "
+                                 f"the classes), got {type(hierarchy).__name__}")
+            max_nodes = _max_nodes(max_nodes)
+        elif hierarchy is not None or max_nodes != 1:
+            raise ValueError(f"hierarchy and max_nodes are for score='hierarchical'; score={score!r} takes neither")
         if not isinstance(class_conditional, (bool, np.bool_)):
             raise ValueError(f"class_conditional must be True or False, got {class_conditional!r}")
         if class_conditional and score not in ("lac", "aps", "raps"):
@@ -761,6 +745,8 @@ class ConformalSetPredictor:
         self.empty = empty
         self.gamma = None if gamma is None else float(gamma)
         self.small_groups = small_groups
+        self.hierarchy = hierarchy
+        self.max_nodes = int(max_nodes)
 
     def fit(self, P_cal, y_cal, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
         """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,).
@@ -810,6 +796,11 @@ class ConformalSetPredictor:
         gets group-conditional calibration from :meth:`_fit_groups` for free.
         """
         K = P.shape[1]
+        if self.score == "hierarchical":
+            from .hierarchical_conformal import hierarchical_scores
+
+            s = hierarchical_scores(P, y, self.hierarchy, self.max_nodes, chunk_bytes=chunk_bytes)
+            return _Calibration(_order_statistic(s, eps))
         if self.score in ("fbeta", "credal"):
             return self._fit_family(P, y, eps, K, chunk_bytes)
         if self.score == "lac" and not self.class_conditional:
@@ -907,7 +898,7 @@ class ConformalSetPredictor:
             parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
             return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
 
-    def predict(self, P, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
+    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
         """Conformal sets of the rows of ``P`` (classes in decreasing probability).
 
         ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
@@ -916,6 +907,8 @@ class ConformalSetPredictor:
         """
         if not hasattr(self, "quantile_"):
             raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
+        if return_nodes and self.score != "hierarchical":
+            raise ValueError(f"return_nodes is for score='hierarchical' (its sets are unions of nodes), not {self.score!r}")
         P = as_score_matrix(P, "P")
         if P.shape[1] != self.n_classes_:
             raise ValueError(f"P has {P.shape[1]} classes but the predictor was calibrated on {self.n_classes_}")
@@ -925,7 +918,7 @@ class ConformalSetPredictor:
                 raise ValueError(
                     "groups is required: the predictor was calibrated per group (fit(P_cal, y_cal, groups=...))"
                 )
-            return self._predict_with(self._marginal(), P, chunk_bytes)
+            return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes)
         if not grouped:
             raise ValueError(
                 "groups given to predict but the predictor was calibrated without groups: pass"
@@ -947,12 +940,18 @@ class ConformalSetPredictor:
         marginal = self._marginal()
         order = np.argsort(inverse, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=labels.size))])
-        parts = []
+        parts, nodes = [], [None] * P.shape[0]
         for j, w in enumerate(where):
             rows = order[bounds[j] : bounds[j + 1]]
             cal = marginal if w is None else self._group_cals[w]
-            parts.append((rows, self._predict_with(cal, P[rows], chunk_bytes)))
-        return _merge_rows(parts, P.shape[0], P.shape[1])
+            out = self._predict_with(cal, P[rows], chunk_bytes, return_nodes)
+            if return_nodes:
+                out, part_nodes = out
+                for r, v in zip(rows.tolist(), part_nodes):
+                    nodes[r] = v
+            parts.append((rows, out))
+        merged = _merge_rows(parts, P.shape[0], P.shape[1])
+        return (merged, nodes) if return_nodes else merged
 
     def _marginal(self) -> "_Calibration":
         return _Calibration(
@@ -962,8 +961,15 @@ class ConformalSetPredictor:
             utility=getattr(self, "utility_", None),
         )
 
-    def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int) -> SetPredictions:
-        """The sets of the rows of ``P`` under one calibration (see :meth:`_calibrate`)."""
+    def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int, return_nodes: bool = False):
+        """The sets of the rows of ``P`` under one calibration (see :meth:`_calibrate`); with
+        ``return_nodes`` (hierarchical score only) also each row's nodes."""
+        if self.score == "hierarchical":
+            from .hierarchical_conformal import hierarchical_conformal_sets
+
+            q = math.inf if cal.every_class_ else cal.quantile
+            return hierarchical_conformal_sets(P, q, self.hierarchy, self.max_nodes, empty=self.empty,
+                                               return_nodes=return_nodes, chunk_bytes=chunk_bytes)
         if cal.every_class_:
             return _every_class(P, chunk_bytes)
         if self.score in ("fbeta", "credal"):

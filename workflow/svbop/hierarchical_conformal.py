@@ -90,14 +90,13 @@ Algorithm (exact, per row)
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
 
 import numpy as np
 from numba import njit
 
+from ._conformal_common import _epsilon, _normalised_chunks, _order_statistic, _with_tolerance
 from ._kernels import run_blocks
-from ._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
+from ._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
 from .datasets.base import Hierarchy
 from .hierarchical import _layout, canonical_nodes
 from .metrics import check_labels
@@ -112,33 +111,10 @@ _INF = np.int64(1) << 60  # "no cover": sizes are at most K
 # --- boundary checks (the same rules as svbop.baselines' conformal scores) ----------------------
 
 
-def _epsilon(epsilon) -> Fraction:
-    if isinstance(epsilon, (bool, np.bool_)):
-        raise ValueError(f"significance level epsilon must be a number in (0, 1), got {epsilon!r}")
-    try:
-        eps = Fraction(str(epsilon))
-    except (ValueError, TypeError):
-        raise ValueError(f"significance level epsilon must be a number in (0, 1), got {epsilon!r}") from None
-    if not 0 < eps < 1:
-        raise ValueError(f"significance level epsilon must be in (0, 1), got {epsilon!r}")
-    return eps
 
 
-def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:
-    """The ``ceil((n+1)(1-eps))``-th smallest score (exact level), ``inf`` when that exceeds ``n``
-    (as ``svbop.baselines._order_statistic``)."""
-    n = scores.size
-    k = math.ceil((n + 1) * (1 - eps))
-    if k > n:
-        return math.inf
-    return float(np.partition(scores, k - 1)[k - 1])
 
 
-def _with_tolerance(q, K: int):
-    """``q + 4 K 2**-52 max(1, |q|)`` (``inf`` stays ``inf``; a float or an array), as
-    ``svbop.baselines`` compares APS scores: scores equal in exact arithmetic can differ in their
-    last bits."""
-    return q + 4.0 * K * float(np.finfo(np.float64).eps) * np.maximum(1.0, np.abs(q))
 
 
 def _thresholds(q, n: int) -> np.ndarray:
@@ -177,18 +153,6 @@ def _check(P, hierarchy, max_nodes, name: str):
     return P, c
 
 
-def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int = 0):
-    """``(row0, Xn)``: rows validated, as float64 and divided by their sums, exactly as
-    ``svbop.baselines`` normalises rows for its APS scores (numpy's ``sum``: per row the same in
-    any chunk)."""
-    n, K = P.shape
-    rows = max(1, int(chunk_bytes) // max(1, K * 8))
-    for row0 in range(0, n, rows):
-        X = np.ascontiguousarray(P[row0 : row0 + rows])
-        row_stats(X, offset + row0, name)  # NaN, infinity, negative or all-zero rows: named, one line
-        Xn = X.astype(np.float64)
-        Xn /= Xn.sum(axis=1)[:, None]
-        yield row0, Xn
 
 
 def _tree(hierarchy: Hierarchy):

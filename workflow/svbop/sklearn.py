@@ -556,9 +556,15 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         Unfitted (``cv="split"``) or fitted (``cv="prefit"``) classifier with ``predict_proba``.
     epsilon : float, default 0.1
         Significance level in (0, 1) (the paper: 0.01 and 0.10).
-    conformity_score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
+    conformity_score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}, default "lac"
         The predictor's ``score`` (see above; named as in MAPIE, since ``score`` is the
-        scikit-learn method that reports the mean set utility).
+        scikit-learn method that reports the mean set utility).  ``"hierarchical"``: sets that are
+        unions of at most ``max_nodes`` nodes of ``hierarchy`` (:mod:`svbop.hierarchical_conformal`).
+    hierarchy : svbop.datasets.Hierarchy, optional
+        ``"hierarchical"`` only: a class tree whose leaves ``0 .. K-1`` are the estimator's
+        ``classes_`` in their sorted order.
+    max_nodes : int, default 1
+        ``"hierarchical"`` only: the most nodes a set may join.
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
@@ -626,10 +632,14 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         calibration_size=0.2,
         random_state=None,
         calibrate=None,
+        hierarchy=None,
+        max_nodes=1,
     ):
         self.estimator = estimator
         self.epsilon = epsilon
         self.conformity_score = conformity_score
+        self.hierarchy = hierarchy
+        self.max_nodes = max_nodes
         self.class_conditional = class_conditional
         self.k_reg = k_reg
         self.lam = lam
@@ -645,7 +655,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         """An unfitted predictor; its constructor checks the conformal parameters."""
         return ConformalSetPredictor(
             self.epsilon, score=self.conformity_score, class_conditional=self.class_conditional, k_reg=self.k_reg,
-            lam=self.lam, empty=self.empty, gamma=self.gamma,
+            lam=self.lam, empty=self.empty, gamma=self.gamma, hierarchy=self.hierarchy, max_nodes=self.max_nodes,
         )
 
     def _check_params(self):
@@ -700,6 +710,10 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         unseen = codes < 0
         # a zero-probability column for the labels the model has never seen (dropped in _sets)
         self._unseen_column_ = bool(unseen.any())
+        if self._unseen_column_ and self.conformity_score == "hierarchical":
+            raise ValueError("conformity_score='hierarchical': some calibration labels are classes the estimator never "
+                             "saw, which the hierarchy's leaves (the estimator's classes_) cannot hold; give the "
+                             "estimator every class")
         if self._unseen_column_:
             P = np.hstack([P, np.zeros((P.shape[0], 1))])
             codes = np.where(unseen, P.shape[1] - 1, codes)
