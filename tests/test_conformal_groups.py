@@ -197,3 +197,35 @@ def test_groups_from_other_containers_and_label_types(rng):
     pd = pytest.importorskip("pandas")
     s = pd.Series(groups)
     assert ConformalSetPredictor(0.1).fit(P, y, groups=s).predict(P, groups=s) == ref
+
+
+# --- groups known at test time, from the probabilities (the pipeline's methods.mondrian.by) ----------
+
+
+def test_predicted_groups_are_the_top_class_and_the_top_level_node_above_it():
+    from svbop.conformal import predicted_groups
+    from svbop.datasets import hierarchy_from_edges
+
+    # root -> a -> {0, 1}; root -> b -> c -> {2, 3}; root -> 4 (a class right under the root)
+    h = hierarchy_from_edges([("root", "a"), ("a", "0"), ("a", "1"), ("root", "b"), ("b", "c"), ("c", "2"),
+                              ("c", "3"), ("root", "4")], ["0", "1", "2", "3", "4"])
+    P = np.array([[0.6, 0.1, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.6, 0.1], [0.1, 0.1, 0.1, 0.1, 0.6],
+                  [0.2, 0.2, 0.2, 0.2, 0.2]])
+    assert predicted_groups(P, "predicted_class").tolist() == [0, 3, 4, 0]
+    top = predicted_groups(P, "predicted_top_node", h)
+    names = [h.node_names[v] for v in top]
+    assert names == ["a", "b", "4", "a"]
+    with pytest.raises(ValueError, match=r"^by='predicted_top_node' needs hierarchy"):
+        predicted_groups(P, "predicted_top_node")
+    with pytest.raises(ValueError, match=r"^by must be one of predicted_class, predicted_top_node"):
+        predicted_groups(P, "site")
+
+
+def test_evaluate_beyond_reports_every_methods_worst_group():
+    from svbop import SetPredictions
+    from svbop.evaluation import evaluate_beyond
+
+    sets = {("icp", "0.10"): SetPredictions.from_sets([[0], [1], [0, 1], [2]], n_classes=3)}
+    rows = evaluate_beyond(sets, np.array([0, 0, 1, 1]), ["fbeta:beta=1"], dataset="d",
+                           groups={"predicted_class": np.array([0, 0, 1, 1])})
+    assert rows[0]["worst_group_predicted_class_pct"] == 50.0 and rows[0]["n_groups_predicted_class"] == 2

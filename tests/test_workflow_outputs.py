@@ -56,6 +56,7 @@ methods:
   conformal: [aps, hierarchical]
   coverage: [fbeta]
   hierarchical: {{max_nodes: [1], utilities: ["fbeta:beta=1"]}}
+  mondrian: {{by: [predicted_class, predicted_top_node]}}
 datasets:
   mo_npy:
     title: "Logits, npy"
@@ -128,6 +129,13 @@ def test_the_report_has_table3_calibration_and_beyond_for_model_outputs(outputs_
     others = set(beyond.loc[beyond["dataset"] == "mo_csv", "method"])
     assert not {"hierarchical_1", "conformal_hierarchical_1"} & others  # no hierarchy there
     assert "Conformal hierarchy ≤ 1 node" in html
+    # Mondrian: by the predicted class everywhere, by the top-level node where there is a hierarchy; every
+    # method's worst group coverage is in the table
+    assert {"mondrian_lac_predicted_class", "mondrian_lac_predicted_top_node"} <= methods
+    assert "mondrian_lac_predicted_class" in others and "mondrian_lac_predicted_top_node" not in others
+    npy = beyond[beyond["dataset"] == "mo_npy"]
+    assert npy["worst_group_predicted_top_node_pct"].notna().all() and npy["n_groups_predicted_top_node"].max() == 3
+    assert "Mondrian LAC by predicted class" in html and "worst group % (by predicted top node)" in html
 
 
 def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):

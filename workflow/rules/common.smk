@@ -94,6 +94,9 @@ CONFORMAL_SCORES = [
     *(f"{score}_cc" for score in METHODS["class_conditional"]),
 ]
 COVERAGE_FAMILIES = list(METHODS["coverage"])
+# Mondrian (group-conditional) conformal sets: one method per score and grouping known at test time
+MONDRIAN_BY = list(METHODS["mondrian"]["by"])
+MONDRIAN_SCORES = list(METHODS["mondrian"]["scores"]) if MONDRIAN_BY else []
 HIERARCHICAL_UTILITIES = {}  # label -> spec, as UTILITIES
 for _spec in METHODS["hierarchical"]["utilities"] or config["utilities"]:
     try:
@@ -252,16 +255,25 @@ def predictions(dataset):
 
 def beyond_enabled():
     """Whether any method beyond the paper is configured (config `methods:`)."""
-    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES)
+    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY)
 
 
 def beyond_skipped(dataset):
     """Methods beyond the paper that do not apply to a dataset: {method family: reason}."""
     out = {}
-    if (MAX_NODES or "hierarchical" in METHODS["conformal"]) and not svbop.config.has_hierarchy(config["datasets"][dataset]):
+    hierarchy = svbop.config.has_hierarchy(config["datasets"][dataset])
+    if (MAX_NODES or "hierarchical" in METHODS["conformal"]) and not hierarchy:
         out["hierarchical"] = ("this dataset has no class hierarchy (give its config entry a hierarchy: key to get "
                                "sets restricted to the hierarchy's nodes)")
+    if "predicted_top_node" in MONDRIAN_BY and not hierarchy:
+        out["mondrian"] = ("grouping by the predicted top-level node needs a class hierarchy, which this dataset "
+                           "has not (grouping by the predicted class still runs)")
     return out
+
+
+def mondrian_groupings(dataset):
+    """The groupings of methods.mondrian.by that apply to a dataset (the top node needs a hierarchy)."""
+    return [by for by in MONDRIAN_BY if by != "predicted_top_node" or "mondrian" not in beyond_skipped(dataset)]
 
 
 def beyond_predictions(dataset):
@@ -275,6 +287,10 @@ def beyond_predictions(dataset):
     for family in COVERAGE_FAMILIES:
         for eps in METHOD_EPSILONS:
             out[f"coverage_{family}", eps] = f"results/{dataset}/predictions/coverage_{family}/{eps}.npz"
+    for by in mondrian_groupings(dataset):
+        for score in MONDRIAN_SCORES:
+            for eps in METHOD_EPSILONS:
+                out[f"mondrian_{score}_{by}", eps] = f"results/{dataset}/predictions/mondrian_{score}_{by}/{eps}.npz"
     if "hierarchical" not in beyond_skipped(dataset):
         for n in MAX_NODES:
             for label in HIERARCHICAL_UTILITIES:

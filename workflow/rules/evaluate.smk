@@ -72,7 +72,10 @@ rule evaluate_beyond:
         sets=lambda wc: [*beyond_compared(wc.dataset).values(), *beyond_predictions(wc.dataset).values()],
         calibration=lambda wc: list(beyond_calibration(wc.dataset).values()),
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("metrics", "evaluation", "sets", "io", "_kernels"),
+        # the hierarchy of the top-node grouping (methods.mondrian.by), for every method's worst group coverage
+        dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if "predicted_top_node" in mondrian_groupings(wc.dataset)
+        else [],
+        code=library_sources("metrics", "evaluation", "sets", "io", "_kernels", "conformal"),
     output:
         report(
             "results/{dataset}/beyond.tsv",
@@ -86,6 +89,7 @@ rule evaluate_beyond:
         # (method, param), in the order of input.sets and of input.calibration
         methods=lambda wc: [*beyond_compared(wc.dataset), *beyond_predictions(wc.dataset)],
         calibrated=lambda wc: list(beyond_calibration(wc.dataset)),
+        groupings=lambda wc: mondrian_groupings(wc.dataset),
     resources:
         mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
         runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],

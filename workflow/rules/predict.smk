@@ -360,6 +360,33 @@ use rule predict_conformal as predict_coverage with:
         "results/benchmarks/predict_coverage/{dataset}_{family}_{epsilon}.tsv",
 
 
+# Mondrian conformal sets: one threshold per group of rows known at test time (the top-1 class, or the
+# top-level node above it), calibrated on the calibration rows of each group.
+use rule predict_conformal as predict_mondrian with:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if wc.by == "predicted_top_node" else [],
+        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets", "metrics", "evaluation"),
+    output:
+        sets="results/{dataset}/predictions/mondrian_{mscore}_{by}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/mondrian_{mscore}_{by}/{epsilon}.json",
+    params:
+        epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        score=lambda wc: wc.mscore,
+        class_conditional=False,
+        options=lambda wc: {"k_reg": METHODS["raps"]["k_reg"], "lam": METHODS["raps"]["lam"]}
+        if wc.mscore == "raps" else {},
+        empty=METHODS["empty"],
+        by=lambda wc: wc.by,
+    wildcard_constraints:
+        mscore="lac|aps|raps",
+        by="predicted_class|predicted_top_node",
+    log:
+        "results/logs/predict_mondrian/{dataset}_{mscore}_{by}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_mondrian/{dataset}_{mscore}_{by}_{epsilon}.tsv",
+
+
 # Sets restricted to unions of at most max_nodes nodes of the dataset's own hierarchy.
 rule predict_hierarchical:
     input:

@@ -3,12 +3,20 @@ coverage and set sizes (rule evaluate_beyond)."""
 
 import logging
 
+from svbop.conformal import predicted_groups
+from svbop.datasets import Dataset
 from svbop.evaluation import evaluate_beyond, read_calibration
 from svbop.io import SetFiles, load_score_arrays, write_tsv
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
 (y,) = load_score_arrays(snakemake.input.scores, "y_test")
+groups = {}
+if snakemake.params.groupings:  # methods.mondrian.by: every method's worst coverage over these groups
+    (P_test,) = load_score_arrays(snakemake.input.scores, "P_test")
+    hierarchy = Dataset.load(snakemake.input.dataset).hierarchy if "predicted_top_node" in snakemake.params.groupings else None
+    groups = {by: predicted_groups(P_test, by, hierarchy) for by in snakemake.params.groupings}
+    del P_test
 methods = [tuple(m) for m in snakemake.params.methods]
 sets = SetFiles(dict(zip(methods, snakemake.input.sets)))  # read one method at a time
 extra, unreachable = {}, []
@@ -17,7 +25,7 @@ for method, path in zip(snakemake.params.calibrated, snakemake.input.calibration
     if not extra[tuple(method)].pop("reached"):  # no parameter reaches 1 - epsilon: a row without numbers
         unreachable.append(tuple(method))
 rows = evaluate_beyond(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra,
-                       unreachable=unreachable)
+                       unreachable=unreachable, groups=groups)
 write_tsv(snakemake.output[0], rows)
 logging.info("%d methods x %d utilities on %d test rows -> %s", len(rows), len(snakemake.params.utilities), len(y),
              snakemake.output[0])

@@ -4,11 +4,13 @@ predict_coverage)."""
 
 import json
 import logging
+import warnings
 
 import numpy as np
 
 from svbop import SetPredictions
 from svbop.baselines import ConformalSetPredictor
+from svbop.conformal import GroupCalibrationWarning, predicted_groups
 from svbop.datasets import Dataset
 from svbop.evaluation import calibration_record, unreachable_record
 from svbop.io import atomic_path, load_score_arrays, save_sets
@@ -23,8 +25,19 @@ if params.score == "hierarchical":  # unions of at most max_nodes nodes of the d
     options["hierarchy"] = Dataset.load(snakemake.input.dataset).hierarchy
 predictor = ConformalSetPredictor(params.epsilon, score=params.score, class_conditional=params.class_conditional,
                                   empty=params.empty, **options)
+by = getattr(params, "by", None)  # rule predict_mondrian: one threshold per group known at test time
+if by is not None:
+    hierarchy = Dataset.load(snakemake.input.dataset).hierarchy if by == "predicted_top_node" else None
+    groups_cal, groups_test = (predicted_groups(P, by, hierarchy) for P in (P_cal, P_test))
 try:
-    predictor.fit(P_cal, y_cal)
+    if by is None:
+        predictor.fit(P_cal, y_cal)
+    else:
+        with warnings.catch_warnings(record=True) as caught:  # small groups: said in the log and the record
+            warnings.simplefilter("always", GroupCalibrationWarning)
+            predictor.fit(P_cal, y_cal, groups=groups_cal)
+        for w in caught:
+            logging.warning("%s", w.message)
     reason = None
 except ValueError as exc:
     if params.score != "credal":
@@ -34,7 +47,15 @@ except ValueError as exc:
     reason = str(exc)
 if reason is None:
     record = calibration_record(predictor, method=method, epsilon=params.epsilon, n_calibration=len(y_cal))
-    sets = predictor.predict(P_test)
+    if by is None:
+        sets = predictor.predict(P_test)
+    else:
+        record.update(by=by, n_groups=int(predictor.groups_.size), small_groups=int(predictor.small_groups_.size))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", GroupCalibrationWarning)
+            sets = predictor.predict(P_test, groups=groups_test)
+        for w in caught:
+            logging.warning("%s", w.message)
 else:
     record = unreachable_record(method=method, epsilon=params.epsilon, n_calibration=len(y_cal), reason=reason)
     sets = SetPredictions(np.zeros(0, np.int64), np.zeros(1, np.int64), P_test.shape[1])

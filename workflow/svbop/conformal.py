@@ -60,6 +60,8 @@ __all__ = [
     "min_calibration_rows",
     "AdaptiveConformalSetPredictor",
     "ACI_STEP",
+    "GROUPINGS",
+    "predicted_groups",
 ]
 
 
@@ -978,6 +980,44 @@ class ConformalSetPredictor:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile
         return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
+
+
+#: Groups known at test time that :func:`predicted_groups` computes from the probabilities.
+GROUPINGS = ("predicted_class", "predicted_top_node")
+
+
+def predicted_groups(P, by: str, hierarchy=None) -> np.ndarray:
+    """The group of every row that is known at test time, from its probabilities: for Mondrian
+    calibration (``ConformalSetPredictor.fit(..., groups=...)``) and per-group coverage.
+
+    ``by="predicted_class"``: the most probable class (ties: the lowest id).
+    ``by="predicted_top_node"``: the top-level node of the hierarchy (a child of the root) above the
+    most probable class (the class itself when it hangs from the root); needs ``hierarchy``.
+    """
+    P = as_score_matrix(P, "P")
+    if by not in GROUPINGS:
+        raise ValueError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
+    top = np.empty(P.shape[0], dtype=np.int64)
+    rows = max(1, DEFAULT_CHUNK_BYTES // max(1, P.shape[1] * 8))
+    for lo in range(0, P.shape[0], rows):
+        top[lo: lo + rows] = np.asarray(P[lo: lo + rows]).argmax(axis=1)
+    if by == "predicted_class":
+        return top
+    from .datasets.base import Hierarchy
+
+    if not isinstance(hierarchy, Hierarchy):
+        raise ValueError("by='predicted_top_node' needs hierarchy (a svbop.datasets.Hierarchy over the classes)")
+    if hierarchy.n_classes != P.shape[1]:
+        raise ValueError(f"hierarchy has {hierarchy.n_classes} classes but P has {P.shape[1]} columns")
+    parent = np.asarray(hierarchy.parent)
+    first = np.arange(hierarchy.n_classes)  # the ancestor of each class just below the root
+    for _ in range(parent.size):
+        up = parent[first]
+        move = (up >= 0) & (parent[np.maximum(up, 0)] >= 0)
+        if not move.any():
+            break
+        first = np.where(move, up, first)
+    return first[top]
 
 
 # --- adaptive conformal inference (ACI) for a stream --------------------------------------------

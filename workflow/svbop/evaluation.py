@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .metrics import check_labels, mean_scores, set_agreement, top1_accuracy
+from .metrics import check_labels, group_coverage, mean_scores, set_agreement, top1_accuracy
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
@@ -44,10 +44,12 @@ PAPER_FULL = "svbop_full_naive"
 BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 
 #: Methods beyond the paper (the pipeline's config ``methods:``): ``conformal_<score>`` (``aps``,
-#: ``raps``; ``<score>_cc`` for one threshold per class, ``lac_cc`` too) and ``coverage_<family>``
+#: ``raps``; ``<score>_cc`` for one threshold per class, ``lac_cc`` too; ``hierarchical_<max_nodes>``:
+#: conformal unions of at most that many nodes) and ``coverage_<family>``
 #: (``fbeta``, ``credal``) with ``param`` = epsilon, ``hierarchical_<max_nodes>`` with ``param`` =
 #: the utility label the sets optimise.
-_BEYOND = re.compile(r"(conformal_(lac_cc|aps|raps|aps_cc|raps_cc)|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*)\Z")
+_BEYOND = re.compile(r"(conformal_(lac_cc|aps|raps|aps_cc|raps_cc|hierarchical_[1-9][0-9]*)|coverage_(fbeta|credal)"
+                     r"|hierarchical_[1-9][0-9]*|mondrian_(lac|aps|raps)_(predicted_class|predicted_top_node))\Z")
 
 #: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
 #: ``<label>_pct`` per utility and the optional ``calibrated``.
@@ -63,7 +65,7 @@ def beyond_method(method: str) -> bool:
 def target_coverage_pct(method: str, param: str) -> float:
     """The coverage a method guarantees, in percent: 100 (1 - epsilon) for ICP and the conformal and
     coverage methods (``param`` = epsilon), NaN for the others."""
-    if method == "icp" or method.startswith(("conformal_", "coverage_")):
+    if method == "icp" or method.startswith(("conformal_", "coverage_", "mondrian_")):
         try:
             return 100.0 * (1.0 - float(param))
         except ValueError:
@@ -131,6 +133,7 @@ def evaluate_beyond(
     dataset: str,
     extra: Mapping[tuple[str, str], Mapping[str, object]] | None = None,
     unreachable: Iterable[tuple[str, str]] = (),
+    groups: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict]:
     """Score every kind of set on the test rows: utilities, coverage and set sizes.
 
@@ -154,6 +157,10 @@ def evaluate_beyond(
         Methods of ``sets`` that could not be calibrated (a credal family that reaches no
         coverage of 1 - epsilon: :func:`unreachable_record`): their sets are not read, and their
         row has no numbers (NaN), only ``extra``'s (the reason, in ``calibrated``).
+    groups : mapping of str to array, optional
+        Groupings of the test rows (``{"predicted_class": ...}``): every method gets
+        ``worst_group_<name>_pct``, the smallest coverage of a group (Mondrian methods guarantee
+        ``1 - epsilon`` in each), and ``n_groups_<name>``.
 
     Returns
     -------
@@ -186,6 +193,14 @@ def evaluate_beyond(
                "target_coverage_pct": target_coverage_pct(method, str(param))}
         row.update((c, scores[c]) for c in BEYOND_COLUMNS[5:])
         row.update((lab, scores[lab]) for lab in labels)
+        for name, g in (groups or {}).items():
+            if key in unreachable:
+                worst = float("nan")
+            else:
+                _, cov, _ = group_coverage(sets[key], y, g)
+                worst = 100.0 * float(np.nanmin(cov))
+            row[f"worst_group_{name}_pct"] = worst
+            row[f"n_groups_{name}"] = int(np.unique(np.asarray(g)).size)
         row.update((extra or {}).get(key, {}))
         rows.append(row)
         del scores
@@ -275,6 +290,11 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
         if "parameter" in record:
             name = "delta" if str(record.get("method", "")).endswith("credal") else "beta"
             return {"calibrated": f"{name} = {float(record['parameter']):.4g}", "reached": True}
+        if "by" in record:  # Mondrian: one threshold per group (the marginal one for small groups)
+            by = str(record["by"]).replace("_", " ")
+            return {"calibrated": f"one q per group: {int(record['n_groups'])} groups by {by} "
+                                  f"({int(record.get('small_groups', 0))} too small: marginal q = "
+                                  f"{float(record['quantile']):.4g})", "reached": True}
         if "quantile" in record:
             return {"calibrated": f"q = {float(record['quantile']):.4g}", "reached": True}
         lo, mid, hi = (float(record[k]) for k in ("quantile_min", "quantile_median", "quantile_max"))

@@ -23,6 +23,7 @@ BEYOND_FAMILIES = (
     ("icp", "ICP, LAC score (the paper)"),
     ("conformal", "Conformal APS / RAPS"),
     ("class_conditional", "Class-conditional conformal"),
+    ("mondrian", "Mondrian conformal (per group)"),
     ("coverage", "Bayes-optimal with coverage"),
     ("hierarchical", "Hierarchy-restricted"),
 )
@@ -39,7 +40,7 @@ def method_family(method: str) -> str:
         return method
     if method.startswith("conformal_"):
         return "class_conditional" if method.endswith("_cc") else "conformal"
-    for family in ("coverage", "hierarchical"):
+    for family in ("coverage", "hierarchical", "mondrian"):
         if method.startswith(family + "_"):
             return family
     raise ValueError(f"unknown method {method!r} of the section beyond the paper")
@@ -134,6 +135,8 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
     for col in [*labels, "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
                 "singleton_pct", "empty_pct"]:
         out[col] = df[col].to_numpy() if col in df.columns else float("nan")
+    for col in sorted(c for c in df.columns if c.startswith("worst_group_") and c.endswith("_pct")):
+        out[col] = df[col].to_numpy()  # methods.mondrian.by: the worst group's coverage, per grouping
     out["calibrated"] = df["calibrated"].fillna("").astype(str).to_numpy()
     return out
 

@@ -373,7 +373,7 @@ def plot_genreject_family(
 _FAMILY_STYLE = {
     "svbop_full": ("o", "tab:blue"), "threshold": ("s", "tab:orange"), "top_s": ("^", "tab:gray"),
     "icp": ("X", "tab:red"), "conformal": ("D", "tab:purple"), "class_conditional": ("P", "tab:brown"),
-    "coverage": ("*", "tab:green"), "hierarchical": ("h", "tab:cyan"),
+    "coverage": ("*", "tab:green"), "hierarchical": ("h", "tab:cyan"), "mondrian": ("v", "tab:olive"),
 }
 
 

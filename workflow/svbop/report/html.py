@@ -306,8 +306,13 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
     datasets = [d for d in order if d in present] + [d for d in present if d not in order]
     skipped = {str(d): dict(v) for d, v in dict(skipped or {}).items()}
     out = []
+    # methods.mondrian.by: the worst group's coverage of every method, one column per grouping
+    group_cols = sorted(c for c in frame.columns if c.startswith("worst_group_") and c.endswith("_pct"))
     for d in datasets:
         t = beyond_table(frame, d, labels)
+        for c in group_cols:
+            if c not in t.columns:
+                t[c] = float("nan")
         rows = []
         for r in t.to_dict("records"):
             target, cover = r["target_coverage_pct"], r["coverage_pct"]
@@ -319,8 +324,9 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
                 {"text": _fmt(r["mean_size"]), "cls": "num size"},
                 {"text": _fmt(r["singleton_pct"]), "cls": "num"},
                 {"text": _fmt(r["empty_pct"]), "cls": "num"},
-                {"text": _calibrated_text(r["calibrated"]), "cls": "text"},
             ]
+            cells += [{"text": _fmt(r[c]), "cls": "num worst-group"} for c in group_cols]
+            cells += [{"text": _calibrated_text(r["calibrated"]), "cls": "text"}]
             rows.append({"name": html_name(r["method"]), "key": r["key"], "family": r["family"], "cells": cells})
         out.append({"id": d, "title": names.dataset(d), "rows": rows,
                      "skipped": [{"key": k, "text": line} for k, line in zip(skipped.get(d, {}), skipped_text(skipped.get(d, {})))]})
@@ -329,7 +335,9 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
 
         figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets})
     header = [*(html_name(utility_name(lab)) + Markup(" %") for lab in labels), "coverage %", "guaranteed %",
-              "worst class %", "mean set size", "singletons %", "empty %", "calibrated"]
+              "worst class %", "mean set size", "singletons %", "empty %",
+              *(f"worst group % (by {c[len('worst_group_'):-len('_pct')].replace('_', ' ')})" for c in group_cols),
+              "calibrated"]
     return {"datasets": out, "header": header, "n_utilities": len(labels),
             "figure": _data_uri(_png_bytes("beyond the paper", figure)) if figure is not None else None}
 

@@ -148,6 +148,9 @@ def method_name(method: str, param: object) -> str:
         score = method.removeprefix("conformal_")
         name = _SCORE_NAMES.get(score.removesuffix("_cc"), score.removesuffix("_cc").upper())
         return f"{'Class-conditional ' if score.endswith('_cc') else ''}{name}{eps}"
+    if method.startswith("mondrian_"):
+        score, _, by = method.removeprefix("mondrian_").partition("_")
+        return f"Mondrian {_SCORE_NAMES.get(score, score.upper())} by {by.replace('_', ' ')}{eps}"
     if method.startswith("coverage_"):
         family = method.removeprefix("coverage_")
         return f"SVBOP-{_FAMILY_NAMES.get(family, family)}-coverage{eps}"
