@@ -89,8 +89,9 @@ def report_config(
     ``test``, ``validation`` and ``calibration`` are ``(scores, labels)`` pairs of file paths;
     the parts not given are split off the test rows by the schema's default fractions (a warning
     says so).  Conformal sets (APS, RAPS, class-conditional LAC), Bayes-optimal sets with a coverage
-    guarantee (F-beta, credal) at each ``epsilons`` and, with a ``hierarchy``, sets restricted to
-    at most 1 and 3 of its nodes are added to the paper's methods.
+    guarantee (F-beta, credal) at each ``epsilons``, Mondrian LAC by the predicted class and, with a
+    ``hierarchy``, sets restricted to at most 1 and 3 of its nodes (Bayes-optimal and conformal) and
+    Mondrian LAC by the top-level node are added to the paper's methods.
     """
     files: dict[str, dict] = {}
     parts = {}
@@ -104,10 +105,13 @@ def report_config(
     entry: dict = {"title": title or f"{name} (model outputs)", "files": files, "format": fmt, "calibrate": calibrate}
     if class_names is not None:
         fmt["class_names_file"] = _file_entry(files, "class", "names", class_names)
-    methods = {**DEFAULT_METHODS, "epsilon": [float(e) for e in epsilons]}
-    if hierarchy is not None:
+    methods = {**DEFAULT_METHODS, "epsilon": [float(e) for e in epsilons],
+               "mondrian": {"by": ["predicted_class"]}}  # coverage within each predicted class too
+    if hierarchy is not None:  # sets restricted to its nodes (Bayes-optimal and conformal), groups by top node
         entry["hierarchy"] = {"format": hierarchy_format, "file": _file_entry(files, "hierarchy", "file", hierarchy)}
         methods["hierarchical"] = {"max_nodes": [1, 3]}
+        methods["conformal"] = [*DEFAULT_METHODS["conformal"], "hierarchical"]
+        methods["mondrian"] = {"by": ["predicted_class", "predicted_top_node"]}
     return {
         "run": [name],
         "timing": {"repeats": int(repeats)},
