@@ -10,6 +10,7 @@ import svbop.evaluation
 import svbop.report.browser
 import svbop.report.illustrations
 import svbop.report.status
+import svbop.tuning
 from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
 from snakemake.logging import logger
@@ -567,5 +568,6 @@ def partial_report(jobs=()):
         illustrations=shown,
         beyond=[f for d in finished if os.path.exists(f := f"results/{d}/beyond.tsv")] if beyond_enabled() else None,
         beyond_skipped={d: beyond_skipped(d) for d in finished} if beyond_enabled() else None,
+        tuning={d: path for d, path in tuned_datasets().items() if d in finished},
     )
     return finished, failed
