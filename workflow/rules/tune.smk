@@ -18,7 +18,7 @@ def tuning_points(wildcards):
 def tuned_flat(wildcards):
     """The tuning record the flat model's `auto` values come from (nothing when none is auto)."""
     if svbop.tuning.is_tuned(dataset_config(wildcards)["flat"]):
-        return f"results/{wildcards.dataset}/tuning/flat.json"
+        return [f"results/{wildcards.dataset}/tuning/flat.json"]
     return []
 
 

@@ -16,7 +16,7 @@ model = merge_models(parts)
 model.save(snakemake.output.model)
 tuned = {k: "auto" for k, v in snakemake.params.flat.items() if v == "auto"}
 if tuned:  # where the values came from: the grid, the score and any edge (rules/tune.smk)
-    record = read_choice(snakemake.input.tuned[0])
+    record = read_choice(list(snakemake.input.tuned)[0])
     tuned = {"auto": sorted(tuned), "grid": record["grid"], "edge": record["edge"], "score": record["score"]}
 info = {**cfg, **({"tuning": tuned} if tuned else {}), "solver": "liblinear -s 7 (L2-regularised logistic regression, dual), one-vs-rest",
         "threads_used": max(i["threads_used"] for i in infos),

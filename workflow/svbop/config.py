@@ -125,6 +125,46 @@ def merge_configs(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[st
     return out
 
 
+def replace_file_lists(config: dict[str, Any], overrides: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    """Give a dataset the ``files:`` its overriding config files list, not those merged with the built-in ones.
+
+    Snakemake merges every ``--configfile`` over ``config.yaml`` key by key, so a user's entry
+    for a built-in dataset that lists its own files would keep the built-in files too (and plan
+    their download).  A dataset's files and the format that reads them go together, so a
+    ``files:`` given by an overriding file **replaces** the built-in list: after this call,
+    ``config["datasets"][name]["files"]`` is the merge of the overriding files' ``files:`` for
+    that dataset alone (in order; later files win, as Snakemake's merge).  Every other key of the
+    entry still merges as Snakemake merges it.
+
+    Parameters
+    ----------
+    config : dict
+        The merged config (changed in place).
+    overrides : sequence of mappings
+        The ``--configfile`` files' contents, in the order given (None for an empty file).
+
+    Returns
+    -------
+    list of str
+        The datasets whose file list was replaced (where it differed from the merged one).
+    """
+    replaced: dict[str, dict[str, Any]] = {}
+    for override in overrides:
+        datasets = (override or {}).get("datasets") if isinstance(override, Mapping) else None
+        if not isinstance(datasets, Mapping):
+            continue
+        for name, entry in datasets.items():
+            if isinstance(entry, Mapping) and isinstance(entry.get("files"), Mapping):
+                replaced[name] = merge_configs(replaced.get(name, {}), entry["files"])
+    changed = []
+    for name, files in replaced.items():
+        entry = (config.get("datasets") or {}).get(name)
+        if isinstance(entry, dict) and entry.get("files") != files:
+            entry["files"] = files
+            changed.append(name)
+    return changed
+
+
 # ----------------------------------------------------------------------------------- schema
 def _key(path: Iterable[Any]) -> str:
     text = ""
