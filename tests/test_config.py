@@ -63,7 +63,7 @@ def test_each_kind_accepts_exactly_its_readers_options():
          "config: datasets.mine.format.ignore_features: not an option of format kind 'csv_text'"),
         # csv_text without label_column (was a TypeError at job time)
         (_csv_entry(text_column="t"), "config: datasets.mine.format.label_column: missing (required for format kind 'csv_text')"),
-        ({"datasets": {"digits": {"flat": {"C": "high"}}}}, "config: datasets.digits.flat.C: expected number, got 'high'"),
+        ({"datasets": {"digits": {"flat": {"C": "high"}}}}, "config: datasets.digits.flat.C: expected one of: number, 'auto'; got 'high'"),
         ({"utilitys": ["fbeta"]}, "config: utilitys: unknown key"),
         ({"datasets": {"mine": {"files": {"a": {"url": "http://x", "path": "/a"}}, "format": {"kind": "libsvm", "parts": {"t": ["a"]}}}}},
          "config: datasets.mine.files.a: give exactly one of url, path, manual, not several"),
