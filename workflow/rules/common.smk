@@ -184,6 +184,35 @@ def features_file(wildcards):
     return f"results/{wildcards.dataset}/features/{kind}.npz"
 
 
+# flat: {C: auto} / {eps: auto}: the values chosen on the validation rows (rules/tune.smk, svbop.tuning)
+
+
+def tuning_points(wildcards):
+    """One result file per grid point of a dataset whose flat model has an `auto` value."""
+    grid = svbop.tuning.flat_grid(dataset_config(wildcards)["flat"], config["tuning"])
+    return [
+        f"results/{wildcards.dataset}/tuning/flat/C_{svbop.tuning.value_label(p['C'])}"
+        f"_eps_{svbop.tuning.value_label(p['eps'])}.json"
+        for p in grid
+    ]
+
+
+def tuned_flat(wildcards):
+    """The tuning record the flat model's `auto` values come from (nothing when none is auto)."""
+    if svbop.tuning.is_tuned(dataset_config(wildcards)["flat"]):
+        return [f"results/{wildcards.dataset}/tuning/flat.json"]
+    return []
+
+
+def tuned_datasets():
+    """dataset -> its tuning record, for the datasets of this run with an `auto` value (Table 5)."""
+    return {
+        d: f"results/{d}/tuning/flat.json"
+        for d in DATASETS
+        if not is_model_outputs(d) and svbop.tuning.is_tuned(config["datasets"][d]["flat"])
+    }
+
+
 def flat_parts(wildcards):
     """The flat model's parts (class ranges), one training job each."""
     n = config["datasets"][wildcards.dataset]["flat"]["parts"]
