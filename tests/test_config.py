@@ -265,3 +265,22 @@ def test_large_parameters_print_as_size_and_digest():
     assert repr(changed) != repr(short)  # a change of content is still a change of the parameter
     assert repr(Summarised(dict(reversed(list(config.items()))))) == repr(short)  # key order does not matter
     assert pickle.loads(pickle.dumps(short)) == config and repr(pickle.loads(pickle.dumps(short))) == repr(short)
+
+
+def test_a_later_config_files_list_replaces_the_built_in_one():
+    from svbop.config import merge_configs, replace_file_lists
+
+    base = {"datasets": {"caltech101": {"files": {"caltech-101.zip": {"url": "https://x"}}, "flat": {"C": 100}},
+                         "other": {"files": {"a": {"url": "https://a"}}}}}
+    user = {"datasets": {"caltech101": {"files": {"101_ObjectCategories.tar.gz": {"path": "/d/101.tar.gz"}}}}}
+    merged = merge_configs(base, user)
+    assert set(merged["datasets"]["caltech101"]["files"]) == {"caltech-101.zip", "101_ObjectCategories.tar.gz"}
+    assert replace_file_lists(merged, [user]) == ["caltech101"]
+    assert merged["datasets"]["caltech101"]["files"] == {"101_ObjectCategories.tar.gz": {"path": "/d/101.tar.gz"}}
+    assert merged["datasets"]["caltech101"]["flat"] == {"C": 100}  # the rest still merges
+    assert merged["datasets"]["other"]["files"] == {"a": {"url": "https://a"}}
+    # two overriding files: theirs merge with each other, not with the built-in list
+    more = {"datasets": {"caltech101": {"files": {"extra.txt": {"path": "/d/extra.txt"}}}}}
+    merged = merge_configs(merge_configs(base, user), more)
+    replace_file_lists(merged, [user, more])
+    assert set(merged["datasets"]["caltech101"]["files"]) == {"101_ObjectCategories.tar.gz", "extra.txt"}

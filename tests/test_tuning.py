@@ -151,3 +151,4 @@ def test_flat_auto_passes_the_config_checks():
                                                                   "flat": {"C": "auto", "eps": "auto"}}}})
     check_dataset("mine", cfg["datasets"]["mine"])
     assert cfg["datasets"]["mine"]["flat"]["C"] == "auto"
+
