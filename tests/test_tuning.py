@@ -47,7 +47,7 @@ def _independent_log_loss(model, X, y, K):
 
 def test_auto_picks_the_interior_best_C_of_a_synthetic_problem():
     Xt, yt, Xv, yv, K = _problem()
-    points = [score_point(Xt, yt, Xv, yv, K, C=c, eps=0.1) for c in GRID]
+    points = [score_point(Xt, yt, Xv, yv, K, C=c, eps=0.1, progress=False) for c in GRID]
     # the oracle: each C's model scored by scikit-learn's log-loss, not by svbop.tuning
     oracle = [_independent_log_loss(train_ovr(Xt, yt, K, C=c, eps=0.1, progress=False), Xv, yv, K) for c in GRID]
     best = GRID[int(np.argmin(oracle))]

@@ -153,11 +153,14 @@ def validation_log_loss(P: np.ndarray, y: np.ndarray) -> float:
 
 
 def score_point(X_train: Any, y_train: np.ndarray, X_val: Any, y_val: np.ndarray, n_classes: int, *, C: float,
-                eps: float, bias: float = 1.0, clip: float | None = None, n_jobs: int = 1) -> dict[str, Any]:
+                eps: float, bias: float = 1.0, clip: float | None = None, n_jobs: int = 1,
+                progress: bool = True) -> dict[str, Any]:
     """Train the flat model at one grid point on the training rows and score it on the validation rows.
 
     The model is :func:`svbop.linear.train_ovr` (liblinear -s 7, one-vs-rest), its probabilities
     :meth:`~svbop.linear.LinearModel.predict_proba` as the pipeline's ``score_flat`` computes them.
+    ``progress`` logs every tenth of the classes (a large C trains slowly: the dual solver needs
+    more iterations).
 
     Returns
     -------
@@ -170,7 +173,7 @@ def score_point(X_train: Any, y_train: np.ndarray, X_val: Any, y_val: np.ndarray
     from .linear import train_ovr
 
     start = time.perf_counter()
-    model = train_ovr(X_train, y_train, n_classes, C=C, eps=eps, bias=bias, clip=clip, n_jobs=n_jobs, progress=False)
+    model = train_ovr(X_train, y_train, n_classes, C=C, eps=eps, bias=bias, clip=clip, n_jobs=n_jobs, progress=progress)
     seconds = time.perf_counter() - start
     P = model.predict_proba(X_val)
     y_val = np.asarray(y_val)
