@@ -389,9 +389,6 @@ def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, An
                               "which a model's outputs do not have; set it to false")
 
 
-#: ``section.key`` that may one day be ``auto`` but are refused today (svbop.tuning.NOT_YET).
-NOT_YET_AUTO = ("hf.C", "hf.eps", "hf.max_leaves", "hsg.k", "hsg.ef")
-
 _COLUMN_KEYS = ("text_column", "label_column", "hierarchy_columns")
 
 
@@ -457,7 +454,11 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
         or empty segments) of an earlier archive, or a listed file that is not an archive; a file
         of ``format.parts``, ``hierarchy.file`` or ``features.domains`` (``from_csv.files`` too) that is absolute, holds
         ``..``, or that no entry of ``files`` provides (when nothing is unpacked, which could
-        provide it).
+        provide it); ``auto`` for a value svbop does not choose yet (``hf.C``, ``hf.eps``,
+        ``hf.max_leaves``, ``hsg.k``, ``hsg.ef``: :data:`svbop.tuning.NOT_YET`; only ``flat.C`` and
+        ``flat.eps`` are chosen on the validation rows); ``format`` column numbers without
+        ``header: false`` or names with it (``csv_text``: ``text_column``, ``label_column``,
+        ``hierarchy_columns``).
     """
     weights = {"vgg16_imagenet": {}} if weights is None else weights
     base = f"datasets.{name}"
@@ -500,7 +501,9 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
         raise ConfigError(
             f"config: {base}.split: {shown} = {sum(fractions.values()):g} of the rows, leaving none for training"
         )
-    for dotted in NOT_YET_AUTO:
+    from .tuning import NOT_YET  # section.key that may one day be `auto` but are refused today
+
+    for dotted in NOT_YET:
         section, key = dotted.split(".")
         if (cfg.get(section) or {}).get(key) == "auto":
             raise ConfigError(
