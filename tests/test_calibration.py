@@ -106,9 +106,9 @@ def test_calibrate_none_keeps_the_probabilities_and_still_measures_them():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: fit_temperature(np.array([[0.0, np.nan]]), [0]), "scores: non-finite logits"),
-    (lambda: fit_temperature(np.zeros((3, 2)), [0, 1, 2]), "y: label 2 at row 2 is outside 0..1"),
+    (lambda: fit_temperature(np.zeros((3, 2)), [0, 1, 2]), "y[2] = 2 is not a class index in 0..1"),
     (lambda: fit_temperature(np.zeros((0, 2)), []), "scores: no rows to fit a temperature on"),
-    (lambda: fit_temperature(np.zeros((2, 2)), [0]), "y: expected 2 labels (one per row), got shape (1,)"),
+    (lambda: fit_temperature(np.zeros((2, 2)), [0]), "y has 1 labels but there are 2 samples"),
     (lambda: outputs_to_probabilities(np.zeros((2, 2)), temperature=0), "temperature: expected a finite number > 0"),
     (lambda: outputs_to_probabilities(np.zeros((2, 2)), outputs="scores"), "outputs: expected 'logits' or 'probabilities'"),
     (lambda: calibrate_parts({"test": np.zeros((2, 2))}, {"test": [0, 1]}), "calibrate: temperature is fitted on the validation rows"),
@@ -119,3 +119,12 @@ def test_refusals_name_the_argument(call, message):
         call()
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_rows_all_classified_right_keep_temperature_one_and_say_why():
+    z, y, _ = _problem(300, seed=6)
+    y = z.argmax(axis=1)  # every top class right: the NLL has no minimiser, sharpening only overfits
+    ts = TemperatureScaling().fit(z, y)
+    assert ts.temperature_ == 1.0 and ts.skipped_.startswith("every validation row's top class is its label")
+    _, record = calibrate_parts({"validation": z, "test": z}, {"validation": y, "test": y})
+    assert record["temperature"] == 1.0 and record["not_fitted"] == ts.skipped_

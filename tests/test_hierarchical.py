@@ -386,8 +386,8 @@ def test_last_tie_goes_to_the_first_set_in_depth_first_leaf_order(a, b, want):
 
 
 def test_a_row_too_large_for_the_workspace_is_refused_in_one_line():
-    K = 200
-    h = Hierarchy(np.r_[np.full(K, K), -1], n_classes=K)
+    K = 200  # two inner nodes of 100 classes below the root (a flat tree needs no tables)
+    h = Hierarchy(np.r_[np.full(K // 2, K), np.full(K // 2, K + 1), K + 2, K + 2, -1], n_classes=K)
     P = np.full((3, K), 1.0 / K)  # recall: every size can be optimal
     ok = svbop.predict_sets_hierarchical(P, "recall", h, 150)
     assert ok.to_list() == [list(range(K))] * 3

@@ -63,10 +63,15 @@ def quickstart_report(tmp_path):
     config = quickstart_config()
     labels = [svbop.utility(u).label for u in config["utilities"]]
     summaries = [dict(SUMMARIES[0], dataset="digits", title=config["datasets"]["digits"]["title"]),
-                 dict(SUMMARIES[1], dataset="synthetic1000", title=config["datasets"]["synthetic1000"]["title"])]
+                 dict(SUMMARIES[1], dataset="synthetic1000", title=config["datasets"]["synthetic1000"]["title"]),
+                 # the digits' probabilities read back as a model's outputs: no D, no training of ours
+                 dict(SUMMARIES[0], dataset="digits_outputs", title=config["datasets"]["digits_outputs"]["title"],
+                      features="model outputs", D=None, train_seconds=None, N_train=0, model_outputs=True)]
     metrics = pd.concat([_metrics("digits", 0).assign(dataset="digits"),
                          _metrics("synthetic1000", 1).assign(dataset="synthetic1000"),
-                         _approximate_rows("synthetic1000", labels, 2)], ignore_index=True)
+                         _approximate_rows("synthetic1000", labels, 2),
+                         _metrics("digits_outputs", 3).assign(dataset="digits_outputs")], ignore_index=True)
+    metrics = metrics[~((metrics["dataset"] == "digits_outputs") & (metrics["method"] == "svbop_full_naive"))]
     metrics.loc[metrics["method"] == "svbop_full", "t_test_ms"] = 0.1
     # the quickstart's finding: a threshold tuned to the smallest theta of the grid
     metrics["theta_edge"] = ""
@@ -96,9 +101,21 @@ def quickstart_report(tmp_path):
         tmp_path / "results" / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
         utilities=config["utilities"], title=config["report"]["title"], not_run={}, missing=missing,
         train_seconds=train, illustrations=illustrations, downloads={f: f"tables/{f}" for f in files},
-        created="2024-01-02 03:04 UTC",
+        created="2024-01-02 03:04 UTC", calibration={"digits_outputs": _calibration_record(rng)},
     )
     return out, config
+
+
+def _calibration_record(rng):
+    """The calibration record of an over-confident 10-class model (the quickstart's digits_outputs)."""
+    from svbop.calibration import calibrate_parts
+
+    z = rng.normal(size=(600, 10)) * 3
+    y = rng.integers(0, 10, 600)
+    _, record = calibrate_parts({"validation": z[:300], "test": z[300:]}, {"validation": y[:300], "test": y[300:]},
+                                utilities=["fbeta:beta=1"])
+    return {**record, "model_outputs": True, "origin": {"validation": "300 rows from its own file",
+                                                        "calibration": "none", "test": "300 rows from its own file"}}
 
 
 @needs_chromium
@@ -124,7 +141,7 @@ def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path)
     keys = [k for k in config["datasets"] if re.search(r"[\d_]", k)]  # keys that are not plain words
     assert unreadable(seen, keys=keys) == []
     # the figures are svbop's and say how small their text is; all four are there and loaded
-    assert len(seen["images"]) == 4 and all(im["min_font_px"] for im in seen["images"])
+    assert len(seen["images"]) == 5 and all(im["min_font_px"] for im in seen["images"])  # + the reliability diagram
     html = Path(path).read_text(encoding="utf-8")
     # the banner, on the first screen: no paper dataset in the quickstart, and where to find the paper's numbers
     banner = seen["banner"]
@@ -135,15 +152,17 @@ def test_the_quickstart_report_reads_like_the_paper(quickstart_report, tmp_path)
     assert "the paper's value below each" not in seen["prose"] and "followed by the paper's value" not in seen["prose"]
     # Table 3: a theta column, its Threshold rows tuned, the edge of the grid marked and explained
     table3 = [t for t in seen["tables"] if t["class"] == "table3"]
-    assert [t["dataset"] for t in table3] == ["digits", "synthetic1000"]
+    assert [t["dataset"] for t in table3] == ["digits", "synthetic1000", "digits_outputs"]
     assert all(t["headers"][-1] == "θ" and t["columns"] == len(config["utilities"]) + 4 for t in table3)
     assert re.search(r"θ at the edge of the grid: Threshold-u ?F1 \(θ = 0\.01, the smallest value\)", seen["prose"])
     assert "does not give" not in seen["prose"] and "without giving them" in seen["prose"]
-    # the compact status: the two datasets run; every other one on one line, even Bacteria (files by hand)
+    # the compact status: the three datasets run; every other one on one line, even Bacteria (files by hand)
     rows = re.findall(r'<tr data-dataset="([^"]*)" data-status="[^"]*">', html)
-    assert rows == ["digits", "synthetic1000"]
+    assert rows == ["digits", "synthetic1000", "digits_outputs"]
     status = html[html.index('<section id="status">'):html.index('<section id="utilities">')]
-    assert re.search(r"Not in this run \((\d+)\)", status).group(1) == str(len(config["datasets"]) - 2)
+    assert re.search(r"Not in this run \((\d+)\)", status).group(1) == str(len(config["datasets"]) - 3)
+    # the model's outputs: calibrated, and what needs features or our model said not to apply
+    assert 'id="calibration-digits_outputs"' in html and "not applicable: model outputs" in seen["prose"]
     assert "<code>bacteria</code><sup>*</sup>" in status and "fetched by hand" in status
     assert "data/bacteria/downloads/" not in status and "no public copy" not in status
     # the paper's numbering, never a LaTeX label

@@ -48,12 +48,12 @@ def _write_outputs(folder: Path) -> None:
 
 def _config(folder: Path) -> str:
     return f"""
-run: [mo_npy, mo_csv]
+run: [mo_npy, mo_csv, digits_cal]
 baselines: {{icp_epsilon: [0.1]}}
 utility_table: {{K: [10]}}
 methods:
   epsilon: [0.1]
-  conformal: [aps]
+  conformal: [aps, hierarchical]
   coverage: [fbeta]
   hierarchical: {{max_nodes: [1], utilities: ["fbeta:beta=1"]}}
 datasets:
@@ -72,6 +72,11 @@ datasets:
         validation: {{scores: val_logits.npy, labels: val_labels.npy}}
         test: {{scores: test_logits.npy, labels: test_labels.npy}}
     hierarchy: {{format: edges, file: tree.txt}}
+  digits_cal:
+    title: "Digits, liblinear on pixels, calibrated"
+    source: {{builtin: digits}}
+    features: {{kind: raw}}
+    calibrate: temperature
   mo_csv:
     title: "Probabilities, csv, test rows only"
     files:
@@ -118,8 +123,11 @@ def test_the_report_has_table3_calibration_and_beyond_for_model_outputs(outputs_
     assert re.search(r'class="origin" data-dataset="mo_csv">Rows: validation: 50 rows split off test \(seeded, '
                      r'stratified\); calibration: 50 rows split off test', html)
     beyond = pd.read_csv(workdir / "results" / "tables" / "beyond_every_set.csv")
-    assert "hierarchical_1" in set(beyond.loc[beyond["dataset"] == "mo_npy", "method"])
-    assert "hierarchical_1" not in set(beyond.loc[beyond["dataset"] == "mo_csv", "method"])  # no hierarchy there
+    methods = set(beyond.loc[beyond["dataset"] == "mo_npy", "method"])
+    assert {"hierarchical_1", "conformal_hierarchical_1"} <= methods  # Bayes-optimal and conformal, over the tree
+    others = set(beyond.loc[beyond["dataset"] == "mo_csv", "method"])
+    assert not {"hierarchical_1", "conformal_hierarchical_1"} & others  # no hierarchy there
+    assert "Conformal hierarchy ≤ 1 node" in html
 
 
 def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):
@@ -133,6 +141,29 @@ def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):
     summary = json.loads((workdir / "results" / "mo_npy" / "summary.json").read_text())
     assert summary["model_outputs"] is True and summary["D"] is None and summary["train_seconds"] is None
     assert summary["N_train"] == 0 and summary["N_test"] == 540 and summary["N_calibration"] == 60
+
+
+def test_a_calibrated_liblinear_dataset_makes_every_set_from_the_calibrated_probabilities(outputs_run):
+    """calibrate: temperature on one of our own models: the baselines read the calibrated probabilities, and
+    SVBOP-Full, which scores the model, scores it at the fitted temperature (W / T, b / T)."""
+    import json
+
+    from svbop import predict_sets
+    from svbop.io import load_score_arrays, load_sets
+    from svbop.metrics import set_agreement
+
+    workdir, _ = outputs_run
+    d = workdir / "results" / "digits_cal"
+    record = json.loads((d / "calibration.json").read_text())
+    assert record["method"] == "temperature" and record["temperature"] != 1.0 and not record["model_outputs"]
+    P_raw, = load_score_arrays(d / "scores" / "uncalibrated.npz", "P_test")
+    P, = load_score_arrays(d / "scores" / "flat.npz", "P_test")
+    assert not np.allclose(P, P_raw, atol=1e-3)
+    for spec, label in (("fbeta:beta=1", "fbeta_1"), ("fbeta:beta=5", "fbeta_5")):
+        full = load_sets(d / "predictions" / "svbop_full" / f"{label}.npz")
+        assert set_agreement(full, predict_sets(P, spec)) >= 0.99
+    html = (workdir / "results" / "report.html").read_text()
+    assert 'id="calibration-digits_cal"' in html and 'class="not-applicable" data-dataset="digits_cal"' not in html
 
 
 def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):

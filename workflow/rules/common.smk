@@ -87,9 +87,14 @@ METHODS = config["methods"]
 # conformal methods' significance levels: methods.epsilon, or the paper's ICP levels
 METHOD_EPSILONS = {epsilon_label(e): e for e in (METHODS["epsilon"] or config["baselines"]["icp_epsilon"])}
 # conformal scores by file name: aps, raps (one threshold), lac_cc, aps_cc, raps_cc (one per class)
-CONFORMAL_SCORES = [*METHODS["conformal"], *(f"{score}_cc" for score in METHODS["class_conditional"])]
-COVERAGE_FAMILIES = list(METHODS["coverage"])
 MAX_NODES = [str(n) for n in METHODS["hierarchical"]["max_nodes"]]
+# conformal hierarchy-restricted sets: one method per max_nodes of methods.hierarchical (1 when none is set)
+CONFORMAL_SCORES = [
+    *(s for s in METHODS["conformal"] if s != "hierarchical"),
+    *(f"hierarchical_{n}" for n in (MAX_NODES or ["1"]) if "hierarchical" in METHODS["conformal"]),
+    *(f"{score}_cc" for score in METHODS["class_conditional"]),
+]
+COVERAGE_FAMILIES = list(METHODS["coverage"])
 HIERARCHICAL_UTILITIES = {}  # label -> spec, as UTILITIES
 for _spec in METHODS["hierarchical"]["utilities"] or config["utilities"]:
     try:
@@ -283,7 +288,7 @@ def beyond_enabled():
 def beyond_skipped(dataset):
     """Methods beyond the paper that do not apply to a dataset: {method family: reason}."""
     out = {}
-    if MAX_NODES and not svbop.config.has_hierarchy(config["datasets"][dataset]):
+    if (MAX_NODES or "hierarchical" in METHODS["conformal"]) and not svbop.config.has_hierarchy(config["datasets"][dataset]):
         out["hierarchical"] = ("this dataset has no class hierarchy (give its config entry a hierarchy: key to get "
                                "sets restricted to the hierarchy's nodes)")
     return out
@@ -293,6 +298,8 @@ def beyond_predictions(dataset):
     """The sets of every method beyond the paper on one dataset: {(method, param): path}."""
     out = {}
     for score in CONFORMAL_SCORES:
+        if score.startswith("hierarchical_") and "hierarchical" in beyond_skipped(dataset):
+            continue
         for eps in METHOD_EPSILONS:
             out[f"conformal_{score}", eps] = f"results/{dataset}/predictions/conformal_{score}/{eps}.npz"
     for family in COVERAGE_FAMILIES:
@@ -597,6 +604,7 @@ def partial_report(jobs=()):
         illustrations=shown,
         beyond=[f for d in finished if os.path.exists(f := f"results/{d}/beyond.tsv")] if beyond_enabled() else None,
         beyond_skipped={d: beyond_skipped(d) for d in finished} if beyond_enabled() else None,
+        calibration={d: f for d, f in calibration_records().items() if d in finished and os.path.exists(f)},
         tuning={d: path for d, path in tuned_datasets().items() if d in finished},
     )
     return finished, failed

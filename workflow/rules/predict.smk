@@ -279,7 +279,7 @@ rule predict_top_s:
 rule predict_icp:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "_prefix", "sets"),
+        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets"),
     output:
         "results/{dataset}/predictions/icp/{epsilon}.npz",
     params:
@@ -307,19 +307,23 @@ rule predict_icp:
 rule predict_conformal:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "_prefix", "sets", "evaluation"),
+        # the class hierarchy of the conformal hierarchy-restricted sets
+        dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if wc.score.startswith("hierarchical_") else [],
+        code=library_sources("baselines", "conformal", "_conformal_common", "hierarchical_conformal", "_prefix", "sets",
+                             "evaluation"),
     output:
         sets="results/{dataset}/predictions/conformal_{score}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/conformal_{score}/{epsilon}.json",
     params:
         epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
-        score=lambda wc: wc.score.removesuffix("_cc"),
+        score=lambda wc: "hierarchical" if wc.score.startswith("hierarchical_") else wc.score.removesuffix("_cc"),
         class_conditional=lambda wc: wc.score.endswith("_cc"),
         options=lambda wc: {"k_reg": METHODS["raps"]["k_reg"], "lam": METHODS["raps"]["lam"]}
-        if wc.score.startswith("raps") else {},
+        if wc.score.startswith("raps") else
+        {"max_nodes": int(wc.score.removeprefix("hierarchical_"))} if wc.score.startswith("hierarchical_") else {},
         empty=METHODS["empty"],
     wildcard_constraints:
-        score="(lac|aps|raps)(_cc)?",
+        score="(lac|aps|raps)(_cc)?|hierarchical_[0-9]+",
     resources:
         mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
         runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
@@ -337,7 +341,8 @@ rule predict_conformal:
 use rule predict_conformal as predict_coverage with:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "_prefix", "sets", "search", "utilities", "_kernels", "evaluation"),
+        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets", "search", "utilities",
+                             "_kernels", "evaluation"),
     output:
         sets="results/{dataset}/predictions/coverage_{family}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/coverage_{family}/{epsilon}.json",

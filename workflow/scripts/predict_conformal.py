@@ -1,5 +1,5 @@
-"""Glue: a conformal method beyond the paper (APS, RAPS, class-conditional scores, Bayes-optimal sets
-with a coverage guarantee), calibrated on the calibration rows like ICP (rules predict_conformal,
+"""Glue: a conformal method beyond the paper (APS, RAPS, class-conditional scores, hierarchy-restricted
+sets, Bayes-optimal sets with a coverage guarantee), calibrated on the calibration rows like ICP (rules predict_conformal,
 predict_coverage)."""
 
 import json
@@ -9,6 +9,7 @@ import numpy as np
 
 from svbop import SetPredictions
 from svbop.baselines import ConformalSetPredictor
+from svbop.datasets import Dataset
 from svbop.evaluation import calibration_record, unreachable_record
 from svbop.io import atomic_path, load_score_arrays, save_sets
 from svbop.logs import to_log_file
@@ -17,8 +18,11 @@ to_log_file(snakemake.log[0])
 params = snakemake.params
 method = snakemake.output.sets.split("/")[-2]
 P_cal, y_cal, P_test = load_score_arrays(snakemake.input.scores, "P_calibration", "y_calibration", "P_test")
+options = dict(params.options)
+if params.score == "hierarchical":  # unions of at most max_nodes nodes of the dataset's own hierarchy
+    options["hierarchy"] = Dataset.load(snakemake.input.dataset).hierarchy
 predictor = ConformalSetPredictor(params.epsilon, score=params.score, class_conditional=params.class_conditional,
-                                  empty=params.empty, **params.options)
+                                  empty=params.empty, **options)
 try:
     predictor.fit(P_cal, y_cal)
     reason = None

@@ -13,7 +13,8 @@ predict_sets_hf     SVBOP-HF: best-first search over a probabilistic class tree
 predict_sets_hierarchical   the best union of at most m nodes of a class tree (exact tree DP)
 svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
 top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
-ConformalSetPredictor   conformal sets: LAC, APS, RAPS, class-conditional, Bayes-optimal with coverage
+ConformalSetPredictor   conformal sets: LAC, APS, RAPS, class- or group-conditional, Bayes-optimal with coverage
+AdaptiveConformalSetPredictor   adaptive conformal sets for a stream (coverage under drift)
 set_utility, recall, mean_scores             metrics
 
 Subpackages and modules used by the pipeline (importable on their own)
@@ -26,19 +27,13 @@ svbop.index        the HNSW index (NMSLIB) over class weight vectors
 svbop.full, svbop.hsg, svbop.hf   the paper's three algorithms from models (compiled kernels)
 svbop.evaluation   the paper's protocol: every method's sets under every utility
 svbop.report       tables, figures and the self-contained HTML report
+svbop.conformal    conformal sets (ICP, APS, RAPS, class- and group-conditional, adaptive for streams)
 svbop.sklearn      scikit-learn estimators and set-utility scorers (`import svbop` does not import sklearn)
 svbop.io, svbop.logs   atomic file writing, logs with progress
 """
 
-from .baselines import (
-    ConformalSetPredictor,
-    ThresholdSetPredictor,
-    conformal_quantile,
-    conformal_sets,
-    threshold_sets,
-    top_s_sets,
-    tune_threshold,
-)
+from .baselines import ThresholdSetPredictor, threshold_sets, top_s_sets, tune_threshold
+from .conformal import AdaptiveConformalSetPredictor, ConformalSetPredictor, conformal_quantile, conformal_sets
 from .full import predict_sets_full, predict_sets_full_naive
 from .hf import predict_sets_hf
 from .hierarchical import predict_sets_hierarchical
@@ -67,6 +62,7 @@ from .utilities import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveConformalSetPredictor",
     "ClassProvider",
     "ConformalSetPredictor",
     "STANDARD_UTILITIES",

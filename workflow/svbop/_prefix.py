@@ -305,3 +305,8 @@ def geometric_widening(factor: float = 1 / 16, rounds: int = 3):
         return t * factor
 
     return next_threshold
+
+
+def settle_all(size: np.ndarray):
+    """Decision output for rules that settle every row at once (no per-row value)."""
+    return np.ones(size.size, dtype=bool), size, np.full(size.size, np.nan)

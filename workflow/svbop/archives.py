@@ -21,12 +21,15 @@ import re
 import shutil
 import stat
 import tarfile
+import tempfile
 import time
 import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+from .io import _umask
 
 __all__ = ["ARCHIVE_SUFFIXES", "is_archive_name", "relative_path_problem", "unpack_archive", "build_raw_folder"]
 
@@ -392,10 +395,10 @@ def build_raw_folder(
     for name in files:
         if not _plain_name(name):
             raise ValueError(f"files: {name!r} is not a plain file name (no '/', '\\\\', '.' or '..')")
-    tmp = raw.with_name(f".tmp{os.getpid()}.{raw.name}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    # created exclusively under a random name: a link planted at a guessable name redirects nothing
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp.{raw.name}.", dir=raw.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's folder is private (0o700); raw/ is not
     try:
         to_unpack = list(unpack)
         for name in files:

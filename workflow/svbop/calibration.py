@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._arrays import as_host_array
+from .metrics import check_labels
 
 __all__ = [
     "CALIBRATION_METHODS",
@@ -44,6 +45,7 @@ __all__ = [
     "outputs_to_probabilities",
     "read_temperature",
     "reliability_curve",
+    "separable",
 ]
 
 #: ``calibrate:`` values: ``none`` keeps the model's probabilities, ``temperature`` fits one T.
@@ -68,18 +70,7 @@ def _as_scores(scores, name: str) -> np.ndarray:
 
 
 def _as_labels(y, n: int, K: int, name: str = "y") -> np.ndarray:
-    arr = as_host_array(y, name)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(f"{name}: expected {n} labels (one per row), got shape {arr.shape}")
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"{name}: expected integer class indices, got dtype {arr.dtype}")
-    if n and (arr.min() < 0 or arr.max() >= K):
-        bad = int(np.flatnonzero((arr < 0) | (arr >= K))[0])
-        raise ValueError(f"{name}: label {int(arr[bad])} at row {bad} is outside 0..{K - 1}")
-    return arr.astype(np.int64, copy=False)
+    return check_labels(y, (n, K), name)
 
 
 def _logits(block: np.ndarray, outputs: str) -> np.ndarray:
@@ -185,7 +176,10 @@ def fit_temperature(scores, y, *, outputs: str = "logits", bounds: tuple[float, 
     Returns
     -------
     float
-        The fitted temperature; a value at a bound means the minimum lies at or beyond it.
+        The fitted temperature; a value at a bound means the minimum lies at or beyond it.  When
+        the top class of every row is its label, the NLL falls all the way to 0 as T -> 0 and has no
+        minimiser: the lower bound is returned (:class:`TemperatureScaling` and
+        :func:`calibrate_parts` then keep T = 1 instead, and say why).
 
     Raises
     ------
@@ -204,10 +198,20 @@ def fit_temperature(scores, y, *, outputs: str = "logits", bounds: tuple[float, 
     lo, hi = (float(b) for b in bounds)
     if not (0 < lo < hi and math.isfinite(hi)):
         raise ValueError(f"bounds: expected 0 < low < high, got {bounds!r}")
+    if separable(Z, yy):
+        return lo
     nll = _nll_curve(Z, yy, outputs)
     res = minimize_scalar(lambda t: nll(math.exp(t)), bounds=(math.log(lo), math.log(hi)), method="bounded",
                           options={"xatol": xatol})
     return float(math.exp(res.x))
+
+
+def separable(scores, y) -> bool:
+    """Whether the top class of every row (ties: the lowest id) is its label: then sharpening lowers
+    the NLL without end, and a fitted temperature would only overfit the validation rows."""
+    Z = _as_scores(scores, "scores")
+    yy = _as_labels(y, Z.shape[0], Z.shape[1])
+    return bool(Z.shape[0]) and bool(np.all(Z.argmax(axis=1) == yy))
 
 
 def negative_log_likelihood(P, y) -> float:
@@ -302,7 +306,15 @@ class TemperatureScaling:
         self.bounds = bounds
 
     def fit(self, scores, y) -> "TemperatureScaling":
-        self.temperature_ = fit_temperature(scores, y, outputs=self.outputs, bounds=self.bounds)
+        """Fit ``temperature_``; rows that are all classified right (:func:`separable`) keep 1.0, with
+        ``skipped_`` saying why (no finite temperature minimises their NLL)."""
+        self.skipped_ = None
+        if separable(scores, y):
+            self.temperature_ = 1.0
+            self.skipped_ = ("every validation row's top class is its label: the NLL falls without end as T -> 0, "
+                             "so no temperature is fitted (T = 1)")
+        else:
+            self.temperature_ = fit_temperature(scores, y, outputs=self.outputs, bounds=self.bounds)
         return self
 
     def transform(self, scores, dtype=np.float64) -> np.ndarray:
@@ -379,17 +391,17 @@ def calibrate_parts(
         raise ValueError(f"calibrate: expected one of {', '.join(CALIBRATION_METHODS)}, got {method!r}")
     if "test" not in scores:
         raise ValueError("scores: no test part")
-    T, at_bound = 1.0, False
+    T, at_bound, skipped = 1.0, False, None
     if method == "temperature":
         if "validation" not in scores or np.asarray(labels["validation"]).size == 0:
             raise ValueError("calibrate: temperature is fitted on the validation rows, and there are none "
                              "(give a validation part or a split.validation size)")
         scaler = TemperatureScaling(outputs).fit(scores["validation"], labels["validation"])
-        T, at_bound = scaler.temperature_, scaler.at_bound()
+        T, at_bound, skipped = scaler.temperature_, scaler.at_bound(), scaler.skipped_
     probs, record = {}, {
         "method": method, "outputs": outputs, "temperature": T, "at_bound": at_bound, "bounds": list(T_BOUNDS),
         "ece_bins": int(n_bins), "ece_binning": "equal-mass (each bin the same number of rows), top-label",
-        "fitted_on": "validation" if method == "temperature" else None,
+        "fitted_on": "validation" if method == "temperature" else None, "not_fitted": skipped,
         "rows": {p: int(np.asarray(labels[p]).size) for p in scores},
     }
     before_test = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import warnings
 
@@ -45,7 +46,8 @@ def _utilities(args) -> int:
 _METHOD_OPTIONS = {
     "bayes": ({"utility"}, set()),
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
-                  {"score", "class_conditional", "k_reg", "lam", "gamma", "empty", "calibration_key"}),
+                  {"score", "class_conditional", "k_reg", "lam", "gamma", "empty", "calibration_key",
+                   "hierarchy", "hierarchy_format", "max_nodes"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
 }
 
@@ -69,10 +71,20 @@ def _check_method_options(args) -> None:
 def _conformal(args, P: np.ndarray):
     from .baselines import ConformalSetPredictor
 
+    score = args.score or "lac"
+    hierarchical = {}
+    if score == "hierarchical":  # unions of at most --max-nodes nodes of --hierarchy, with coverage
+        if args.hierarchy is None:
+            raise ValueError("--score hierarchical needs --hierarchy (a class tree over the columns 0 .. K-1)")
+        hierarchical = {"hierarchy": _read_tree(args, P.shape[1]),
+                        "max_nodes": 1 if args.max_nodes is None else args.max_nodes}
+    elif args.hierarchy is not None or args.max_nodes is not None or args.hierarchy_format is not None:
+        raise ValueError(f"--hierarchy, --hierarchy-format and --max-nodes are for --score hierarchical with --method "
+                         f"conformal, not --score {score}")
     predictor = ConformalSetPredictor(
-        args.epsilon, score=args.score or "lac", class_conditional=args.class_conditional,
+        args.epsilon, score=score, class_conditional=args.class_conditional,
         k_reg=1 if args.k_reg is None else args.k_reg, lam=0.0 if args.lam is None else args.lam,
-        empty=args.empty or "top1", gamma=args.gamma,
+        empty=args.empty or "top1", gamma=args.gamma, **hierarchical,
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
@@ -88,19 +100,25 @@ def _conformal(args, P: np.ndarray):
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
     what = f"conformal {predictor.score}{' class-conditional' if predictor.class_conditional else ''}"
+    if score == "hierarchical":
+        what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
     calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
                   if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
     return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
 
 
-def _hierarchical(args, P: np.ndarray, u):
+def _read_tree(args, K: int):
+    """``--hierarchy`` over the probability matrix's classes, its columns, named ``0 .. K-1``."""
     from .datasets import read_hierarchy
+
+    return read_hierarchy(None, {"format": args.hierarchy_format or "edges", "file": args.hierarchy},
+                          [str(c) for c in range(K)], where=args.hierarchy)
+
+
+def _hierarchical(args, P: np.ndarray, u):
     from .hierarchical import predict_sets_hierarchical
 
-    K = P.shape[1]
-    # the probability matrix's classes are its columns: a hierarchy file names them 0 .. K-1
-    tree = read_hierarchy(None, {"format": args.hierarchy_format or "edges", "file": args.hierarchy},
-                          [str(c) for c in range(K)], where=args.hierarchy)
+    tree = _read_tree(args, P.shape[1])
     max_nodes = 1 if args.max_nodes is None else args.max_nodes
     if max_nodes < 1:
         raise ValueError(f"--max-nodes must be >= 1, got {max_nodes}")
@@ -111,10 +129,53 @@ def _hierarchical(args, P: np.ndarray, u):
     return sets, f"{args.utility!r} over at most {max_nodes} node(s) of {args.hierarchy}"
 
 
+#: Inputs of ``svbop predict``: option (as the user writes it) and attribute of ``args``.
+_PREDICT_INPUTS = (("probs", "probs"), ("--calibration", "calibration"),
+                   ("--calibration-labels", "calibration_labels"), ("--hierarchy", "hierarchy"))
+
+
+def _check_inputs(args, inputs) -> None:
+    """Every input that exists is a regular file (``/dev/zero`` never ends, a FIFO may never
+    answer); a missing one is left to its reader, which names it."""
+    for option, attr in inputs:
+        names = getattr(args, attr)
+        for name in names if isinstance(names, list) else [names]:
+            if name is None:
+                continue
+            try:
+                mode = os.stat(name).st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ValueError(f"{name}: {option}: cannot read ({exc.strerror or exc})") from None
+            if not stat.S_ISREG(mode):
+                raise ValueError(f"{name}: {option} is not a regular file")
+
+
+def _output_path(args) -> str:
+    """``--output`` with its folder resolved (``new/../x.npz`` is ``./x.npz``, whether or not
+    ``new/`` exists); refused when it is any input of the command, however named (a link, a
+    ``..``, a hard link)."""
+    folder, name = os.path.split(os.path.abspath(args.output))
+    out = os.path.join(os.path.realpath(folder), name)
+    real = os.path.realpath(out)  # a link at the output's name: where it points
+    for option, attr in _PREDICT_INPUTS:
+        given = getattr(args, attr)
+        if given is None:
+            continue
+        same = os.path.realpath(given) == real
+        if not same and os.path.exists(out) and os.path.exists(given):
+            same = os.path.samefile(out, given)
+        if same:
+            raise ValueError(f"{args.output}: --output is the input file ({option}); choose another name "
+                             "(it would be overwritten)")
+    return out
+
+
 def _predict(args) -> int:
     _check_method_options(args)
-    if os.path.exists(args.output) and os.path.samefile(args.output, args.probs):
-        raise ValueError(f"{args.output}: --output is the input file; choose another name (it would be overwritten)")
+    _check_inputs(args, _PREDICT_INPUTS)
+    output = _output_path(args)
     P = load_scores(args.probs, key=args.key)
     u = utility(args.utility) if args.utility is not None else None
     if args.method == "conformal":
@@ -127,13 +188,14 @@ def _predict(args) -> int:
         except ValueError as exc:  # a negative score or a zero row: name the file it came from
             raise ValueError(f"{args.probs}: {exc}") from None
         what = repr(args.utility)
-    save_sets(args.output, sets)
+    save_sets(output, sets)
     eu = "" if sets.expected_utility is None else f", mean expected utility {sets.expected_utility.mean():.4f}"
     print(f"{len(sets)} sets for {what} -> {args.output} (mean size {sets.sizes.mean():.3f}{eu})")
     return 0
 
 
 def _evaluate(args) -> int:
+    _check_inputs(args, (("sets", "sets"), ("labels", "labels")))
     sets = load_sets(args.sets)
     if len(sets) == 0:
         raise ValueError(f"{args.sets}: no sets (nothing to evaluate)")
@@ -148,6 +210,7 @@ def _evaluate(args) -> int:
 def _check_config(args) -> int:
     from .config import check_config, check_yaml, load_yaml, merge_configs, replace_file_lists, validate_config
 
+    _check_inputs(args, (("files", "files"), ("--schema", "schema")))
     merged: dict = {}
     loaded = []
     for path in args.files:
@@ -196,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, help="threads (-1: all cores; bayes)")
     g = p.add_argument_group("conformal")
     g.add_argument("--epsilon", type=float, help="significance level in (0, 1): coverage >= 1 - epsilon")
-    g.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal"),
-                   help="conformity score (default lac; fbeta/credal: Bayes-optimal sets with a coverage guarantee)")
+    g.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal", "hierarchical"),
+                   help="conformity score (default lac; fbeta/credal: Bayes-optimal sets with a coverage guarantee; "
+                        "hierarchical: unions of at most --max-nodes nodes of --hierarchy)")
     g.add_argument("--class-conditional", action="store_true", help="one threshold per class (lac, aps, raps)")
     g.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
     g.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")
@@ -247,7 +311,95 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, metavar="DIR",
                    help="folder for report.html, its tables and figures, and the pipeline's data/ and results/")
     p.set_defaults(func=_report)
+    p = sub.add_parser("stream", help="adaptive conformal sets for rows in order (coverage under drift)",
+                       description="Adaptive conformal inference (Gibbs and Candes 2021): calibrated once on "
+                                   "--calibration, then each row of PROBS, in order, gets the set at the working "
+                                   "level, and its label (LABELS) moves the level. Writes the sets and, per row, "
+                                   "the level, the set size, whether it covered, and the running coverage.")
+    p.add_argument("probs", help="the stream's probabilities (.npy, .npz, .csv, .tsv, .txt), rows in order")
+    p.add_argument("labels", help="the stream's class indices (.npy or text, one per line), same order")
+    p.add_argument("--calibration", required=True, help="calibration probabilities (same formats)")
+    p.add_argument("--calibration-labels", required=True, help="calibration class indices")
+    p.add_argument("--epsilon", type=float, required=True, help="target miscoverage in (0, 1)")
+    p.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal"), default="lac",
+                   help="conformity score (default lac)")
+    p.add_argument("--step", type=float, default=0.02, help="the level's learning rate in (0, 1] (default 0.02)")
+    p.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
+    p.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")
+    p.add_argument("--gamma", type=float, help="credal: the family's fixed gamma > 0")
+    p.add_argument("--empty", choices=("top1", "keep"), default="top1",
+                   help="an empty set at a level below 1 becomes the top class (default) or stays empty")
+    p.add_argument("--key", help="array name inside an .npz input")
+    p.add_argument("--calibration-key", help="array name inside an .npz calibration file")
+    p.add_argument("--output", "-o", required=True, help="the sets (.npz, or .csv/.txt)")
+    p.add_argument("--coverage", required=True, help="per-row TSV: row, alpha, size, covered, running_coverage")
+    p.set_defaults(func=_stream)
     return ap
+
+
+def _stream_output(args, path: str, option: str, inputs) -> str:
+    """An output of ``svbop stream`` with its folder resolved, refused when it is one of the inputs
+    however named (a link, a ``..``, a hard link), as ``svbop predict``'s ``--output``."""
+    folder, name = os.path.split(os.path.abspath(path))
+    out = os.path.join(os.path.realpath(folder), name)
+    real = os.path.realpath(out)
+    for in_option, attr in inputs:
+        given = getattr(args, attr)
+        same = os.path.realpath(given) == real
+        if not same and os.path.exists(out) and os.path.exists(given):
+            same = os.path.samefile(out, given)
+        if same:
+            raise ValueError(f"{path}: {option} is the input file ({in_option}); choose another name "
+                             "(it would be overwritten)")
+    return out
+
+
+def _stream(args) -> int:
+    """``svbop stream``: adaptive conformal sets for rows taken in order, and the running coverage."""
+    from .conformal import AdaptiveConformalSetPredictor
+    from .io import atomic_path
+    from .metrics import running_coverage
+
+    inputs = (("probs", "probs"), ("labels", "labels"), ("--calibration", "calibration"),
+              ("--calibration-labels", "calibration_labels"))
+    _check_inputs(args, inputs)
+    output = _stream_output(args, args.output, "--output", inputs)
+    coverage_path = _stream_output(args, args.coverage, "--coverage", inputs)
+    if os.path.realpath(output) == os.path.realpath(coverage_path):
+        raise ValueError(f"{args.coverage}: --coverage is the --output file; choose another name")
+    aci = AdaptiveConformalSetPredictor(
+        args.epsilon, score=args.score, step=args.step, k_reg=1 if args.k_reg is None else args.k_reg,
+        lam=0.0 if args.lam is None else args.lam, empty=args.empty, gamma=args.gamma,
+    )
+    P_cal = load_scores(args.calibration, key=args.calibration_key)
+    y_cal = _load_labels(args.calibration_labels)
+    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
+    P = load_scores(args.probs, key=args.key)
+    if P_cal.shape[1] != P.shape[1]:
+        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
+    y = _load_labels(args.labels)
+    check_labels(y, P.shape, name=args.labels)
+    try:
+        aci.fit(P_cal, y_cal)
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration}: {exc}") from None
+    try:
+        sets = aci.update(P, y)
+    except ValueError as exc:
+        raise ValueError(f"{args.probs}: {exc}") from None
+    save_sets(output, sets)
+    hit = sets.contains(y)
+    running = running_coverage(sets, y)
+    with atomic_path(coverage_path) as tmp, open(tmp, "w") as fh:
+        fh.write("row\talpha\tsize\tcovered\trunning_coverage\n")
+        for i, (a, size, h, r) in enumerate(zip(aci.alphas_, sets.sizes, hit, running)):
+            fh.write(f"{i}\t{a:.6g}\t{size}\t{int(h)}\t{r:.6f}\n")
+    cov = float(hit.mean()) if hit.size else float("nan")
+    print(f"{len(sets)} sets of adaptive conformal {aci.score} at epsilon={args.epsilon} (step {aci.step:g},"
+          f" {len(y_cal)} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
+          f" mean size {sets.sizes.mean() if len(sets) else float('nan'):.3f}, final level {aci.alpha_:.4f};"
+          f" running coverage -> {args.coverage}")
+    return 0
 
 
 def _report(args) -> int:

@@ -34,6 +34,7 @@ import http.client
 import logging
 import os
 import re
+import stat
 import time
 import urllib.error
 import urllib.parse
@@ -275,13 +276,10 @@ def _read_sidecar(sidecar: Path) -> tuple[str, str | None]:
 
 def _write_sidecar(sidecar: Path, digest: str, name: str, source: str | None = None) -> None:
     """Write ``"<digest>  <name>\\n"`` (``sha256sum`` format) and the source line, atomically."""
-    tmp = sidecar.with_name(f".{sidecar.name}.{os.getpid()}.tmp")
-    try:
+    from .io import atomic_path  # created exclusively: no planted link at a guessable name
+
+    with atomic_path(sidecar) as tmp:
         tmp.write_text(f"{digest}  {name}\n" + (f"{_SOURCE_LINE}{source}\n" if source else ""), encoding="utf-8")
-        os.replace(tmp, sidecar)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _check(
@@ -454,6 +452,26 @@ def _too_large(size: int, limit: int) -> _Refused:
     )
 
 
+def _open_part(part: Path, mode: str) -> IO[bytes]:
+    """``part`` opened to append (``"ab"``) or write (``"wb"``), never through a link: its name is
+    predictable (a resumed download finds it there), so a symbolic link planted at it is refused
+    (``O_NOFOLLOW``) and so is anything but a regular file of one link (a hard link to another
+    file would be written into)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if mode == "ab" else 0)
+    try:
+        fd = os.open(part, flags, 0o666)
+    except OSError as exc:
+        raise ValueError(f"{part}: cannot write the partial download ({exc.strerror or exc}; a link there is "
+                         "refused)") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise ValueError(f"{part}: not a plain file of its own (the partial download); delete it and rerun")
+    if mode == "wb":
+        os.ftruncate(fd, 0)  # only once it is known to be ours
+    return os.fdopen(fd, mode)
+
+
 def _copy(source: IO[bytes], part: Path, mode: str, initial: int, total: int | None, *,
           chunk_size: int, progress: bool, desc: str, limit: int, deadline_at: float) -> int:
     """Append (``"ab"``) or write (``"wb"``) ``source`` to ``part``; return the bytes copied.
@@ -470,7 +488,7 @@ def _copy(source: IO[bytes], part: Path, mode: str, initial: int, total: int | N
     read = getattr(source, "read1", source.read)
     received = 0
     try:
-        with open(part, mode) as out:
+        with _open_part(part, mode) as out:
             while chunk := read(chunk_size):
                 if initial + received + len(chunk) > limit:
                     raise _too_large(initial + received + len(chunk), limit)

@@ -27,6 +27,15 @@ Algorithm (exact)
     ``O(m^2 K min(K, S))`` (the tree-knapsack bound), plus sorting the row.  In practice ``S`` is
     small (a few classes for F1 on softmax outputs) and the cost is a few passes over the tree.
 
+Bounded work
+    Before building any table, a row counts the steps its merges and table copies can take
+    (from the tree's shape, ``m`` and ``S``, in ``O(n_nodes)``) and is refused when the count
+    exceeds ``max_work`` (as ``workspace_bytes`` bounds the tables' memory).  Two cases need no
+    tables at all and are never refused: ``max_nodes=1`` (the best single node: one pass over
+    the nodes) and a flat tree, every class a child of the root (the root, or the ``s <= m``
+    most probable classes); both cost ``O(n_nodes + K log K)`` per row, where the root's table
+    would grow one column per child (``O(K^2)``).
+
 Ties (one rule, also what the tests' exhaustive search implements)
     1. The size: as in :func:`svbop.predict_sets` (Algorithm 1), size ``s`` is accepted when
        ``g(s) M(s) >= (1 - tie_rtol) max_{j <= s} g(j) M(j)`` and the largest accepted size
@@ -63,6 +72,9 @@ _JIT = {"nogil": True, "cache": True}
 
 #: Default memory bound of one row's dynamic-programming tables (bytes).
 DEFAULT_WORKSPACE_BYTES = 1 << 30
+
+#: Default time bound of one row's dynamic programme: the steps it may take (see ``max_work``).
+DEFAULT_MAX_WORK = 10_000_000_000
 
 
 # --- tree layout --------------------------------------------------------------------------------
@@ -152,16 +164,14 @@ def _first_in_leaf_order(x, nx, y, ny, start, size, bx, by):
 
 
 @njit(**_JIT)
-def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes, max_words):
-    """The best set of one row (``p`` sums to anything positive).  Writes its nodes (sorted by
-    leaf position) into ``out_nodes``; returns ``(number of nodes, set size, g(s) * mass)``."""
-    n_nodes = post.size
+def _node_masses(p, post, indptr, children, K, rank, order, nm, nr):
+    """Rank every class by decreasing ``p`` (ties by class id) and fill each node's mass ``nm`` and
+    rank sum ``nr`` bottom-up (``post``: the nodes in post-order)."""
     order[:] = np.argsort(-p, kind="mergesort")
-    for i in range(K):
-        rank[order[i]] = i
-    # node masses and rank sums
-    for i in range(n_nodes):
-        v = post[i]
+    for r in range(K):
+        rank[order[r]] = r
+    for t in range(post.size):
+        v = post[t]
         if v < K:
             nm[v] = p[v]
             nr[v] = rank[v]
@@ -173,6 +183,15 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
                 r += nr[children[e]]
             nm[v] = a
             nr[v] = r
+
+
+@njit(**_JIT)
+def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes, max_words,
+         max_work):
+    """The best set of one row (``p`` sums to anything positive).  Writes its nodes (sorted by
+    leaf position) into ``out_nodes``; returns ``(number of nodes, set size, g(s) * mass)``."""
+    n_nodes = post.size
+    _node_masses(p, post, indptr, children, K, rank, order, nm, nr)
     # a lower bound of the optimum, and the largest size that can still reach it
     low = 0.0
     for v in range(n_nodes):
@@ -199,6 +218,22 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
 
     # a set of at most smax classes needs at most smax nodes
     m = min(m, smax)
+    # The work of the merges below, at most: every merge of the tables so far with a child's
+    # visits (rows x columns) of both.  Counted before any table is built, O(n_nodes).
+    work = 0.0
+    for i in range(n_nodes):
+        v = post[i]
+        if v >= K:
+            # copying the node's table in and out of the stack: states x nodes per state
+            work += 2.0 * (min(m, size[v]) + 1) * (min(size[v], smax) + 1) * (m + 1)
+            acc = size[children[indptr[v]]]
+            for e in range(indptr[v] + 1, indptr[v + 1]):
+                c = children[e]
+                acc += size[c]
+                work += (float(min(acc, smax) + 1) * (min(m, acc) + 1)
+                         * (min(size[c], smax) + 1) * (min(m, size[c]) + 1))
+    if work > max_work:
+        return -2, smax, work  # the caller refuses the row: too much work
     # Tables: node v's table has J_v = min(m, leaves) + 1 rows (j nodes at most) and
     # S_v = min(|v|, smax) + 1 columns (s classes); a state holds mass (-inf: none), rank sum,
     # number of nodes and the nodes.  Finished tables wait on a stack until their parent merges
@@ -409,7 +444,7 @@ def _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, 
 
 
 @njit(**_JIT)
-def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_words,
+def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_words, max_work,
           out_cls, out_size, out_val, out_nodes, out_nn):
     n_nodes = post.size
     rank = np.empty(K, np.int64)
@@ -424,9 +459,9 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_wo
             p[c] = P[i, c]
             total += p[c]
         nn, s, u = _row(p, g, rho, m, post, indptr, children, size, start, K, rank, order, nm, nr, out_nodes[i],
-                        max_words)
-        if nn < 0:  # refused: report the row, its size bound and node bound
-            out_nn[i] = -1
+                        max_words, max_work)
+        if nn < 0:  # refused (-1: memory, -2: work): report the row, its size bound and node bound or work
+            out_nn[i] = nn
             out_size[i] = s
             out_val[i] = u
             return i
@@ -448,6 +483,97 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_wo
                 if w == s:
                     break
     return -1
+
+
+@njit(**_JIT)
+def _rows_simple(P, g, rho, m, star, post, indptr, children, size, start, dfs_leaf, K,
+                 out_cls, out_size, out_val, out_nodes, out_nn):
+    """The cases decided without the tables, in O(n_nodes + K log K) per row: ``m = 1`` (the
+    best single node) on any tree, and any ``m < K`` on a star (every class a child of the root:
+    the sets are the root or at most ``m`` classes, of which the ``s`` most probable are the best
+    of size ``s``).  Same rule as the tables: per size the largest mass (within ``rho``), then the
+    smallest rank sum, then the first in depth-first leaf order (for one node: the smaller leaf
+    position; for nodes of equal leaves, the highest, as :func:`canonical_nodes` writes it);
+    then the size as Algorithm 1 picks it."""
+    n_nodes = post.size
+    rank = np.empty(K, np.int64)
+    order = np.empty(K, np.int64)
+    nm = np.empty(n_nodes)
+    nr = np.empty(n_nodes, np.int64)
+    p = np.empty(K)
+    mark = np.zeros(K, np.bool_)
+    best_mass = np.empty(K + 1)
+    best_node = np.empty(K + 1, np.int64)
+    root = post[n_nodes - 1]
+    for i in range(P.shape[0]):
+        total = 0.0
+        for c in range(K):
+            p[c] = P[i, c]
+            total += p[c]
+        _node_masses(p, post, indptr, children, K, rank, order, nm, nr)
+        best_mass[:] = -np.inf
+        best_node[:] = -1
+        if star:  # the s most probable classes (s <= m), or the root
+            top = 0.0
+            for s in range(1, min(m, K) + 1):
+                top += p[order[s - 1]]
+                best_mass[s] = top
+            best_mass[K] = nm[root]
+            best_node[K] = root
+        else:
+            for t in range(n_nodes):  # the largest mass of every size
+                v = post[t]
+                best_mass[size[v]] = max(best_mass[size[v]], nm[v])
+            for t in range(n_nodes):  # of the masses tied with it: rank sum, then leaf order
+                v = post[t]
+                s = size[v]
+                if nm[v] < best_mass[s] - rho * best_mass[s]:
+                    continue
+                w = best_node[s]
+                if (w < 0 or nr[v] < nr[w] or (nr[v] == nr[w] and start[v] <= start[w])):
+                    best_node[s] = v  # equal leaves: the later in post-order is the higher node
+            for s in range(1, K + 1):
+                if best_node[s] >= 0:
+                    best_mass[s] = nm[best_node[s]]
+        best_s = 0
+        best_u = 0.0
+        running = -np.inf
+        for s in range(1, K + 1):
+            if best_mass[s] == -np.inf:
+                continue
+            u = g[s - 1] * best_mass[s]
+            if u >= (1.0 - rho) * running:
+                best_s = s
+                best_u = u
+            running = max(running, u)
+        out_size[i] = best_s
+        out_val[i] = best_u / total
+        if best_node[best_s] >= 0:  # one node: its classes in ranking order
+            v = best_node[best_s]
+            out_nodes[i, 0] = v
+            out_nn[i] = 1
+            for a in range(start[v], start[v] + size[v]):
+                mark[dfs_leaf[a]] = True
+            w = 0
+            for r in range(K):
+                c = order[r]
+                if mark[c]:
+                    out_cls[i, w] = c
+                    mark[c] = False
+                    w += 1
+                    if w == best_s:
+                        break
+        else:  # a star's s most probable classes, as nodes in leaf order
+            for r in range(best_s):
+                out_cls[i, r] = order[r]
+                mark[order[r]] = True
+            w = 0
+            for a in range(K):
+                if mark[dfs_leaf[a]]:
+                    out_nodes[i, w] = dfs_leaf[a]
+                    mark[dfs_leaf[a]] = False
+                    w += 1
+            out_nn[i] = best_s
 
 
 @njit(**_JIT)
@@ -517,6 +643,7 @@ def predict_sets_hierarchical(
     return_nodes: bool = False,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     workspace_bytes: int = DEFAULT_WORKSPACE_BYTES,
+    max_work: int = DEFAULT_MAX_WORK,
     n_jobs: int | None = None,
 ):
     """The best set that is a union of at most ``max_nodes`` nodes of a class tree, per row.
@@ -547,6 +674,14 @@ def predict_sets_hierarchical(
         ``m' = min(max_nodes, S)``, ``S`` the largest size that can be optimal (see the module
         notes); a row that would need more is refused with a ``ValueError`` naming it (it
         happens only when both ``S`` and ``max_nodes`` are in the hundreds or more).
+    max_work : int, default 1e10
+        Time bound of one row: the most steps (candidate states the tables' merges visit, and
+        node ids they copy) the exact search may take, counted from the tree's shape and the
+        row's largest useful size ``S`` before any table is built (an upper bound: pruning often
+        does less); a row over it is refused with a ``ValueError`` naming the bound.  The
+        default is a few seconds on one core (5.4e9 counted steps took 6 s).  Rows with
+        ``max_nodes=1`` and trees where every class hangs below the root (a flat tree) are
+        decided without tables, in ``O(n_nodes + K log K)``, and never refused.
     n_jobs : int or None
         Threads working on blocks of rows in parallel (``None``/1: one; -1: all cores).
 
@@ -563,7 +698,8 @@ def predict_sets_hierarchical(
     Raises
     ------
     ValueError
-        For ``max_nodes`` not an integer >= 1, a row whose tables exceed ``workspace_bytes``, a hierarchy whose leaves are not ``P``'s columns,
+        For ``max_nodes`` not an integer >= 1, a row whose tables exceed ``workspace_bytes`` or
+        whose search would exceed ``max_work`` steps, a hierarchy whose leaves are not ``P``'s columns,
         a bad utility or ``tie_rtol``, or a row of ``P`` with NaN, infinite or negative values or
         no mass (the message names the row).
 
@@ -589,6 +725,9 @@ def predict_sets_hierarchical(
         raise ValueError(f"max_nodes must be an integer >= 1, got {max_nodes!r}")
     if not isinstance(hierarchy, Hierarchy):
         raise ValueError(f"hierarchy must be a svbop.datasets.Hierarchy, got {type(hierarchy).__name__}")
+    for name, bound in (("workspace_bytes", workspace_bytes), ("max_work", max_work)):
+        if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, (int, np.integer)) or bound < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {bound!r}")
     P_arr = as_score_matrix(P, "P")
     n, K = P_arr.shape
     if hierarchy.n_classes != K:
@@ -603,6 +742,9 @@ def predict_sets_hierarchical(
     m = int(max_nodes)
     post, size, start, dfs_leaf = _layout(hierarchy)
     indptr, children = hierarchy.children_csr()
+    # a star (every class a child of the root) or a single node: no tables (O(n_nodes) per row)
+    star = hierarchy.n_nodes == K + 1
+    simple = star or m == 1
     block = max(1, min(n, int(chunk_bytes) // (8 * (K + m))))
     max_words = max(1, int(workspace_bytes) // 8)
     sizes = np.zeros(n, np.int64)
@@ -615,8 +757,19 @@ def predict_sets_hierarchical(
         row_stats(X, lo, "P")  # one-line errors for NaN, infinite, negative, all-zero rows
         cls = np.empty((hi - lo, K), np.int64)
         nodes = np.empty((hi - lo, m), np.int64)
-        bad = _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K, max_words,
-                    cls, sizes[lo:hi], value[lo:hi], nodes, nn[lo:hi])
+        if simple:
+            _rows_simple(X, g, float(tie_rtol), m, star, post, indptr, children, size, start, dfs_leaf, K,
+                         cls, sizes[lo:hi], value[lo:hi], nodes, nn[lo:hi])
+            bad = -1
+        else:
+            bad = _rows(X, g, float(tie_rtol), m, post, indptr, children, size, start, dfs_leaf, K, max_words,
+                        float(max_work), cls, sizes[lo:hi], value[lo:hi], nodes, nn[lo:hi])
+        if bad >= 0 and nn[lo + bad] == -2:
+            raise ValueError(
+                f"P: row {lo + bad}: the exact search would take more than max_work={max_work} steps (about "
+                f"{value[lo + bad]:.3g}: sets of up to {sizes[lo + bad]} classes can be optimal, over at most "
+                f"{m} nodes of a tree of {hierarchy.n_nodes}); give a smaller max_nodes or a larger max_work"
+            )
         if bad >= 0:
             raise ValueError(
                 f"P: row {lo + bad}: the exact search would need more than workspace_bytes={workspace_bytes} "

@@ -69,6 +69,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import stat
 import tempfile
 import threading
@@ -967,14 +968,17 @@ class HNSWIndex:
     def save(self, path: str | os.PathLike) -> None:
         """Write the index to ``path``, ``path.dat`` and ``path.json`` (see :meth:`files`).
 
-        Each file is written under a temporary name beside it and renamed into place; the graph
+        Each file is written in a private temporary folder beside it and renamed into place; the graph
         ``path`` comes last, so its presence means the other two are complete.  Parent folders are
         created.
         """
         self._check_built()
         final_index, final_data, final_info = self.files(path)
         final_index.parent.mkdir(parents=True, exist_ok=True)
-        tmp_index, tmp_data, _ = self.files(final_index.with_name(f".tmp{os.getpid()}.{final_index.name}"))
+        # NMSLIB opens the files by name: they are written inside a folder this process creates exclusively
+        # (mkdtemp, mode 0700, a random name), so no file or link planted at a guessable name is followed
+        private = Path(tempfile.mkdtemp(prefix=".tmp", suffix=".index", dir=final_index.parent))
+        tmp_index, tmp_data, _ = self.files(private / final_index.name)
         try:
             self._index.saveIndex(str(tmp_index), save_data=True)
             for tmp in (tmp_index, tmp_data):
@@ -989,6 +993,7 @@ class HNSWIndex:
             for tmp in (tmp_index, tmp_data):
                 if tmp.exists():
                     tmp.unlink()
+            shutil.rmtree(private, ignore_errors=True)  # our own folder; its files are gone or partial
         logger.info("saved HNSW index (%d classes) to %s (+ .dat, .json)", self.n_classes, final_index)
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -56,10 +57,14 @@ def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Write a file atomically: yield a temporary path beside ``path``, then rename it onto ``path``.
 
-    The temporary name ends with the final name (so suffix-sensitive writers such as
-    ``np.savez`` keep it), starts with a dot and carries the process id.  If the body raises,
-    the temporary file is removed and ``path`` is left untouched, so a killed or failed job
-    never leaves a file that looks finished.  Parent folders are created.
+    The temporary file is created exclusively (:func:`tempfile.mkstemp`: a random name, opened
+    with ``O_CREAT | O_EXCL``, so a symlink or file planted at a guessable name can neither
+    redirect the write nor be overwritten), in ``path``'s folder (the rename stays on one file
+    system), with the permissions a new file would get (``0o666`` less the umask).  Its name
+    starts with ``.tmp`` and ends with the final name (so suffix-sensitive writers such as
+    ``np.savez`` keep it).  If the body raises, the temporary file is removed and ``path`` is
+    left untouched, so a killed or failed job never leaves a file that looks finished.  Parent
+    folders are created.
 
     Examples
     --------
@@ -68,13 +73,33 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp{os.getpid()}.{path.name}")
+    fd, name = tempfile.mkstemp(prefix=".tmp", suffix=f".{path.name}", dir=path.parent)
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    finally:
+        os.close(fd)
     try:
         yield tmp
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
+        if os.path.lexists(tmp):
             tmp.unlink()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``os.umask`` sets it,
+    briefly, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_tsv(path: str | os.PathLike, rows, columns=None) -> None:

@@ -17,10 +17,15 @@ from .utilities import Utility, utility
 
 __all__ = ["check_labels", "set_utility", "recall", "set_sizes", "top1_accuracy", "mean_scores", "set_agreement",
            "coverage", "size_stratified_coverage", "class_conditional_coverage", "singleton_rate", "empty_rate",
-           "COVERAGE_KEYS"]
+           "COVERAGE_KEYS", "EXTRA_COVERAGE_KEYS", "check_groups", "group_coverage", "covgap",
+           "worst_slab_coverage", "running_coverage"]
 
 #: The coverage keys of :func:`mean_scores` (percentages that are not utilities).
 COVERAGE_KEYS = ("coverage_pct", "class_coverage_worst_pct", "ssc_worst_pct", "singleton_pct", "empty_pct")
+
+#: Coverage keys :func:`mean_scores` adds only when given what they need (``epsilon``, ``groups``,
+#: ``X``): percentages that are not utilities either.
+EXTRA_COVERAGE_KEYS = ("covgap_pct", "group_coverage_worst_pct", "worst_slab_coverage_pct")
 
 
 def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:
@@ -46,6 +51,41 @@ def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np
         if bad.size:
             raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a class index in 0..{K - 1}")
     return arr
+
+
+def check_groups(groups, n: int, name: str = "groups", rows_of: str = "sets") -> np.ndarray:
+    """``groups`` as a 1-D numpy array of ``n`` comparable, hashable labels, or a one-line ValueError.
+
+    Integers, booleans, strings (also in an object array), or finite floats; a list, a pandas
+    Series or a tensor.  ``rows_of`` names what has ``n`` rows, for the message.
+    """
+    if hasattr(groups, "__dlpack__") and not isinstance(groups, np.ndarray):
+        groups = as_host_array(groups, name)
+    try:
+        g = np.asarray(groups)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{name} must be a 1-D array of group labels: {str(e).splitlines()[0]}") from None
+    if g.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of group labels (one per row), got shape {g.shape}")
+    if g.size != n:
+        raise ValueError(f"{name} has {g.size} entries but {rows_of} has {n} rows")
+    if g.dtype.kind not in "biufUSO":
+        raise ValueError(f"{name} must hold integers, strings or booleans, got dtype {g.dtype}")
+    if g.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(g))
+        if bad.size:
+            raise ValueError(f"{name} has a missing or infinite value ({float(g[bad[0]])!r}) at row {bad[0]}")
+    if g.dtype.kind == "O":
+        for i, v in enumerate(g.tolist()):
+            if not isinstance(v, (str, bytes, int, bool, np.integer, np.bool_)):
+                raise ValueError(
+                    f"{name} must hold integers, strings or booleans; row {i} holds {v!r} ({type(v).__name__})"
+                )
+        try:
+            np.unique(g)
+        except TypeError:
+            raise ValueError(f"{name} mixes labels that cannot be compared (e.g. strings and integers)") from None
+    return g
 
 
 def _as_sets(sets, n_classes: int | None = None) -> SetPredictions:
@@ -297,7 +337,10 @@ def top1_accuracy(P, y) -> float:
     return float(np.mean(P.argmax(axis=1) == y))
 
 
-def mean_scores(sets, y, utilities=(), P=None, *, ssc_min_count: int = 1) -> dict[str, float]:
+def mean_scores(
+    sets, y, utilities=(), P=None, *, ssc_min_count: int = 1, epsilon: float | None = None, groups=None, X=None,
+    slab_delta: float = 0.1,
+) -> dict[str, float]:
     """Means as in the paper's tables, and the coverage metrics beside them.
 
     Parameters
@@ -312,6 +355,14 @@ def mean_scores(sets, y, utilities=(), P=None, *, ssc_min_count: int = 1) -> dic
     ssc_min_count : int, default 1
         ``ssc_worst_pct`` looks only at set sizes held by at least this many rows (a size seen
         once has coverage 0 or 100 %, which says little about the predictor).
+    epsilon : float, optional
+        The target's significance level: adds ``covgap_pct`` (:func:`covgap`, in percent).
+    groups : array-like of shape (n,), optional
+        Adds ``group_coverage_worst_pct``: the smallest coverage of a group
+        (:func:`group_coverage`).
+    X : array-like of shape (n, d), optional
+        Adds ``worst_slab_coverage_pct`` (:func:`worst_slab_coverage` with ``delta=slab_delta``
+        and its default seeded directions).
 
     Returns
     -------
@@ -323,7 +374,8 @@ def mean_scores(sets, y, utilities=(), P=None, *, ssc_min_count: int = 1) -> dic
         (the smallest coverage over the distinct set sizes held by at least ``ssc_min_count``
         rows, :func:`size_stratified_coverage`; nan when no size is), ``singleton_pct``
         (:func:`singleton_rate`) and ``empty_pct`` (:func:`empty_rate`).  Every share is nan for
-        zero rows.
+        zero rows.  Then, only when given what they need, those of :data:`EXTRA_COVERAGE_KEYS`
+        (``covgap_pct``, ``group_coverage_worst_pct``, ``worst_slab_coverage_pct``).
 
     Raises
     ------
@@ -357,4 +409,258 @@ def mean_scores(sets, y, utilities=(), P=None, *, ssc_min_count: int = 1) -> dic
     out["ssc_worst_pct"] = 100.0 * float(ssc[enough].min()) if enough.any() else float("nan")
     out["singleton_pct"] = 100.0 * float(np.mean(sizes == 1)) if n else float("nan")
     out["empty_pct"] = 100.0 * float(np.mean(sizes == 0)) if n else float("nan")
+    if epsilon is not None:
+        cov, _ = _class_strata(y, hit, sets.n_classes)
+        present = ~np.isnan(cov)
+        gap = np.mean(np.abs(cov[present] - (1 - _check_epsilon(epsilon)))) if present.any() else np.nan
+        out["covgap_pct"] = 100.0 * float(gap)
+    if groups is not None:
+        g = check_groups(groups, n, "groups", "sets")
+        _, inverse = np.unique(g, return_inverse=True)
+        cov, counts = _per_group_coverage(inverse.reshape(-1), hit, int(inverse.max(initial=-1)) + 1)
+        out["group_coverage_worst_pct"] = 100.0 * float(cov[counts > 0].min()) if n else float("nan")
+    if X is not None:
+        out["worst_slab_coverage_pct"] = 100.0 * worst_slab_coverage(sets, y, X, delta=slab_delta)
     return out
+
+
+# --- coverage per group, class-coverage gap, worst-slab coverage, running coverage (issue 38) ------
+
+
+def group_coverage(sets, y, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Coverage within each group of rows (the coverage a Mondrian conformal predictor guarantees).
+
+    Parameters
+    ----------
+    sets : SetPredictions or sequence of int arrays, n sets
+    y : array of int, shape (n,)
+        True classes.
+    groups : array-like of shape (n,)
+        Group of every row: integers, booleans or strings (:func:`check_groups`).
+
+    Returns
+    -------
+    labels : ndarray, shape (m,)
+        The distinct groups, sorted.
+    cov : ndarray of float, shape (m,)
+        Share of each group's rows whose set contains the true class.
+    counts : ndarray of int64, shape (m,)
+        Rows per group.
+
+    Examples
+    --------
+    >>> labels, cov, counts = group_coverage([[0], [1], [0, 1], [2]], [0, 0, 1, 1], ["a", "a", "b", "b"])
+    >>> labels.tolist(), cov.tolist(), counts.tolist()
+    (['a', 'b'], [0.5, 0.5], [2, 2])
+    """
+    sets, y = _sets_and_labels(sets, y)
+    g = check_groups(groups, len(sets), "groups", "sets")
+    labels, inverse = np.unique(g, return_inverse=True)
+    cov, counts = _per_group_coverage(inverse.reshape(-1), sets.contains(y), labels.size)
+    return labels, cov, counts.astype(np.int64)
+
+
+def _check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (int, float, np.integer, np.floating)) \
+            or not 0 < epsilon < 1:
+        raise ValueError(f"epsilon must be a number in (0, 1), got {epsilon!r}")
+    return float(epsilon)
+
+
+def covgap(sets, y, epsilon: float, n_classes: int | None = None) -> float:
+    """Mean absolute gap between each class's coverage and ``1 - epsilon`` (CovGap).
+
+    ``CovGap = (1/|C|) sum_{c in C} |cov_c - (1 - epsilon)|`` over the classes ``C`` present in
+    ``y``, with ``cov_c`` the coverage of the rows of true class ``c``
+    (:func:`class_conditional_coverage`): Ding, Angelopoulos, Bates, Jordan and Tibshirani,
+    "Class-conditional conformal prediction with many classes", NeurIPS 2023, Eq. (5), which
+    reports it in percent (``100 *`` this number; ``mean_scores(..., epsilon=)`` gives
+    ``covgap_pct``).  0 when every class is covered exactly at the target; over-coverage counts
+    as much as under-coverage.
+
+    Parameters
+    ----------
+    sets : SetPredictions or sequence of int arrays, n sets
+    y : array of int, shape (n,)
+    epsilon : float
+        Significance level in (0, 1) of the target ``1 - epsilon``.
+    n_classes : int, optional
+        As in :func:`class_conditional_coverage` (classes absent from ``y`` are left out).
+
+    Returns
+    -------
+    float
+        In [0, 1]; nan for zero rows.
+
+    Examples
+    --------
+    >>> covgap([[0], [0], [1], [2]], [0, 0, 1, 1], 0.1)  # class 0 covered 1.0, class 1 0.5
+    0.25
+    """
+    eps = _check_epsilon(epsilon)
+    cov, _ = class_conditional_coverage(sets, y, n_classes)
+    present = ~np.isnan(cov)
+    return float(np.mean(np.abs(cov[present] - (1 - eps)))) if present.any() else float("nan")
+
+
+def _min_window_mean(Z: np.ndarray, C: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``Z`` (one projection per direction): the smallest mean of ``C`` (0/1 coverage
+    in the same order) over the slabs ``[a, b]`` holding at least ``m`` rows, and the slab's ends.
+
+    A slab of ``a <= z <= b`` holds every row with ``z`` in it, so windows of the sorted ``z``
+    start and end at the borders of runs of equal values.  The minimum over windows of length
+    ``>= m`` is found by bisection on the mean ``t``: some window has mean ``<= t`` iff
+    ``min_b (S_{b+1} - max_{a <= b+1-m} S_a) <= 0`` with ``S`` the prefix sums of ``C - t`` (one
+    pass).  The means of two windows of at most ``n`` rows differ by at least ``1/n**2``, so after
+    ``log2(n**2) + 2`` halvings of ``[0, 1]`` the window found at the feasible end is the
+    minimiser and its mean is returned exactly.
+    """
+    D, n = Z.shape
+    order = np.argsort(Z, axis=1, kind="stable")
+    z = np.take_along_axis(Z, order, axis=1)
+    c = np.take_along_axis(np.broadcast_to(C, Z.shape), order, axis=1).astype(np.float64)
+    start = np.ones((D, n + 1), dtype=bool)  # start[:, a]: a window may start at row a
+    start[:, 1:n] = z[:, 1:] != z[:, :-1]
+    start[:, n] = False
+    end = np.zeros((D, n + 1), dtype=bool)  # end[:, j]: a window may end just before row j
+    end[:, 1:] = start[:, 1:]
+    end[:, n] = True
+    cum = np.concatenate([np.zeros((D, 1)), np.cumsum(c, axis=1)], axis=1)  # cum[:, j] = sum of c[:, :j]
+    idx = np.arange(n + 1)
+
+    def best(t):
+        S = cum - t * idx  # prefix sums of c - t
+        A = np.where(start, S, -np.inf)
+        M = np.full((D, n + 1), -np.inf)
+        M[:, m:] = np.maximum.accumulate(A, axis=1)[:, : n + 1 - m]  # best start a <= j - m
+        gap = np.where(end, S - M, np.inf)
+        j = np.argmin(gap, axis=1)
+        return gap[np.arange(D), j] <= 0, j
+
+    lo, hi = np.full(D, -1.0), np.ones(D)
+    jbest = np.full(D, n)  # the whole range: always a feasible window, mean <= 1
+    for _ in range(2 * max(1, int(np.ceil(np.log2(n + 1)))) + 4):
+        mid = (lo + hi) / 2
+        ok, j = best(mid[:, None])
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+        jbest = np.where(ok, j, jbest)
+    S = cum - hi[:, None] * idx
+    A = np.where(start, S, -np.inf)
+    A[idx[None, :] > (jbest - m)[:, None]] = -np.inf
+    a = np.argmax(A, axis=1)
+    rows = np.arange(D)
+    worst = (cum[rows, jbest] - cum[rows, a]) / (jbest - a)
+    return worst, z[rows, a], z[rows, jbest - 1]
+
+
+def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, n_directions: int = 100, seed=0,
+                        directions=None) -> float:
+    """Worst-slab coverage (Cauchois, Gupta and Duchi, JMLR 22, 2021, Section 4.3).
+
+    ``WSC(delta) = min over directions v and slabs a <= v'x <= b holding at least a share delta
+    of the rows, of the coverage of those rows``: a set predictor with coverage ``1 - epsilon``
+    conditional on ``x`` has ``WSC ~ 1 - epsilon`` for every ``delta``; one that over-covers
+    some regions and under-covers others shows it in a low ``WSC``.  The directions are
+    ``n_directions`` draws uniform on the unit sphere from ``numpy.random.default_rng(seed)``
+    (or the rows of ``directions``); for each the exact worst slab (:func:`_min_window_mean`,
+    bisection over the mean: ``O(n log n)`` per direction, not the ``O(n**2)`` scan of Romano et
+    al.'s reference code).  This is the in-sample version: the slab is chosen and evaluated on
+    the same rows, which biases the minimum down by about its sampling error (Romano, Sesia and
+    Candes 2020 choose the slab on one part and report another's coverage; do that by calling
+    this on one part with ``directions`` and re-evaluating, if the bias matters).
+
+    Parameters
+    ----------
+    sets : SetPredictions or sequence of int arrays, n sets
+    y : array of int, shape (n,)
+    X : array-like of shape (n, d)
+        Features (or any representation of the rows, e.g. the probabilities).
+    delta : float, default 0.1
+        Smallest share of the rows a slab holds, in (0, 1].
+    n_directions : int, default 100
+    seed : int or numpy Generator, default 0
+    directions : array-like of shape (m, d), optional
+        The directions themselves (not normalised: a slab of ``v`` is one of ``2 v``).
+
+    Returns
+    -------
+    float
+        The worst slab's coverage, in [0, 1]; nan for zero rows.
+
+    Examples
+    --------
+    >>> X = np.arange(10.0)[:, None]; y = np.zeros(10, dtype=int)
+    >>> sets = [[0]] * 7 + [[1]] * 3          # the three largest x are missed
+    >>> worst_slab_coverage(sets, y, X, delta=0.3)
+    0.0
+    """
+    sets, y = _sets_and_labels(sets, y)
+    n = len(sets)
+    X = as_host_array(X, "X")
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2 or X.shape[0] != n:
+        raise ValueError(f"X must have shape (n, d) with n = {n} rows (one per set), got {X.shape}")
+    X = X.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X holds NaN or infinite values")
+    if isinstance(delta, (bool, np.bool_)) or not isinstance(delta, (int, float, np.integer, np.floating)) \
+            or not 0 < delta <= 1:
+        raise ValueError(f"delta must be a number in (0, 1], got {delta!r}")
+    if directions is None:
+        if isinstance(n_directions, (bool, np.bool_)) or not isinstance(n_directions, (int, np.integer)) \
+                or n_directions < 1:
+            raise ValueError(f"n_directions must be a positive int, got {n_directions!r}")
+        V = np.random.default_rng(seed).standard_normal((int(n_directions), X.shape[1]))
+        V /= np.linalg.norm(V, axis=1, keepdims=True)
+    else:
+        V = np.asarray(directions, dtype=np.float64)
+        if V.ndim != 2 or V.shape[1] != X.shape[1] or V.shape[0] < 1 or not np.all(np.isfinite(V)):
+            raise ValueError(f"directions must be a finite array of shape (m, {X.shape[1]}), got {V.shape}")
+    if n == 0:
+        return float("nan")
+    m = max(1, int(np.ceil(delta * n - 1e-9)))
+    hit = sets.contains(y)
+    worst = 1.0
+    rows = max(1, (1 << 20) // (n + 1))  # directions per batch: arrays of at most 8 MB
+    for i in range(0, V.shape[0], rows):
+        w, _, _ = _min_window_mean((X @ V[i : i + rows].T).T, hit, m)
+        worst = min(worst, float(w.min()))
+    return worst
+
+
+def running_coverage(sets, y, window: int | None = None) -> np.ndarray:
+    """Coverage of the rows seen so far, row after row (a stream's coverage over time).
+
+    Parameters
+    ----------
+    sets : SetPredictions or sequence of int arrays, n sets in stream order
+    y : array of int, shape (n,)
+    window : int, optional
+        Only the last ``window`` rows (fewer at the start): the coverage of a sliding window.
+
+    Returns
+    -------
+    ndarray of float, shape (n,)
+        ``out[t]`` = share of the rows ``0..t`` (or ``t-window+1..t``) whose set holds the label.
+
+    Examples
+    --------
+    >>> running_coverage([[0], [1], [0], [0]], [0, 0, 0, 1]).tolist()
+    [1.0, 0.5, 0.6666666666666666, 0.5]
+    >>> running_coverage([[0], [1], [0], [0]], [0, 0, 0, 1], window=2).tolist()
+    [1.0, 0.5, 0.5, 0.5]
+    """
+    sets, y = _sets_and_labels(sets, y)
+    hit = sets.contains(y).astype(np.int64)
+    cum = np.cumsum(hit)
+    t = np.arange(1, hit.size + 1)
+    if window is None:
+        return cum / t
+    if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ValueError(f"window must be a positive int, got {window!r}")
+    w = int(window)
+    out = cum.astype(np.float64)
+    out[w:] -= cum[:-w]
+    return out / np.minimum(t, w)

@@ -7,12 +7,18 @@ in decreasing order of probability, as every predictor in :mod:`svbop` returns t
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["SetPredictions"]
+__all__ = ["SetPredictions", "MAX_N_CLASSES"]
+
+#: Most classes a set-predictions file may declare (:meth:`SetPredictions.load`): evaluating sets
+#: allocates per-class arrays, so a crafted ``n_classes`` of 10^15 must be refused, not allocated.
+#: 100 times the largest problem the project runs (K = 1,000,000).
+MAX_N_CLASSES = 100_000_000
 
 
 class SetPredictions(Sequence):
@@ -41,6 +47,12 @@ class SetPredictions(Sequence):
         n_classes: int,
         expected_utility: np.ndarray | None = None,
     ) -> None:
+        try:
+            n_classes = operator.index(n_classes)
+        except TypeError:
+            raise ValueError(f"n_classes must be an integer, got {n_classes!r}") from None
+        if n_classes < 0:
+            raise ValueError(f"n_classes must be >= 0, got {n_classes}")
         indices = np.asarray(indices)
         indptr = np.asarray(indptr)
         if indices.ndim != 1 or indptr.ndim != 1 or indptr.size < 1:
@@ -202,7 +214,8 @@ class SetPredictions(Sequence):
 
         if self.indices.size < 2:
             return None
-        i, c = first_repeated_class(self.indptr, self.indices, self.n_classes)
+        # a stamp per class that occurs, not per class declared (n_classes may be far larger)
+        i, c = first_repeated_class(self.indptr, self.indices, int(self.indices.max()) + 1)
         return None if i < 0 else (int(i), int(c))
 
     @classmethod
@@ -212,8 +225,9 @@ class SetPredictions(Sequence):
         Raises
         ------
         ValueError
-            Naming the file: missing, unreadable, lacking a key, inconsistent arrays, or a set
-            that holds a class twice.
+            Naming the file: missing, unreadable, lacking a key, an ``n_classes`` that is not
+            one integer in ``1 ..`` :data:`MAX_N_CLASSES`, inconsistent arrays (a class index
+            not below ``n_classes``), or a set that holds a class twice.
         """
         from ._npz import NpzReader
 
@@ -222,8 +236,14 @@ class SetPredictions(Sequence):
             if missing:
                 raise ValueError(f"{path}: not a set-predictions file (missing {sorted(missing)})")
             eu = data["expected_utility"] if "expected_utility" in data.files else None
+            stored = data["n_classes"]
+            if stored.shape != () or stored.dtype.kind not in "iu":
+                raise ValueError(f"{path}: n_classes must be one integer, got {stored.dtype.name} of shape {stored.shape}")
+            K = int(stored)
+            if not 1 <= K <= MAX_N_CLASSES:
+                raise ValueError(f"{path}: n_classes = {K} is not a number of classes in 1..{MAX_N_CLASSES}")
             try:
-                sets = cls(data["indices"], data["indptr"], int(data["n_classes"]), eu)
+                sets = cls(data["indices"], data["indptr"], K, eu)
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"{path}: invalid set predictions ({exc})") from None
         repeated = sets.repeated_class()

@@ -42,7 +42,7 @@ except ImportError as err:  # pragma: no cover - exercised only without scikit-l
 from .baselines import PAPER_THRESHOLDS, ConformalSetPredictor, threshold_sets, top_s_sets, tune_threshold
 from .datasets.base import Hierarchy
 from .hierarchical import predict_sets_hierarchical
-from .metrics import set_utility
+from .metrics import check_groups, set_utility
 from .search import predict_sets as _bayes_optimal_sets
 from .sets import SetPredictions
 from .utilities import UTILITY_FAMILIES, Utility, utility as _utility
@@ -542,15 +542,29 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     A calibration label the model has never seen gets a class of probability 0 of its own
     (nonconformity 1 under LAC); that class is dropped from the predicted sets.
 
+    **Group-conditional (Mondrian) calibration**: ``fit(X, y, groups=g)`` calibrates one
+    threshold (F-beta/credal: one parameter) per group on the calibration rows' groups (with
+    ``cv="split"`` the groups are split with ``X``, the same split as without them), and
+    ``predict_sets(X, groups=g)`` / ``score(X, y, groups=g)`` take the groups of their rows:
+    coverage at least ``1 - epsilon`` within every group (see
+    :class:`svbop.ConformalSetPredictor`; small or unseen groups get the marginal threshold, with
+    a warning).  ``predictor_.groups_`` and ``predictor_.group_quantiles_`` describe the fit.
+
     Parameters
     ----------
     estimator : classifier
         Unfitted (``cv="split"``) or fitted (``cv="prefit"``) classifier with ``predict_proba``.
     epsilon : float, default 0.1
         Significance level in (0, 1) (the paper: 0.01 and 0.10).
-    conformity_score : {"lac", "aps", "raps", "fbeta", "credal"}, default "lac"
+    conformity_score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}, default "lac"
         The predictor's ``score`` (see above; named as in MAPIE, since ``score`` is the
-        scikit-learn method that reports the mean set utility).
+        scikit-learn method that reports the mean set utility).  ``"hierarchical"``: sets that are
+        unions of at most ``max_nodes`` nodes of ``hierarchy`` (:mod:`svbop.hierarchical_conformal`).
+    hierarchy : svbop.datasets.Hierarchy, optional
+        ``"hierarchical"`` only: a class tree whose leaves ``0 .. K-1`` are the estimator's
+        ``classes_`` in their sorted order.
+    max_nodes : int, default 1
+        ``"hierarchical"`` only: the most nodes a set may join.
     class_conditional : bool, default False
         One threshold per class (``lac``, ``aps``, ``raps`` only).
     k_reg : int, default 1
@@ -618,10 +632,14 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         calibration_size=0.2,
         random_state=None,
         calibrate=None,
+        hierarchy=None,
+        max_nodes=1,
     ):
         self.estimator = estimator
         self.epsilon = epsilon
         self.conformity_score = conformity_score
+        self.hierarchy = hierarchy
+        self.max_nodes = max_nodes
         self.class_conditional = class_conditional
         self.k_reg = k_reg
         self.lam = lam
@@ -637,7 +655,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         """An unfitted predictor; its constructor checks the conformal parameters."""
         return ConformalSetPredictor(
             self.epsilon, score=self.conformity_score, class_conditional=self.class_conditional, k_reg=self.k_reg,
-            lam=self.lam, empty=self.empty, gamma=self.gamma,
+            lam=self.lam, empty=self.empty, gamma=self.gamma, hierarchy=self.hierarchy, max_nodes=self.max_nodes,
         )
 
     def _check_params(self):
@@ -648,15 +666,59 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
             raise ValueError(f"epsilon must be a number in (0, 1), got {self.epsilon!r}")
         self._predictor()
 
+    def fit(self, X, y, groups=None, **fit_params):
+        """Fit the estimator and calibrate the conformal predictor (see :meth:`_SetClassifier.fit`).
+
+        Parameters
+        ----------
+        X, y, **fit_params
+            As in :class:`SetValuedClassifier`.
+        groups : array-like of shape (n_samples,), optional
+            Group of every sample (integers, booleans or strings): Mondrian calibration on the
+            calibration samples' groups; :meth:`predict_sets` and :meth:`score` then need theirs.
+        """
+        self._fit_groups = groups
+        try:
+            return super().fit(X, y, **fit_params)
+        finally:
+            del self._fit_groups
+
+    def _fit_model(self, X, y, fit_params):
+        groups = getattr(self, "_fit_groups", None)
+        self._calibration_groups = None
+        if groups is None:
+            return super()._fit_model(X, y, fit_params)
+        n = _n_samples(y)
+        groups = check_groups(groups, n, "groups", "X")
+        if self.cv == "prefit":
+            self._calibration_groups = groups
+            return super()._fit_model(X, y, fit_params)
+        from sklearn.utils import _safe_indexing
+
+        # split the row numbers as _holdout_split splits X (the split does not depend on what is
+        # split), then take every aligned array, the groups included, by them
+        size = _check_holdout_size(self.calibration_size, self._holdout_name)
+        rows_fit, _, _, rows_out, _ = _holdout_split(np.arange(n), y, {}, size, self.random_state)
+        params = {k: _safe_indexing(v, rows_fit) if _is_sample_aligned(v, n) else v for k, v in fit_params.items()}
+        self._adopt(self._model().fit(_safe_indexing(X, rows_fit), y[rows_fit], **params))
+        self._calibration_groups = groups[rows_out]
+        self._learn(self.estimator_.predict_proba(_safe_indexing(X, rows_out)),
+                    encode_labels(y[rows_out], self.classes_))
+
     def _learn(self, P, codes):
         P = np.asarray(P, dtype=np.float64)
         unseen = codes < 0
         # a zero-probability column for the labels the model has never seen (dropped in _sets)
         self._unseen_column_ = bool(unseen.any())
+        if self._unseen_column_ and self.conformity_score == "hierarchical":
+            raise ValueError("conformity_score='hierarchical': some calibration labels are classes the estimator never "
+                             "saw, which the hierarchy's leaves (the estimator's classes_) cannot hold; give the "
+                             "estimator every class")
         if self._unseen_column_:
             P = np.hstack([P, np.zeros((P.shape[0], 1))])
             codes = np.where(unseen, P.shape[1] - 1, codes)
-        predictor = self._predictor().fit(P, codes)
+        predictor = self._predictor().fit(P, codes, groups=getattr(self, "_calibration_groups", None))
+        self.__dict__.pop("_calibration_groups", None)
         self.predictor_ = predictor
         self.quantile_ = predictor.quantile_
         for attr in ("quantiles_", "parameter_"):
@@ -666,13 +728,27 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
             elif attr in self.__dict__:  # from an earlier fit
                 delattr(self, attr)
 
-    def _sets(self, P) -> SetPredictions:
+    def predict_sets(self, X, output: str = "labels", groups=None):
+        """The predicted set of every sample (see :meth:`_SetClassifier.predict_sets`); ``groups``:
+        the samples' groups, required when ``fit`` had groups (and refused otherwise)."""
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}, got {output!r}")
+        return _format_sets(self._sets(self.predict_proba(X), groups), self.classes_, output)
+
+    def score(self, X, y, sample_weight=None, groups=None) -> float:
+        """Mean set utility of the predicted sets under ``utility`` (see
+        :meth:`_SetClassifier.score`); ``groups`` as in :meth:`predict_sets`."""
+        sets = self.predict_sets(X, output="indices", groups=groups)
+        codes = encode_labels(column_or_1d(y), self.classes_)
+        return _weighted_mean(_per_sample_utility(sets, codes, self.utility_), sample_weight)
+
+    def _sets(self, P, groups=None) -> SetPredictions:
         check_is_fitted(self, "predictor_")
         if not self._unseen_column_:
-            return self.predictor_.predict(P)
+            return self.predictor_.predict(P, groups=groups)
         P = np.asarray(P, dtype=np.float64)
         K = P.shape[1]
-        sets = self.predictor_.predict(np.hstack([P, np.zeros((P.shape[0], 1))]))
+        sets = self.predictor_.predict(np.hstack([P, np.zeros((P.shape[0], 1))]), groups=groups)
         keep = sets.indices < K
         kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept entries before each position
         return SetPredictions(sets.indices[keep], kept_before[sets.indptr], K)

@@ -5,12 +5,17 @@ is in ``Y`` and with 0 otherwise (the paper's Eq. 2).  The sequence ``g(1), ...,
 everything: this module builds it from a spec string such as ``"fbeta:beta=1"`` and checks the
 paper's four properties (Section 2.2) exactly, over every ``s`` up to ``K``.
 
-Exactness: the families with rational values for rational parameters (precision, recall, F-beta,
-credal, reject, generalised reject with an integer ``beta``) are checked in exact rational
-arithmetic, so that boundary cases are decided correctly (precision and F-beta satisfy the
-(1/x)-convexity inequality with *equality* for every ``s``).  The transcendental families
-(exponential, logarithmic, generalised reject with a non-integer ``beta``) are evaluated with
-60 significant decimal digits and compared with a tolerance of 1e-45.
+Exactness and cost: every registered family's properties are decided in closed form, from its
+parameters and ``K`` with a handful of exact evaluations whatever ``K`` is (the proofs are in
+comments next to each family's ``_closed_form``), so ``properties(K)`` costs microseconds even at
+``K = 2,000,000`` and is exact (precision and F-beta satisfy the (1/x)-convexity inequality with
+*equality* for every ``s``).  A family without closed forms (a subclass of :class:`Utility`) is
+checked by :func:`_checked_properties`: a vectorised float64 test over every ``s`` with an error
+bound, falling back to ``_g_exact`` only where the float margin is within that bound.  Exact
+values are rationals for the rational families (precision, recall, F-beta, credal, reject,
+generalised reject with an integer ``beta`` up to 1000) and 60-digit decimals compared with a
+tolerance of 1e-45 for the transcendental ones (exponential, logarithmic, generalised reject with
+another ``beta``), where such a check is needed.
 """
 
 from __future__ import annotations
@@ -73,8 +78,9 @@ class UtilityProperties:
         (1/x)-convex.  Non-increasing (rather than strictly decreasing) suffices because a
         (1/x)-convex sequence that drops once keeps dropping.
     exact : bool
-        ``True`` when the check ran in exact rational arithmetic, ``False`` when it used
-        60-digit decimals (transcendental families).
+        ``True`` when the family's values are rationals, so that every comparison is exact;
+        ``False`` for the transcendental families, whose closed forms are exact too but whose few
+        evaluated terms, where any are needed, are 60-digit decimals compared within 1e-45.
     """
 
     K: int
@@ -136,6 +142,20 @@ class Utility:
 
     def _g_exact(self, s: int, K: int) -> Fraction:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _closed_form(self, K: int) -> dict[str, bool]:
+        """Properties decided from the parameters and ``K`` alone (keys of ``_PROPERTY_KEYS``);
+        the others are checked term by term by :func:`_checked_properties`."""
+        return {}
+
+    def _g_error(self, s: np.ndarray, K: int, g: np.ndarray) -> np.ndarray:
+        """A bound on ``|_g(s, K) - g(s)|`` (the float64 values against the exact ones).
+
+        The default, 64 units in the last place of each value plus the smallest subnormal, fits
+        a formula of a few correctly rounded operations without cancellation; a family whose
+        float values are less accurate must override it (a bound too small can decide a
+        property wrongly; one too large only costs exact evaluations)."""
+        return 64 * np.spacing(np.abs(g)) + 5e-324
 
     @property
     def is_exact(self) -> bool:
@@ -239,6 +259,10 @@ class Precision(Utility):
     def _g_exact(self, s, K):
         return Fraction(1, s)
 
+    def _closed_form(self, K):
+        # 1/s > 1/(s+1) > 0; g(1) = 1; g(s) = 1/s; 1/g(s) = s is linear: equality in Definition 1.
+        return dict(strictly=True, nonincreasing=True, g1=True, lower=True, positive=True, convex=True)
+
 
 class Recall(Utility):
     name = "recall"
@@ -250,6 +274,10 @@ class Recall(Utility):
 
     def _g_exact(self, s, K):
         return Fraction(1)
+
+    def _closed_form(self, K):
+        # constant 1: decreasing only vacuously (K = 1); 1 >= 1/s; 1/g constant, so convex.
+        return dict(strictly=K == 1, nonincreasing=True, g1=True, lower=True, positive=True, convex=True)
 
 
 class FBeta(Utility):
@@ -267,6 +295,12 @@ class FBeta(Utility):
         b2 = self.params["beta"] ** 2
         return (1 + b2) / (s + b2)
 
+    def _closed_form(self, K):
+        # With b = beta^2 >= 0 (a finite rational): g(s) - g(s+1) = (1+b)/((s+b)(s+1+b)) > 0;
+        # g(1) = 1; g(s) - 1/s = b (s-1) / (s (s+b)) >= 0; 1/g(s) = (s+b)/(1+b) is linear in s, so
+        # Definition 1 holds with equality for every K.
+        return dict(strictly=True, nonincreasing=True, g1=True, lower=True, positive=True, convex=True)
+
 
 class Credal(Utility):
     name = "credal"
@@ -280,6 +314,35 @@ class Credal(Utility):
 
     def _g_exact(self, s, K):
         return self.params["delta"] / s - self.params["gamma"] / (s * s)
+
+    def _closed_form(self, K):
+        # g(s) = (d s - c) / s^2 with d = delta, c = gamma (exact rationals).
+        d, c = self.params["delta"], self.params["gamma"]
+        # g > 0 on 1..K iff the linear d s - c is > 0 at both ends.
+        positive = d - c > 0 and d * K - c > 0
+        # g(s) - g(s+1) = h(s) / (s^2 (s+1)^2) with h(s) = d s^2 + (d - 2c) s - c.  The minimum of h
+        # over the integers of [1, K-1] is at an end, or (d > 0: a convex parabola) at an integer
+        # next to its vertex (2c - d) / (2d): h is evaluated exactly at those at most four points.
+        h = lambda s: d * s * s + (d - 2 * c) * s - c  # noqa: E731
+        points = {1, K - 1}
+        if d > 0:
+            v = (2 * c - d) / (2 * d)
+            points |= {v.__floor__(), v.__ceil__()}
+        hmin = min((h(s) for s in points if 1 <= s <= K - 1), default=None)
+        # g(s) >= 1/s iff (d - 1) s - c >= 0: linear in s, so at s = 1 and s = K.
+        lower = d - 1 - c >= 0 and (d - 1) * K - c >= 0
+        # Where g > 0 on [1, K], 1/g(s) = s^2 / (d s - c) is convex in the real s: for d != 0 it is
+        # s/d + c/d^2 + (c/d)^2 / (d s - c), a line plus a positive multiple of the reciprocal of a
+        # positive linear function; for d = 0 (then c < 0) it is -s^2/c.  A convex function meets
+        # Definition 1 at every s (the midpoint inequality), so positive implies convex.
+        return dict(
+            strictly=hmin is None or hmin > 0,
+            nonincreasing=hmin is None or hmin >= 0,
+            g1=d - c == 1,
+            lower=lower,
+            positive=positive,
+            convex=True,
+        )
 
 
 class Exponential(Utility):
@@ -300,6 +363,15 @@ class Exponential(Utility):
             ctx.prec = _DECIMAL_DIGITS
             return Fraction(1 - (-_dec(self.params["delta"]) / s).exp())
 
+    def _closed_form(self, K):
+        # g(s) = phi(delta/s) with phi(y) = 1 - exp(-y), delta > 0: positive and strictly decreasing
+        # in s; g(1) = 1 - exp(-delta) < 1 = 1/1, so g(1) != 1 and g(1) < 1/s at s = 1.
+        # Convexity: 1/g(s) = f(s) = F(delta/s), F(y) = 1/(1 - exp(-y)).  f'(s) = -y^2 F'(y) / delta
+        # with y = delta/s, and y^2 F'(y) = -(z / sinh z)^2 with z = y/2, increasing in y because
+        # z/sinh z decreases for z > 0; y decreases as s grows, so f' increases: f is convex in s,
+        # and a convex function meets Definition 1 at every s.
+        return dict(strictly=True, nonincreasing=True, g1=False, lower=False, positive=True, convex=True)
+
 
 class Logarithmic(Utility):
     name = "log"
@@ -317,6 +389,14 @@ class Logarithmic(Utility):
         with localcontext() as ctx:
             ctx.prec = _DECIMAL_DIGITS
             return Fraction((1 + Decimal(1) / s).ln())
+
+    def _closed_form(self, K):
+        # g(s) = log(1 + 1/s): positive, strictly decreasing, g(1) = log 2 < 1 (so g(1) != 1 and
+        # g(1) < 1/1).  1/g(s) = f(s) = F(1/s) with F(y) = 1/log(1 + y): f'(s) = -y^2 F'(y) with
+        # y = 1/s, and y^2 F'(y) = -(2 sinh(t/2) / t)^2 with t = log(1 + y), decreasing in y because
+        # sinh(u)/u increases for u > 0; as s grows y falls, so f' falls: f is strictly concave, and
+        # Definition 1 fails strictly at every s.  It holds vacuously for K <= 2.
+        return dict(strictly=True, nonincreasing=True, g1=False, lower=False, positive=True, convex=K <= 2)
 
 
 class Reject(Utility):
@@ -336,6 +416,11 @@ class Reject(Utility):
         if s == 1:
             return Fraction(1)
         return 1 - self.params["alpha"] if s == K else Fraction(0)
+
+    def _closed_form(self, K):
+        # g = (1, 0, ..., 0, 1 - alpha): up to K = 3 the values themselves (three terms), beyond
+        # that the same as K = 3, since the zeros in the middle decide every property.
+        return _term_properties([self._g_exact(s, K) for s in (1, 2, K)] if K > 3 else self.exact_values(K), 0)
 
 
 class GeneralisedReject(Utility):
@@ -368,6 +453,32 @@ class GeneralisedReject(Utility):
         with localcontext() as ctx:
             ctx.prec = _DECIMAL_DIGITS
             return 1 - a * Fraction(_dec(x) ** _dec(b))
+
+    def _closed_form(self, K):
+        # g(s) = 1 - a x_s^b with x_s = (s-1)/(K-1) in [0, 1], 0 <= a <= 1, b > 0 (exact rationals).
+        a, b = self.params["alpha"], self.params["beta"]
+        if K <= 4:  # four terms at most: evaluate them
+            return _term_properties(self.exact_values(K), 0 if self.is_exact else _INEXACT_TOL)
+        # x_s^b increases with s: strictly decreasing iff a > 0; g(1) = 1; g > 0 iff g(K) = 1 - a > 0.
+        # g(s) >= 1/s: equality at s = 1; for s >= 2 it reads a psi(s) <= (K-1)^b with
+        # psi(s) = s (s-1)^(b-1), whose log-derivative (b s - 1) / (s (s-1)) changes sign at most
+        # once, from - to +: psi's maximum over [2, K] is at s = 2 (psi = 2) or s = K
+        # (a K (K-1)^(b-1) <= (K-1)^b iff a K <= K - 1).  2 a <= (K-1)^b holds when b >= 1 (K >= 5);
+        # otherwise it is one comparison of two numbers (g(2) >= 1/2, the same inequality).
+        tol = 0 if self.is_exact else _INEXACT_TOL
+        g = [self._g_exact(s, K) for s in (1, 2, 3, 4)] if b < 1 else None  # the terms needed below
+        lower = a * K <= K - 1 and (b >= 1 or g[1] - Fraction(1, 2) >= -tol)
+        # Convexity (where g > 0): 1/g(s) = f(x_s) with f(x) = 1/(1 - a x^b), and f''(x) has the sign
+        # of (b - 1) + a (1 + b) x^b: f is convex on [0, 1] for b >= 1.  For b < 1 it is concave on
+        # [0, x0] and convex beyond, x0 = ((1-b) / (a (1+b)))^(1/b): a triple of grid points lying
+        # in [0, x0] breaks Definition 1 (the first does if any does: x0 >= x_3) and triples
+        # starting at or beyond x0 meet it, so only the triples centred at s = 2 and s = 3 can
+        # decide: they are checked term by term.
+        positive = a < 1
+        convex = True
+        if positive and b < 1:
+            convex = all(g[i] * g[i + 1] + g[i + 2] * g[i + 1] - 2 * g[i] * g[i + 2] >= -tol for i in (0, 1))
+        return dict(strictly=a > 0, nonincreasing=True, g1=True, lower=lower, positive=positive, convex=convex)
 
 
 #: Registered families by spec name.
@@ -515,26 +626,128 @@ def _exact_cached(u: Utility, K: int) -> tuple[Fraction, ...]:
     return tuple(u._g_exact(s, K) for s in range(1, K + 1))
 
 
+#: The facts :class:`UtilityProperties` is made of (``convex`` is Definition 1's inequality alone,
+#: which counts only where ``positive``).
+_PROPERTY_KEYS = ("strictly", "nonincreasing", "g1", "lower", "positive", "convex")
+
+
+def _term_properties(g, tol) -> dict[str, bool]:
+    """The properties of the exact values ``g = (g(1), ..., g(K))``, term by term (``tol`` 0 for
+    rationals, 1e-45 for 60-digit decimals)."""
+    n = len(g)
+    return dict(
+        strictly=all(g[i] - g[i + 1] > tol for i in range(n - 1)),
+        nonincreasing=all(g[i] - g[i + 1] >= -tol for i in range(n - 1)),
+        g1=abs(g[0] - 1) <= tol,
+        lower=all(g[i] - Fraction(1, i + 1) >= -tol for i in range(n)),
+        positive=all(x > tol for x in g),
+        # 1/g(s+1) <= (1/g(s) + 1/g(s+2))/2, multiplied by g(s) g(s+1) g(s+2) > 0.
+        convex=all(g[i] * g[i + 1] + g[i + 2] * g[i + 1] - 2 * g[i] * g[i + 2] >= -tol for i in range(n - 2)),
+    )
+
+
+def _checked_properties(u: Utility, K: int, keys) -> dict[str, bool]:
+    """The properties ``keys`` of ``u`` over ``s = 1..K`` for a family without closed forms.
+
+    Each is a sign condition on a quantity per ``s`` (a difference of consecutive values, ``g(s) -
+    1/s``, ``g(s)``, Definition 1's ``g(s) g(s+1) + g(s+2) g(s+1) - 2 g(s) g(s+2)``).  The quantity
+    is computed for every ``s`` at once in float64 with a bound on its error, from ``u._g_error``
+    and the rounding of the few operations; where the float value is further from the condition's
+    threshold than that bound, its sign decides; only the other ``s`` are evaluated with
+    ``u._g_exact`` (rationals, or 60-digit decimals within 1e-45).  A failure anywhere decides a
+    property before any exact evaluation.
+    """
+    tol = Fraction(0) if u.is_exact else _INEXACT_TOL
+    ftol = float(tol)
+    eps = np.finfo(np.float64).eps
+    s = np.arange(1, K + 1, dtype=np.float64)
+    g = np.asarray(u._g(s, K), dtype=np.float64)
+    e = np.asarray(u._g_error(s, K, g), dtype=np.float64) * (1 + 1e-6)
+    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(e))):
+        e = np.where(np.isfinite(g) & np.isfinite(e), e, np.inf)
+        g = np.where(np.isfinite(g), g, 0.0)
+    exact: dict[int, Fraction] = {}
+
+    def ex(i: int) -> Fraction:  # g(i + 1), evaluated once
+        if i not in exact:
+            exact[i] = u._g_exact(i + 1, K)
+        return exact[i]
+
+    def holds(value, err, threshold, strict, exact_value) -> bool:
+        """Whether ``value > threshold`` (``>=``) for every entry, the exact value where unsure."""
+        err = err * (1 + 4 * eps) + 1e-300  # the rounding of the bound itself, and underflow
+        sure_no = value + err < threshold if not strict else value + err <= threshold
+        if sure_no.any():
+            return False
+        unsure = np.flatnonzero(~(value - err > threshold))
+        t = tol if threshold > 0 else -tol if threshold < 0 else Fraction(0)
+        for i in unsure.tolist():
+            v = exact_value(i)
+            if not (v > t if strict else v >= t):
+                return False
+        return True
+
+    out: dict[str, bool] = {}
+    d = g[:-1] - g[1:]
+    ed = e[:-1] + e[1:] + eps * np.abs(d)  # the values' errors and the subtraction's rounding
+    if "strictly" in keys:
+        out["strictly"] = holds(d, ed, ftol, True, lambda i: ex(i) - ex(i + 1))
+    if "nonincreasing" in keys:
+        out["nonincreasing"] = holds(d, ed, -ftol, False, lambda i: ex(i) - ex(i + 1))
+    if "g1" in keys:
+        out["g1"] = abs(ex(0) - 1) <= tol
+    if "lower" in keys:
+        f = g - 1 / s
+        out["lower"] = holds(f, e + eps / s + eps * np.abs(f), -ftol, False, lambda i: ex(i) - Fraction(1, i + 1))
+    if "positive" in keys:
+        out["positive"] = holds(g, e, ftol, True, ex)
+    if "convex" in keys:
+        a, b, c = g[:-2], g[1:-1], g[2:]
+        ea, eb, ec = e[:-2], e[1:-1], e[2:]
+        q = a * b + c * b - 2 * a * c
+        aa, ab, ac = np.abs(a), np.abs(b), np.abs(c)
+        eq = ab * (ea + ec) + (aa + ac) * eb + 2 * (aa * ec + ac * ea) + eb * (ea + ec) + 2 * ea * ec
+        eq += 4 * eps * (aa * ab + ac * ab + 2 * aa * ac)
+        out["convex"] = holds(
+            q, eq, -ftol, False, lambda i: ex(i) * ex(i + 1) + ex(i + 2) * ex(i + 1) - 2 * ex(i) * ex(i + 2)
+        )
+    return out
+
+
 @lru_cache(maxsize=256)
 def _properties_cached(u: Utility, K: int) -> UtilityProperties:
-    g = _exact_cached(u, K)
-    tol = Fraction(0) if u.is_exact else _INEXACT_TOL
-    strictly = all(g[i] - g[i + 1] > tol for i in range(K - 1))
-    nonincreasing = all(g[i] - g[i + 1] >= -tol for i in range(K - 1))
-    g1 = abs(g[0] - 1) <= tol
-    lower = all(g[i] - Fraction(1, i + 1) >= -tol for i in range(K))
-    positive = all(x > tol for x in g)
-    # 1/g(s+1) <= (1/g(s) + 1/g(s+2))/2, multiplied by g(s) g(s+1) g(s+2) > 0.
-    convex = positive and all(
-        g[i] * g[i + 1] + g[i + 2] * g[i + 1] - 2 * g[i] * g[i + 2] >= -tol for i in range(K - 2)
-    )
+    p = dict(u._closed_form(K))
+    if "positive" not in p:
+        p.update(_checked_properties(u, K, ["positive"]))
+    # Definition 1's inequality counts only where g > 0
+    missing = [k for k in _PROPERTY_KEYS if k not in p and (k != "convex" or p["positive"])]
+    if missing:
+        p.update(_checked_properties(u, K, missing))
+    convex = bool(p["positive"] and p.get("convex", False))
     return UtilityProperties(
         K=K,
-        strictly_decreasing=strictly,
-        g1_is_one=g1,
-        lower_bounded_by_precision=lower,
+        strictly_decreasing=bool(p["strictly"]),
+        g1_is_one=bool(p["g1"]),
+        lower_bounded_by_precision=bool(p["lower"]),
         one_over_x_convex=convex,
-        early_stop_valid=convex and nonincreasing,
+        early_stop_valid=convex and bool(p["nonincreasing"]),
+        exact=u.is_exact,
+    )
+
+
+def _term_by_term_properties(u: Utility, K: int) -> UtilityProperties:
+    """The properties from every exact value ``g(1..K)``: the definition itself, whose cost grows
+    with ``K`` (and with the size of the rationals); the reference the closed forms are tested
+    against."""
+    p = _term_properties(_exact_cached(u, K), Fraction(0) if u.is_exact else _INEXACT_TOL)
+    convex = p["positive"] and p["convex"]
+    return UtilityProperties(
+        K=K,
+        strictly_decreasing=p["strictly"],
+        g1_is_one=p["g1"],
+        lower_bounded_by_precision=p["lower"],
+        one_over_x_convex=convex,
+        early_stop_valid=convex and p["nonincreasing"],
         exact=u.is_exact,
     )
 

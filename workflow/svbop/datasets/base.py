@@ -147,8 +147,27 @@ class Hierarchy:
             if len(names) != n_nodes:
                 raise ValueError(f"node_names: expected {n_nodes} names (one per node), got {len(names)}")
             self.node_names = names
-        self.parent = parent
-        self._depth = depth
+        # The kernels index with these arrays without bounds checks: once validated they must not
+        # change.  Read-only views of private copies (a view cannot be made writeable again) and
+        # no re-assignment (see __setattr__).
+        parent.flags.writeable = False
+        depth.flags.writeable = False
+        object.__setattr__(self, "parent", parent.view())
+        object.__setattr__(self, "_depth", depth.view())
+        object.__setattr__(self, "_frozen", True)
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in ("parent", "n_classes", "_depth") and getattr(self, "_frozen", False):
+            raise AttributeError(f"Hierarchy.{name} is fixed once validated; build a new Hierarchy instead")
+        object.__setattr__(self, name, value)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling and :func:`copy.deepcopy` bring back writeable copies: make them read-only."""
+        self.__dict__.update(state)
+        for name in ("parent", "_depth"):
+            arr = np.array(state[name], dtype=np.int64)
+            arr.flags.writeable = False
+            self.__dict__[name] = arr.view()
 
     # ------------------------------------------------------------------ structure
     @property

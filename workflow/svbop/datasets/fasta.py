@@ -102,7 +102,9 @@ def read_fasta(
     label_regex : str, optional
         The regular expression for ``label="regex"``; it needs a group.
     taxonomy_field : int
-        Index of the tab-separated header field holding the taxonomy (default: the last).
+        Index of the tab-separated header field holding the taxonomy (default: the last).  Counted
+        from the end (negative), it must not reach the first field, which holds the record id: a
+        header without a tab has no taxonomy.
     taxonomy_sep : str
         Separator of the taxonomy levels.
     level : int
@@ -128,8 +130,9 @@ def read_fasta(
     ValueError
         ``"<path>:<line>: ..."`` for a sequence line before the first header, a header without
         an id (nothing but white space after ``>``) or without sequence, a character outside
-        ``alphabet``, a header the regex does not match or whose taxonomy field is missing, too
-        short for ``level`` or has an empty level, and for a class whose taxonomy path differs
+        ``alphabet``, a header the regex does not match or whose taxonomy field is missing (a
+        negative ``taxonomy_field`` that lands on the first field, the record id's, as in a
+        header ``>s1`` with no tab, is missing too), too short for ``level`` or has an empty level, and for a class whose taxonomy path differs
         between two records (naming both lines).
     """
     if label not in ("taxonomy", "regex"):
@@ -178,13 +181,18 @@ def read_fasta(
                         raise ValueError(f"{path}:{line}: label_regex matches an empty label: {shorten('>' + header)!r}")
                 else:
                     fields = header.split("\t")
-                    try:
-                        field = fields[taxonomy_field]
-                    except IndexError:
+                    if not -len(fields) <= taxonomy_field < len(fields):
                         raise ValueError(
                             f"{path}:{line}: header has {len(fields)} tab-separated fields, no field {taxonomy_field} "
                             f"(taxonomy_field): {shorten('>' + header)!r}"
-                        ) from None
+                        )
+                    if taxonomy_field < 0 and taxonomy_field % len(fields) == 0:
+                        # counted from the end, the field is the record id's: no taxonomy in this header
+                        raise ValueError(
+                            f"{path}:{line}: header has no taxonomy field (only {len(fields)} tab-separated field(s), the "
+                            f"first being the record id; taxonomy_field={taxonomy_field}): {shorten('>' + header)!r}"
+                        )
+                    field = fields[taxonomy_field]
                     levels = [s.strip() for s in field.split(taxonomy_sep)]
                     if len(levels) > 1 and levels[-1] == "":
                         levels.pop()  # a trailing separator

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Longest ``nested_lists`` file :func:`read_nested_lists` reads (it is read whole, as JSON, into
+#: Python lists of about 20 bytes per character): 64 Mi characters; the authors' files are KBs.
+MAX_NESTED_LISTS_CHARS = 1 << 26
 
 #: Hierarchy file formats understood by :func:`read_hierarchy`.
 HIERARCHY_FORMATS = ("lshtc_paths", "nested_lists", "taxonomy", "edges")
@@ -119,8 +124,10 @@ def hierarchy_from_paths(
             dropped_example = dropped_example or f"{' > '.join(labels)} (line {line})"
             continue
         parent = -1
-        for depth, label in enumerate(labels[:-1]):
-            key = label if identity == "label" else tuple(labels[: depth + 1])
+        for label in labels[:-1]:
+            # a "prefix" node is its parent node and its label: the same as its whole path
+            # prefix, at a constant cost per level (a tuple of the prefix costs its length)
+            key = label if identity == "label" else (parent, label)
             node = inner_of.get(key)
             if node is None:
                 node = inner_of[key] = len(inner_parent)
@@ -156,9 +163,15 @@ def hierarchy_from_paths(
             node = inner_of.get(name)
             if node is not None and class_parent[c] == inner_parent[node]:
                 class_parent[c] = node
+    return _assemble(class_parent, inner_parent, names, inner_name)
 
+
+def _assemble(class_parent: np.ndarray, inner_parent: list[int], names: list[str], inner_name: list[str]) -> Hierarchy:
+    """The :class:`Hierarchy` of classes hung below inner nodes (``-1``: top level), the inner
+    nodes numbered after the classes; several top-level nodes get a root ``"<root>"``."""
+    K = len(names)
     n_inner = len(inner_parent)
-    inner_parent_arr = np.asarray(inner_parent, dtype=np.int64)
+    inner_parent_arr = np.asarray(inner_parent, dtype=np.int64).reshape(-1)
     tops = np.flatnonzero(inner_parent_arr == -1)
     top_classes = np.flatnonzero(class_parent == -1)
     if tops.size == 1 and top_classes.size == 0:
@@ -306,6 +319,8 @@ def hierarchy_from_edges(
 
     Classes are matched by label; a class that also has children becomes a leaf below the inner
     node of the same label.  Parts of the graph that reach no class of the data are dropped.
+    The work is linear in the number of edges however deep the tree: every node is walked up
+    from once (parent pointers, no per-class copy of the path).
 
     Raises
     ------
@@ -327,26 +342,55 @@ def hierarchy_from_edges(
                 "a class hierarchy must be a tree"
             )
         parent_of[c], line_of[c] = p, line
-    paths, lines = [], []
-    for name in class_names:
-        name = str(name)
+    names = [str(c) for c in class_names]
+    if len(set(names)) != len(names):
+        raise ValueError(f"class_names: repeated class name {_first_repeat(names)!r}")
+    K = len(names)
+    # Walk up from every class until a node numbered by an earlier walk (or the top): each node
+    # is walked once, so the work is linear in the edges, however deep the tree.  Nodes are
+    # numbered root first along every walk, in class order (the order hierarchy_from_paths
+    # gives the same tree).
+    inner_of: dict[str, int] = {}
+    inner_parent: list[int] = []
+    inner_name: list[str] = []
+    class_parent = np.full(K, -2, dtype=np.int64)  # -2: in no edge
+    for c, name in enumerate(names):
         if name not in parent_of:
-            continue  # hierarchy_from_paths reports it as missing
-        path, node, seen = [name], name, {name}
-        while node in parent_of:
+            continue  # reported as missing below
+        chain: list[str] = []
+        on_chain = {name}
+        node = parent_of[name]
+        while node not in inner_of:
+            if node in on_chain:
+                last = chain[-1] if chain else name
+                raise ValueError(f"{where}:{line_of[last]}: the edges form a cycle through {node!r}")
+            chain.append(node)
+            on_chain.add(node)
+            if node not in parent_of:
+                break
             node = parent_of[node]
-            if node in seen:
-                raise ValueError(f"{where}:{line_of[path[-1]]}: the edges form a cycle through {node!r}")
-            seen.add(node)
-            path.append(node)
-        paths.append(path[::-1])
-        lines.append(line_of[name])
-    kept = {node for path in paths for node in path}
+        top = inner_of[node] if node in inner_of else -1
+        for label in reversed(chain):
+            inner_of[label] = len(inner_parent)
+            inner_parent.append(top)
+            inner_name.append(label)
+            top = inner_of[label]
+        class_parent[c] = inner_of[parent_of[name]]
+    missing = np.flatnonzero(class_parent == -2)
+    if missing.size:
+        shown = ", ".join(repr(names[m]) for m in missing[:5])
+        raise ValueError(f"{where}: {missing.size} of {K} classes are not in the hierarchy, e.g. {shown}")
+    # A class that also has children becomes a leaf below the inner node of the same label.
+    for c, name in enumerate(names):
+        node = inner_of.get(name)
+        if node is not None:
+            class_parent[c] = node
+    kept = set(inner_of).union(names)
     pruned = [node for node in dict.fromkeys([*parent_of, *parent_of.values()]) if node not in kept]
     if pruned:
         shown = ", ".join(repr(n) for n in pruned[:5])
         logger.info("%s: pruned %d nodes that lead to no class of the data, e.g. %s", where, len(pruned), shown)
-    return hierarchy_from_paths(paths, class_names, identity="label", where=where, line_numbers=lines)
+    return _assemble(class_parent, inner_parent, names, inner_name)
 
 
 def hierarchy_from_labels(class_names: Sequence[str], *, sep: str = ".", where: str = "hierarchy.from_label") -> Hierarchy:
@@ -375,17 +419,55 @@ def hierarchy_from_labels(class_names: Sequence[str], *, sep: str = ".", where: 
     """
     if not isinstance(sep, str) or not sep:
         raise ValueError(f"{where}.sep: expected a non-empty separator, got {sep!r}")
-    paths = []
-    for name in class_names:
-        levels = str(name).split(sep)
+    names = [str(c) for c in class_names]
+    if len(set(names)) != len(names):
+        raise ValueError(f"class_names: repeated class name {_first_repeat(names)!r}")
+    K = len(names)
+    # A node is (its parent node, its level): the whole prefix without copying it, so a name of
+    # L levels costs O(L), not O(L^2).  Its name is the prefix, up to _PREFIX_NAME_CHARS.
+    inner_of: dict[tuple[int, str], int] = {}
+    inner_parent: list[int] = []
+    inner_name: list[str] = []
+    inner_chars: list[int] = []  # length of the whole prefix
+    inner_level: list[int] = []  # 1 for the top level
+    class_parent = np.empty(K, dtype=np.int64)
+    class_key: list[tuple[int, str]] = []
+    for c, name in enumerate(names):
+        levels = name.split(sep)
         if any(not level.strip() for level in levels):
-            raise ValueError(f"{where}: class {str(name)!r} has an empty level between separators {sep!r}")
-        paths.append([sep.join(levels[: i + 1]) for i in range(len(levels))])
-    tree = hierarchy_from_paths(paths, class_names, identity="label", where=f"class names split at {sep!r}")
+            raise ValueError(f"{where}: class {name!r} has an empty level between separators {sep!r}")
+        parent = -1
+        for level in levels[:-1]:
+            node = inner_of.get((parent, level))
+            if node is None:
+                node = inner_of[parent, level] = len(inner_parent)
+                chars = len(level) if parent < 0 else inner_chars[parent] + len(sep) + len(level)
+                if chars <= _PREFIX_NAME_CHARS:
+                    label = level if parent < 0 else inner_name[parent] + sep + level
+                else:  # a prefix too long to copy into every node's name
+                    label = f"...{sep}{level} (level {1 if parent < 0 else inner_level[parent] + 1})"
+                inner_parent.append(parent)
+                inner_name.append(label)
+                inner_chars.append(chars)
+                inner_level.append(1 if parent < 0 else inner_level[parent] + 1)
+            parent = node
+        class_parent[c] = parent
+        class_key.append((parent, levels[-1]))
+    # A class that is also a prefix of another class becomes a leaf below its namesake.
+    for c in range(K):
+        node = inner_of.get(class_key[c])
+        if node is not None:
+            class_parent[c] = node
+    tree = _assemble(class_parent, inner_parent, names, inner_name)
     if tree.n_classes > 1 and int(tree.depth().max()) == 1:
         _warn_flat(class_names, sep, where)
     return tree
 
+
+#: Longest prefix :func:`hierarchy_from_labels` writes whole into an inner node's name; a longer
+#: one is named by its last level and its depth (``"...<sep>x (level 30000)"``), so the names of a
+#: deep tree cost memory linear, not quadratic, in the class names' length.
+_PREFIX_NAME_CHARS = 1000
 
 #: Separators of levels that class names are often written with (suggested by the flat warning).
 LEVEL_SEPARATORS = (".", "/", ":", ">", "|", ";", ",", "-", "_")
@@ -437,7 +519,24 @@ def read_lshtc_paths(path: str | os.PathLike) -> tuple[list[list[str]], list[int
 def read_nested_lists(path: str | os.PathLike) -> list[list[int]]:
     """The node sets of an authors' ``*_hierarchy_full.txt`` file (a JSON list of lists of ints)."""
     with open_text(path) as fh:
-        text = fh.read()
+        text = fh.read(MAX_NESTED_LISTS_CHARS + 1)
+    if len(text) > MAX_NESTED_LISTS_CHARS:
+        raise ValueError(f"{path}: longer than {MAX_NESTED_LISTS_CHARS} characters, the most a nested_lists file "
+                         "is read whole")
+    # A list of lists of ints nests 2 deep; JSON's parser recurses once per level, so a file
+    # nested 100,000 deep would exhaust the stack: count the brackets first (linear, no recursion).
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    depth = 0
+    for lo in range(0, raw.size, 1 << 22):  # in blocks: a few bytes of work memory per character
+        block = raw[lo : lo + (1 << 22)]
+        step = ((block == ord("[")) | (block == ord("{"))).astype(np.int32)
+        step -= ((block == ord("]")) | (block == ord("}"))).astype(np.int32)
+        nesting = depth + np.cumsum(step)
+        if int(nesting.max()) > 2:
+            at = lo + int(np.argmax(nesting > 2))
+            line = 1 + int(np.count_nonzero(raw[:at] == ord("\n")))
+            raise ValueError(f"{path}:{line}: nested deeper than a list of lists of class ids (3 or more brackets deep)")
+        depth = int(nesting[-1])
     try:
         sets = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -520,6 +619,8 @@ def read_hierarchy(
     if "file" not in spec:
         raise ValueError(f"{where}.file: missing (the {fmt} file to read)")
     path = resolve(root, spec.pop("file"), "hierarchy file")
+    if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero never ends, a FIFO may never answer
+        raise ValueError(f"{path}: not a regular file (the {fmt} hierarchy file)")
     allowed = {"lshtc_paths": set(), "nested_lists": {"ids"}, "taxonomy": {"sep"}, "edges": {"sep"}}[fmt]
     unknown = sorted(set(spec) - allowed)
     if unknown:

@@ -141,6 +141,9 @@ def method_name(method: str, param: object) -> str:
         return f"ICP_{{ε={param}}}" if param else "ICP"
     # beyond the paper (svbop.evaluation.beyond_method)
     eps = f"_{{ε={param}}}" if param else ""
+    if method.startswith("conformal_hierarchical_"):
+        n = method.removeprefix("conformal_hierarchical_")
+        return f"Conformal hierarchy ≤ {n} node{'s' if n != '1' else ''}{eps}"
     if method.startswith("conformal_"):
         score = method.removeprefix("conformal_")
         name = _SCORE_NAMES.get(score.removesuffix("_cc"), score.removesuffix("_cc").upper())

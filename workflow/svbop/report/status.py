@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..io import atomic_path
 from .paper import canonical_paper_name, paper_datasets
 
 __all__ = [
@@ -139,10 +140,8 @@ def failure_recorded(path: str | os.PathLike, *, stage: str, log: str | os.PathL
     except Exception as exc:
         record = {"stage": stage, "error": type(exc).__name__, "reason": str(exc), "log": str(log or ""),
                   "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:  # created exclusively: no planted link at a guessable name
+            tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         raise
     else:
         if path.exists():

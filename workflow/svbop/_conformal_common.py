@@ -1,0 +1,74 @@
+"""Helpers every conformal score shares (:mod:`svbop.conformal`, :mod:`svbop.hierarchical_conformal`):
+the significance level as an exact fraction, the exact order statistic, the tolerance of score
+comparisons, and rows normalised in chunks."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ._prefix import row_stats
+
+__all__ = ["_epsilon", "_normalised_chunks", "_order_statistic", "_score_tolerance", "_with_tolerance"]
+
+
+def _epsilon(epsilon) -> Fraction:
+    try:
+        eps = Fraction(str(epsilon))
+    except (ValueError, TypeError):
+        raise ValueError(f"significance level epsilon must be a number in (0, 1), got {epsilon!r}") from None
+    if not 0 < eps < 1:
+        raise ValueError(f"significance level epsilon must be in (0, 1), got {epsilon!r}")
+    return eps
+
+
+def _score_tolerance(K: int) -> float:
+    """Relative tolerance of ``s(x, c) <= q`` for the APS/RAPS (and class-conditional LAC) scores.
+
+    A score is a cumulative sum of up to ``K`` normalised probabilities, so two scores that are
+    equal in exact arithmetic (a test row's total mass and a calibration row's, both 1) can differ
+    in float64 by the rounding of that sum, at most about ``K`` units of ``2**-53`` of its value:
+    ``1.0`` against ``0.9999999999999999``.  A class is kept when ``s <= q + tol * max(1, |q|)``
+    with ``tol = 4 K 2**-52``: twice the bound, so that rounding never drops a class that the exact
+    scores keep.  It can only add classes whose exact score exceeds ``q`` by less than that
+    (coverage is kept).  MAPIE compares with an absolute ``EPSILON`` (1e-8 in MAPIE 1.x); ours
+    is at most that for ``K`` up to 11 million, and follows ``K``.
+    """
+    return 4.0 * K * float(np.finfo(np.float64).eps)
+
+
+def _with_tolerance(q, K: int):
+    """``q + tol * max(1, |q|)`` (a float or one per class; ``inf`` stays ``inf``)."""
+    tol = _score_tolerance(K)
+    if np.ndim(q) == 1:
+        q = np.asarray(q, dtype=np.float64)
+        return q + tol * np.maximum(1.0, np.abs(q))
+    q = float(q)
+    return q + tol * max(1.0, abs(q))
+
+
+def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int = 0):
+    """Yield ``(row0, Pn)``: chunks of rows of ``P`` validated, as float64 and divided by their sums.
+
+    The row sum is numpy's ``sum`` of the float64 row (pairwise, the same for a row alone or in
+    any chunk), so a score computed here equals the one computed from the row by itself.
+    """
+    n, K = P.shape
+    rows = max(1, int(chunk_bytes) // max(1, K * 8))
+    for row0 in range(0, n, rows):
+        X = np.ascontiguousarray(P[row0 : row0 + rows])
+        row_stats(X, offset + row0, name)  # NaN, infinity, negative or all-zero rows: named, one line
+        Xn = X.astype(np.float64)  # a copy: divided in place
+        Xn /= Xn.sum(axis=1)[:, None]
+        yield row0, Xn
+
+
+def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:
+    """The ``ceil((n+1)(1-eps))``-th smallest score (exact level), ``inf`` when that exceeds ``n``."""
+    n = scores.size
+    k = math.ceil((n + 1) * (1 - eps))
+    if k > n:
+        return math.inf
+    return float(np.partition(scores, k - 1)[k - 1])
