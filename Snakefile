@@ -29,6 +29,17 @@ except svbop.config.ConfigError as exc:
 configfile: "config.yaml"
 
 
+# A --configfile entry for a built-in dataset that lists `files:` replaces the built-in file list
+# (Snakemake would merge the two and still fetch the built-in files); other keys merge as usual.
+try:
+    for _name in svbop.config.replace_file_lists(
+        config, [svbop.config.load_yaml(_path) for _path in workflow.overwrite_configfiles]
+    ):
+        logger.info(f"svbop: datasets.{_name}.files: the --configfile's file list replaces config.yaml's")
+except svbop.config.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+
 # The schema (defaults filled in) and the checks it cannot express, before any job: one line
 # naming the key on error. See svbop/config.py.
 try:
@@ -44,6 +55,7 @@ report: "report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/download.smk"
 include: "workflow/rules/features.smk"
+include: "workflow/rules/tune.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/index.smk"
 include: "workflow/rules/predict.smk"

@@ -63,7 +63,7 @@ def test_each_kind_accepts_exactly_its_readers_options():
          "config: datasets.mine.format.ignore_features: not an option of format kind 'csv_text'"),
         # csv_text without label_column (was a TypeError at job time)
         (_csv_entry(text_column="t"), "config: datasets.mine.format.label_column: missing (required for format kind 'csv_text')"),
-        ({"datasets": {"digits": {"flat": {"C": "high"}}}}, "config: datasets.digits.flat.C: expected number, got 'high'"),
+        ({"datasets": {"digits": {"flat": {"C": "high"}}}}, "config: datasets.digits.flat.C: expected one of: number, 'auto'; got 'high'"),
         ({"utilitys": ["fbeta"]}, "config: utilitys: unknown key"),
         ({"datasets": {"mine": {"files": {"a": {"url": "http://x", "path": "/a"}}, "format": {"kind": "libsvm", "parts": {"t": ["a"]}}}}},
          "config: datasets.mine.files.a: give exactly one of url, path, manual, not several"),
@@ -265,3 +265,22 @@ def test_large_parameters_print_as_size_and_digest():
     assert repr(changed) != repr(short)  # a change of content is still a change of the parameter
     assert repr(Summarised(dict(reversed(list(config.items()))))) == repr(short)  # key order does not matter
     assert pickle.loads(pickle.dumps(short)) == config and repr(pickle.loads(pickle.dumps(short))) == repr(short)
+
+
+def test_a_later_config_files_list_replaces_the_built_in_one():
+    from svbop.config import merge_configs, replace_file_lists
+
+    base = {"datasets": {"caltech101": {"files": {"caltech-101.zip": {"url": "https://x"}}, "flat": {"C": 100}},
+                         "other": {"files": {"a": {"url": "https://a"}}}}}
+    user = {"datasets": {"caltech101": {"files": {"101_ObjectCategories.tar.gz": {"path": "/d/101.tar.gz"}}}}}
+    merged = merge_configs(base, user)
+    assert set(merged["datasets"]["caltech101"]["files"]) == {"caltech-101.zip", "101_ObjectCategories.tar.gz"}
+    assert replace_file_lists(merged, [user]) == ["caltech101"]
+    assert merged["datasets"]["caltech101"]["files"] == {"101_ObjectCategories.tar.gz": {"path": "/d/101.tar.gz"}}
+    assert merged["datasets"]["caltech101"]["flat"] == {"C": 100}  # the rest still merges
+    assert merged["datasets"]["other"]["files"] == {"a": {"url": "https://a"}}
+    # two overriding files: theirs merge with each other, not with the built-in list
+    more = {"datasets": {"caltech101": {"files": {"extra.txt": {"path": "/d/extra.txt"}}}}}
+    merged = merge_configs(merge_configs(base, user), more)
+    replace_file_lists(merged, [user, more])
+    assert set(merged["datasets"]["caltech101"]["files"]) == {"101_ObjectCategories.tar.gz", "extra.txt"}

@@ -535,3 +535,54 @@ def test_csv_header_of_several_columns_lists_them_without_a_sep_hint(tmp_path):
     write(tmp_path, "u.csv", "Entry,Sequence\nP1,MKV\n")
     msg = error_of(read_csv_text, tmp_path, {"all": ["u.csv"]}, text_column="Sequence", label_column="EC")
     assert msg == f"{tmp_path / 'u.csv'}: no column 'EC' (columns: Entry, Sequence)"
+
+
+def _headerless_copy(tmp_path, name):
+    """The fixture without its header line (its quoted multi-line texts kept as written)."""
+    text = (FIXTURES / name).read_text()
+    (tmp_path / name).write_text(text.split("\n", 1)[1])
+
+
+def test_csv_text_without_a_header_reads_the_same_dataset_by_column_numbers(tmp_path, caplog):
+    for name in ("dbpedia_small.csv", "dbpedia_small_test.csv"):
+        _headerless_copy(tmp_path, name)
+    with caplog.at_level("INFO", logger="svbop.datasets.text"):
+        named = read_csv_text(FIXTURES, DBPEDIA, text_column="text", label_column="l3",
+                              hierarchy_columns=["l1", "l2", "l3"])
+        numbered = read_csv_text(tmp_path, DBPEDIA, text_column=0, label_column=3, hierarchy_columns=[1, 2, 3],
+                                 header=False)
+    assert numbered.X.tolist() == named.X.tolist()
+    assert numbered.y.tolist() == named.y.tolist() and numbered.class_names == named.class_names
+    assert numbered.part.tolist() == named.part.tolist()
+    assert numbered.hierarchy.parent.tolist() == named.hierarchy.parent.tolist()
+    assert numbered.hierarchy.node_names == named.hierarchy.node_names
+    # a hierarchy built from columns is logged as the other readers log theirs
+    logged = [r.getMessage() for r in caplog.records if "hierarchy from columns" in r.getMessage()]
+    assert logged[0] == "hierarchy from columns l1 > l2 > l3: 11 nodes over 4 classes, depth 3"
+    assert logged[1].startswith("hierarchy from columns 1 > 2 > 3: 11 nodes")
+    # the numbered file's errors say so; names and numbers do not mix
+    assert "no column 7 (header: false" in error_of(read_csv_text, tmp_path, DBPEDIA, text_column=0,
+                                                    label_column=7, header=False)
+    assert "with header: false give a 0-based column number" in error_of(
+        read_csv_text, tmp_path, DBPEDIA, text_column="text", label_column=3, header=False)
+    assert "a number needs header: false" in error_of(read_csv_text, FIXTURES, DBPEDIA, text_column=0, label_column=3)
+
+
+def test_csv_text_header_false_through_the_config(tmp_path):
+    from svbop.config import ConfigError, check_dataset, validate_config
+    from svbop.datasets import read_dataset
+
+    _headerless_copy(tmp_path, "dbpedia_small.csv")
+    fmt = {"kind": "csv_text", "parts": {"all": ["dbpedia_small.csv"]}, "header": False, "text_column": 0,
+           "label_column": 3, "hierarchy_columns": [1, 2, 3]}
+    entry = {"files": {"dbpedia_small.csv": {"path": str(tmp_path / "dbpedia_small.csv")}}, "format": fmt}
+    cfg = validate_config({"run": ["mine"], "datasets": {"mine": entry}})
+    check_dataset("mine", cfg["datasets"]["mine"])  # column numbers accepted with header: false
+    ds = read_dataset(tmp_path, fmt)
+    assert ds.n_classes == 4 and ds.X.size == 5
+    with_header = validate_config({"run": ["mine"], "datasets": {"mine": {**entry, "format": {**fmt, "header": True}}}})
+    with pytest.raises(ConfigError, match=r"format\.text_column: 0: a column number needs header: false"):
+        check_dataset("mine", with_header["datasets"]["mine"])
+    named = validate_config({"run": ["mine"], "datasets": {"mine": {**entry, "format": {**fmt, "label_column": "l3"}}}})
+    with pytest.raises(ConfigError, match=r"format\.label_column: 'l3': with header: false give 0-based column numbers"):
+        check_dataset("mine", named["datasets"]["mine"])

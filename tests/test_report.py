@@ -121,12 +121,12 @@ class _Page(HTMLParser):
 
 
 def _report(inputs, tmp_path, **kwargs) -> tuple[str, _Page]:
+    kwargs.setdefault("config", {"utilities": UTILITIES, "run": ["digits", "synth1000"], "seed": np.int64(7), "K": (1, 2)})
     out = build_report(
         tmp_path / "results" / "report.html",
         summaries=inputs["summaries"],
         metrics=inputs["metrics"],
         figures={"utilities": inputs["figure"]},
-        config={"utilities": UTILITIES, "run": ["digits", "synth1000"], "seed": np.int64(7), "K": (1, 2)},
         utilities=UTILITIES,
         created="2024-01-02 03:04 UTC",
         **kwargs,
@@ -373,3 +373,26 @@ def test_the_banner_says_there_are_no_paper_numbers_to_compare(inputs, tmp_path)
     assert "<code>config.yaml</code>" in banner and "workflow/configs/shared_data.yaml" in banner
     assert "the paper's value below each" not in html and "followed by the paper's value" not in html
     assert "there are no paper values to put beside" in html
+
+
+def test_table5_shows_a_value_chosen_on_the_validation_rows_and_flags_an_edge(inputs, tmp_path):
+    """flat: {C: auto}: Table 5 shows the chosen C, "auto: chose X from grid Y", and † at a binding edge."""
+    from svbop.tuning import select_point
+
+    record = select_point([{"C": c, "eps": 0.1, "validation_log_loss": s} for c, s in ((10.0, 0.9), (100.0, 0.5),
+                                                                                      (1000.0, 0.4))], tuned=("C",))
+    path = tmp_path / "flat.json"
+    path.write_text(json.dumps(record))
+    datasets = {"digits": {"flat": {"C": 100.0, "eps": 0.1}}, "synth1000": {"flat": {"C": "auto", "eps": 0.1}}}
+    html, page = _report(inputs, tmp_path, tuning={"synth1000": str(path)},
+                         config={"utilities": UTILITIES, "run": ["digits", "synth1000"], "datasets": datasets})
+    (t5,) = [t for t in page.tables if t["attrs"].get("class") == "table5"]
+    rows = {r[0]["text"].split(" (")[0]: r for r in t5["rows"][2:]}
+    synth = next(r for name, r in rows.items() if "1000" in name)
+    digits = next(r for name, r in rows.items() if "igits" in name)
+    assert synth[1]["text"].startswith("1000†")
+    assert "auto: chose 1000 from grid 10, 100, 1000 (the largest value" in synth[1]["text"]
+    assert synth[1]["attrs"]["data-edge"] == "largest" and "edge" in synth[1]["attrs"]["class"]
+    assert digits[1]["text"] == "100" and "auto" not in digits[1]["attrs"].get("class", "")
+    note = re.search(r'<p class="caption table5-edge" data-count="1">(.*?)</p>', html, re.S).group(1)
+    assert "full_C = 1000 (the largest value)" in note

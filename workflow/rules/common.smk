@@ -10,6 +10,7 @@ import svbop.evaluation
 import svbop.report.browser
 import svbop.report.illustrations
 import svbop.report.status
+import svbop.tuning
 from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
 from snakemake.logging import logger
@@ -189,6 +190,35 @@ def reader_modules():
 def features_file(wildcards):
     kind = config["datasets"][wildcards.dataset]["features"]["kind"]
     return f"results/{wildcards.dataset}/features/{kind}.npz"
+
+
+# flat: {C: auto} / {eps: auto}: the values chosen on the validation rows (rules/tune.smk, svbop.tuning)
+
+
+def tuning_points(wildcards):
+    """One result file per grid point of a dataset whose flat model has an `auto` value."""
+    grid = svbop.tuning.flat_grid(dataset_config(wildcards)["flat"], config["tuning"])
+    return [
+        f"results/{wildcards.dataset}/tuning/flat/C_{svbop.tuning.value_label(p['C'])}"
+        f"_eps_{svbop.tuning.value_label(p['eps'])}.json"
+        for p in grid
+    ]
+
+
+def tuned_flat(wildcards):
+    """The tuning record the flat model's `auto` values come from (nothing when none is auto)."""
+    if svbop.tuning.is_tuned(dataset_config(wildcards)["flat"]):
+        return [f"results/{wildcards.dataset}/tuning/flat.json"]
+    return []
+
+
+def tuned_datasets():
+    """dataset -> its tuning record, for the datasets of this run with an `auto` value (Table 5)."""
+    return {
+        d: f"results/{d}/tuning/flat.json"
+        for d in DATASETS
+        if not is_model_outputs(d) and svbop.tuning.is_tuned(config["datasets"][d]["flat"])
+    }
 
 
 def flat_parts(wildcards):
@@ -591,5 +621,6 @@ def partial_report(jobs=()):
         beyond=[f for d in finished if os.path.exists(f := f"results/{d}/beyond.tsv")] if beyond_enabled() else None,
         beyond_skipped={d: beyond_skipped(d) for d in finished} if beyond_enabled() else None,
         calibration={d: f for d, f in calibration_records().items() if d in finished and os.path.exists(f)},
+        tuning={d: path for d, path in tuned_datasets().items() if d in finished},
     )
     return finished, failed

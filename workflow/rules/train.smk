@@ -11,7 +11,9 @@ rule train_flat_part:
         features=features_file,
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        code=library_sources("linear"),
+        # flat: {C: auto} / {eps: auto}: the values chosen on the validation rows (rules/tune.smk)
+        tuned=tuned_flat,
+        code=library_sources("linear", "tuning"),
     output:
         model=temp("results/{dataset}/models/flat/part_{part}.npz"),
         info="results/{dataset}/models/flat/part_{part}.json",
@@ -37,7 +39,8 @@ rule train_flat:
     input:
         parts=flat_parts,
         infos=lambda wc: [p.replace(".npz", ".json") for p in flat_parts(wc)],
-        code=library_sources("linear"),
+        tuned=tuned_flat,
+        code=library_sources("linear", "tuning"),
     output:
         model="results/{dataset}/models/flat.npz",
         info="results/{dataset}/models/flat.json",

@@ -6,14 +6,19 @@ import logging
 from svbop.io import atomic_path
 from svbop.linear import LinearModel, merge_models
 from svbop.logs import to_log_file
+from svbop.tuning import read_choice, resolve_flat
 
 to_log_file(snakemake.log[0])
-cfg = snakemake.params.flat
+cfg = resolve_flat(snakemake.params.flat, snakemake.input.tuned)
 parts = [LinearModel.load(path) for path in snakemake.input.parts]
 infos = [json.loads(open(path).read()) for path in snakemake.input.infos]
 model = merge_models(parts)
 model.save(snakemake.output.model)
-info = {**cfg, "solver": "liblinear -s 7 (L2-regularised logistic regression, dual), one-vs-rest",
+tuned = {k: "auto" for k, v in snakemake.params.flat.items() if v == "auto"}
+if tuned:  # where the values came from: the grid, the score and any edge (rules/tune.smk)
+    record = read_choice(list(snakemake.input.tuned)[0])
+    tuned = {"auto": sorted(tuned), "grid": record["grid"], "edge": record["edge"], "score": record["score"]}
+info = {**cfg, **({"tuning": tuned} if tuned else {}), "solver": "liblinear -s 7 (L2-regularised logistic regression, dual), one-vs-rest",
         "threads_used": max(i["threads_used"] for i in infos),
         "train_seconds": sum(i["train_seconds"] for i in infos),
         "train_seconds_longest_part": max(i["train_seconds"] for i in infos),

@@ -8,9 +8,12 @@ from svbop.datasets import Dataset, load_split
 from svbop.io import atomic_path, load_matrix
 from svbop.linear import class_parts, train_ovr
 from svbop.logs import to_log_file
+from svbop.tuning import resolve_flat
 
 to_log_file(snakemake.log[0])
-cfg, part, parts = snakemake.params.flat, snakemake.params.part, snakemake.params.parts
+# flat: {C: auto}: the value chosen on the validation rows (rule tune_flat)
+cfg = resolve_flat(snakemake.params.flat, snakemake.input.tuned)
+part, parts = snakemake.params.part, snakemake.params.parts
 X = load_matrix(snakemake.input.features)
 dataset = Dataset.load(snakemake.input.dataset)
 train = load_split(snakemake.input.split)["train"]

@@ -208,13 +208,16 @@ def _evaluate(args) -> int:
 
 
 def _check_config(args) -> int:
-    from .config import check_config, check_yaml, load_yaml, merge_configs, validate_config
+    from .config import check_config, check_yaml, load_yaml, merge_configs, replace_file_lists, validate_config
 
     _check_inputs(args, (("files", "files"), ("--schema", "schema")))
     merged: dict = {}
+    loaded = []
     for path in args.files:
         check_yaml(path)
-        merged = merge_configs(merged, load_yaml(path) or {})
+        loaded.append(load_yaml(path) or {})
+        merged = merge_configs(merged, loaded[-1])
+    replace_file_lists(merged, loaded[1:])  # as the Snakefile: a later file's `files:` replaces the first's
     validate_config(merged, args.schema) if args.schema else validate_config(merged)
     check_config(merged)
     print(f"config ok ({', '.join(args.files)}): {len(merged.get('run') or [])} datasets in run, "

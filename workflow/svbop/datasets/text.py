@@ -55,8 +55,12 @@ def _no_column(path: Path, column: str, header: list[str], sep: str) -> ValueErr
     return ValueError(f"{path}: no column {column!r} (columns: {', '.join(header)})")
 
 
-def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[dict[str, list[str]], list[int]]:
+def _read_one(path: Path, columns: list, sep: str, encoding: str,
+              header_line: bool = True) -> tuple[dict, list[int]]:
     """The wanted columns of one CSV file (as written, strings) and the line each record starts on.
+
+    With ``header_line=False`` the file has no header: ``columns`` are 0-based column numbers, and
+    the first record sets the number of fields every record must have.
 
     Parsed with :mod:`csv` in strict RFC 4180 mode: a quote inside a quoted field must be doubled,
     so a stray or unterminated quote is an error naming its line instead of a field that
@@ -77,7 +81,16 @@ def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[
                 start, end = end + 1, reader.line_num
                 if not record:
                     continue
-                if header is None:
+                if header is None and not header_line:
+                    header = [str(i) for i in range(len(record))]
+                    beyond = [c for c in columns if c >= len(record)]
+                    if beyond:
+                        raise ValueError(
+                            f"{path}:{start}: no column {beyond[0]} (header: false; this row has {len(record)} fields, "
+                            f"numbered 0 to {len(record) - 1})"
+                        )
+                    take = list(columns)
+                elif header is None:
                     header = [h.lstrip("\ufeff") if i == 0 else h for i, h in enumerate(record)]
                     seen: dict[str, int] = {}
                     for i, name in enumerate(header):
@@ -93,7 +106,8 @@ def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[
                     continue
                 if len(record) != len(header):
                     raise ValueError(
-                        f"{path}:{start}: {len(record)} fields, expected {len(header)} as in the header "
+                        f"{path}:{start}: {len(record)} fields, expected {len(header)} as in the "
+                        f"{'header' if header_line else 'first row'} "
                         f"(an unquoted {sep!r} in a text, or a missing field?)"
                     )
                 for c, i in zip(columns, take):
@@ -104,7 +118,7 @@ def _read_one(path: Path, columns: list[str], sep: str, encoding: str) -> tuple[
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not {encoding} text ({exc})") from None
     if header is None:
-        raise ValueError(f"{path}: empty file (expected a header line naming the columns)")
+        raise ValueError(f"{path}: empty file" + (" (expected a header line naming the columns)" if header_line else ""))
     return columns_out, lines
 
 
@@ -211,8 +225,9 @@ def read_csv_text(
     root: str | os.PathLike | None,
     parts: Mapping[str, Sequence[str | os.PathLike]],
     *,
-    text_column: str,
-    label_column: str,
+    text_column: str | int,
+    label_column: str | int,
+    header: bool = True,
     sep: str = ",",
     encoding: str = "utf-8",
     hierarchy_columns: Sequence[str] | None = None,
@@ -228,13 +243,18 @@ def read_csv_text(
         Folder the file names are relative to.
     parts : mapping of str to list of file names
         Part name to the CSV files whose rows make it up (``.gz``/``.bz2``/``.xz`` allowed).
-    text_column, label_column : str
-        Header names of the document and of its class (``"text"`` and ``"l3"`` for DBpedia).
+    text_column, label_column : str or int
+        Header names of the document and of its class (``"text"`` and ``"l3"`` for DBpedia); with
+        ``header=False``, their 0-based column numbers.
+    header : bool
+        Whether the first line of every file names the columns (default).  ``False``: every line
+        is a data row, and ``text_column``, ``label_column`` and ``hierarchy_columns`` are 0-based
+        column numbers (a file without a header read with ``header=True`` would lose its first row).
     sep : str
         The one-character field separator (``","``; ``"\\t"`` for TSV).
     encoding : str
         Text encoding of the files.
-    hierarchy_columns : sequence of str, optional
+    hierarchy_columns : sequence of str or int, optional
         Columns holding the label path, root first, ending with ``label_column`` (DBpedia:
         ``["l1", "l2", "l3"]``).  The class hierarchy is built from them (a node is its whole
         path prefix, so equal names at different places are different nodes); every row of a
@@ -283,7 +303,19 @@ def read_csv_text(
         raise ValueError(f"multilabel: expected one of {list(MULTILABEL)}, got {multilabel!r}")
     if label_sep is not None and (not isinstance(label_sep, str) or not label_sep):
         raise ValueError(f"label_sep: expected a non-empty string, got {label_sep!r}")
-    hcols = [str(c) for c in hierarchy_columns] if hierarchy_columns else []
+    if not isinstance(header, bool):
+        raise ValueError(f"header: expected true or false, got {header!r}")
+    named = {"text_column": text_column, "label_column": label_column}
+    named.update({f"hierarchy_columns[{i}]": c for i, c in enumerate(hierarchy_columns or [])})
+    for key, value in named.items():
+        number = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if header and not isinstance(value, str):
+            raise ValueError(f"{key}: {value!r}: with a header line give the column's name (a number needs header: false)")
+        if not header and not (number and value >= 0):
+            raise ValueError(f"{key}: {value!r}: with header: false give a 0-based column number")
+    if not header:
+        text_column, label_column = int(text_column), int(label_column)
+    hcols = ([str(c) if header else int(c) for c in hierarchy_columns]) if hierarchy_columns else []
     if hcols and label_sep is not None:
         raise ValueError(
             "label_sep: not with hierarchy_columns (which level would go with which label?); "
@@ -302,7 +334,7 @@ def read_csv_text(
     for part, names in plist:
         for name in names:
             path = resolve(root, name)
-            data, lines = _read_one(path, columns, sep, encoding)
+            data, lines = _read_one(path, columns, sep, encoding, header_line=header)
             n_read += len(lines)
             data[label_column], keep, n, example = _split_labels(path, data[label_column], lines, label_sep, multilabel)
             n_multi += n
@@ -375,17 +407,21 @@ def read_csv_text(
             first = distinct[distinct[label_column] == second[label_column]].iloc[0]
             raise ValueError(
                 f"{_where(int(second['_file']), int(second['_row']))}: class {second[label_column]!r} has the path "
-                f"{' > '.join(second[hcols])} here but {' > '.join(first[hcols])} at "
+                f"{' > '.join(map(str, second[hcols]))} here but {' > '.join(map(str, first[hcols]))} at "
                 f"{_where(int(first['_file']), int(first['_row']))}; every class needs exactly one place in the hierarchy"
             )
         by_class = dict(zip(distinct[label_column], distinct[hcols].itertuples(index=False, name=None)))
         hierarchy = hierarchy_from_paths(
-            [by_class[c] for c in class_names], class_names, identity="prefix", where=f"{' > '.join(hcols)} of {desc_files}"
+            [by_class[c] for c in class_names], class_names, identity="prefix",
+            where=f"{' > '.join(map(str, hcols))} of {desc_files}"
         )
+        logger.info("hierarchy from columns %s: %d nodes over %d classes, depth %d",
+                    " > ".join(map(str, hcols)), hierarchy.n_nodes, hierarchy.n_classes, int(hierarchy.depth().max()))
 
     description = (
         f"documents from CSV files {desc_files} (text column {text_column!r}, label column {label_column!r}"
-        + (f", hierarchy from columns {' > '.join(hcols)}" if hcols else "")
+        + ("" if header else ", no header line, columns numbered from 0")
+        + (f", hierarchy from columns {' > '.join(map(str, hcols))}" if hcols else "")
         + (f", labels split at {label_sep!r}, multilabel={multilabel!r}" if label_sep is not None else "")
         + (f", {n_skipped} rows skipped" if n_skipped else "")
         + (", row ids '<file>:<data row>'" if row_ids else "")

@@ -30,6 +30,7 @@ __all__ = [
     "TOO_FEW",
     "TABLE4_UTILITIES",
     "TABLE5_KEYS",
+    "TABLE5_TUNED",
     "TIMING_SPREAD",
     "check_claims",
     "read_train_seconds",
@@ -267,18 +268,40 @@ def read_train_seconds(files: Mapping[str, Mapping[str, Sequence[str | os.PathLi
 # --- Table 5 ---------------------------------------------------------------------------------
 
 
-def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[str], links: Links) -> pd.DataFrame:
+#: Table 5's columns that ``auto`` may stand for (svbop.tuning.TUNED_KEYS of the flat model).
+TABLE5_TUNED = ("full_C", "full_eps")
+
+
+def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[str], links: Links,
+                    tuned: Mapping[str, object] | None = None) -> pd.DataFrame:
     """Table 5: the hyper-parameters actually used (from the config), beside the paper's.
 
     HSG and HF values are empty where the dataset does not enable them.  A model's outputs
-    (``format.kind: model_outputs``) have no hyper-parameters of ours: they are left out.
+    (``format.kind: model_outputs``) have no hyper-parameters of ours: they are left out.  A value
+    the config sets to ``auto`` is the one chosen on the validation rows, read from ``tuned``.
+
+    Parameters
+    ----------
+    tuned : mapping, optional
+        dataset -> its tuning record (``results/<dataset>/tuning/flat.json`` or its dict,
+        :func:`svbop.tuning.read_choice`), for the datasets whose ``flat`` has an ``auto`` value.
 
     Returns
     -------
     DataFrame
         One row per dataset of ``run``: ``dataset, paper_dataset, relation``, then each key of
-        :data:`TABLE5_KEYS` and its ``<key>_paper``.
+        :data:`TABLE5_KEYS` and its ``<key>_paper``, then for each of :data:`TABLE5_TUNED`
+        ``<key>_auto`` (``"auto: chose X from grid Y"``, empty for a configured value) and
+        ``<key>_edge`` (``"smallest"``/``"largest"`` where the choice sits at a binding edge of its grid).
+
+    Raises
+    ------
+    ValueError
+        A value is ``auto`` and ``tuned`` has no record for its dataset.
     """
+    from ..tuning import choice_text, read_choice
+
+    records = {str(d): (dict(r) if isinstance(r, Mapping) else read_choice(r)) for d, r in dict(tuned or {}).items()}
     paper = paper_table("table5").set_index("dataset")
     rows = []
     for name in run:
@@ -291,10 +314,20 @@ def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[
             sec = dict(cfg.get(section) or {})
             enabled = section == "flat" or bool(sec.get("enabled"))
             row[col] = sec.get(key) if enabled else None
+            if col in TABLE5_TUNED:
+                row[f"{col}_auto"], row[f"{col}_edge"] = "", ""
+                if row[col] == "auto":
+                    if name not in records:
+                        raise ValueError(f"table5_vs_paper: datasets.{name}.{section}.{key} is 'auto' but no tuning "
+                                         "record was given for it")
+                    row[col] = float(records[name][key])
+                    row[f"{col}_auto"] = choice_text(records[name], key)
+                    row[f"{col}_edge"] = str((records[name].get("edge") or {}).get(key) or "")
             pv = paper.loc[pname, col] if pname in paper.index else math.nan
             row[f"{col}_paper"] = None if pd.isna(pv) else pv
         rows.append(row)
-    cols = ["dataset", "paper_dataset", "relation"] + [c for k in TABLE5_KEYS for c in (k, f"{k}_paper")]
+    cols = (["dataset", "paper_dataset", "relation"] + [c for k in TABLE5_KEYS for c in (k, f"{k}_paper")]
+            + [c for k in TABLE5_TUNED for c in (f"{k}_auto", f"{k}_edge")])
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -572,6 +572,7 @@ def build_report(
     beyond_skipped: Mapping[str, Mapping[str, str]] | None = None,
     scaling: str | os.PathLike | Mapping[str, object] | None = None,
     calibration: Mapping[str, object] | None = None,
+    tuning: Mapping[str, object] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -638,6 +639,10 @@ def build_report(
         :func:`svbop.calibration.calibrate_parts`): the section "Calibration of the probabilities"
         (temperature, ECE and NLL before and after, reliability diagram, what changed in the sets);
         none when omitted or empty.
+    tuning : mapping, optional
+        dataset -> its tuning record (``results/<dataset>/tuning/flat.json``), for the datasets whose
+        ``flat`` has an ``auto`` value: Table 5 shows the chosen value with "auto: chose X from grid Y",
+        marked † at a binding edge of its grid (:func:`svbop.report.compare.table5_vs_paper`).
 
     Returns
     -------
@@ -753,8 +758,8 @@ def build_report(
                          "synthetic": bool(by_id.get(r["dataset"], {}).get("synthetic")), "cells": cells})
     t4 = table4_vs_paper(metrics, train_seconds or {}, links,
                          features_seconds={d: s.get("features_seconds") for d, s in by_id.items()})
-    t5 = table5_vs_paper(configured, [d for d in run if d in by_id], links) if configured else None
-    t5_rows = []
+    t5 = table5_vs_paper(configured, [d for d in run if d in by_id], links, tuned=tuning) if configured else None
+    t5_rows, t5_edges = [], []
     if t5 is not None:
         from .compare import TABLE5_KEYS
 
@@ -762,8 +767,13 @@ def build_report(
             t5_rows.append({"dataset": r["dataset"], "title": names.dataset(r["dataset"]), "paper": r["paper_dataset"],
                             "relation": r["relation"],
                             "cells": [{"ours": "–" if r[k] is None or r[k] != r[k] else f"{r[k]:g}",
-                                       "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}"}
+                                       "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}",
+                                       "auto": r.get(f"{k}_auto") or "", "edge": r.get(f"{k}_edge") or ""}
                                       for k in TABLE5_KEYS]})
+            for k in TABLE5_KEYS:
+                if r.get(f"{k}_edge"):
+                    t5_edges.append({"dataset": names.dataset(r["dataset"]), "key": k, "value": f"{r[k]:g}",
+                                     "edge": r[f"{k}_edge"]})
     claims = []
     domains = {name: dataset_domain(cfg) for name, cfg in configured.items()}
     for c in check_claims(metrics, summaries, links=links, names=names, domains=domains or None):
@@ -819,6 +829,8 @@ def build_report(
         "table4": _context_table4(t4, names),
         "scaling": _context_scaling(scaling),
         "table5": t5_rows,
+        "table5_edges": t5_edges,
+        "table5_has_auto": any(c["auto"] for r in t5_rows for c in r["cells"]),
         "table5_has_paper": any(c["paper"] for r in t5_rows for c in r["cells"]),
         "comparable": _comparable([d["id"] for d in datasets if d["id"] in present or d["id"] in by_id], links, names,
                                   {d["id"]: d["synthetic"] for d in datasets}),

@@ -1,0 +1,154 @@
+"""Hyper-parameters chosen on the validation rows (svbop.tuning; `flat: {C: auto}` in the pipeline)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from svbop.config import ConfigError, check_dataset, validate_config
+from svbop.linear import train_ovr
+from svbop.report.compare import table5_vs_paper
+from svbop.tuning import (
+    DEFAULT_C_GRID,
+    DEFAULT_EPS_GRID,
+    choice_text,
+    flat_grid,
+    read_points,
+    resolve_flat,
+    score_point,
+    select_point,
+    validation_log_loss,
+    value_label,
+)
+
+
+def _problem(seed=0, K=5, D=50, N=600):
+    """Gaussian classes, half the rows for training: tiny C gives near-uniform probabilities, huge C
+    over-confident ones, so the validation log-loss is smallest inside a wide grid."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(K, D)) * 0.6
+    y = rng.integers(0, K, N)
+    X = means[y] + rng.normal(size=(N, D))
+    half = N // 2
+    return X[:half], y[:half], X[half:], y[half:], K
+
+
+GRID = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0)
+
+
+def _independent_log_loss(model, X, y, K):
+    from sklearn.metrics import log_loss
+
+    return log_loss(y, model.predict_proba(X), labels=np.arange(K))
+
+
+def test_auto_picks_the_interior_best_C_of_a_synthetic_problem():
+    Xt, yt, Xv, yv, K = _problem()
+    points = [score_point(Xt, yt, Xv, yv, K, C=c, eps=0.1, progress=False) for c in GRID]
+    # the oracle: each C's model scored by scikit-learn's log-loss, not by svbop.tuning
+    oracle = [_independent_log_loss(train_ovr(Xt, yt, K, C=c, eps=0.1, progress=False), Xv, yv, K) for c in GRID]
+    best = GRID[int(np.argmin(oracle))]
+    assert GRID[0] < best < GRID[-1]  # the problem is built so: both ends are clearly worse
+    assert oracle[0] > min(oracle) + 0.5 and oracle[-1] > min(oracle) + 0.005
+    choice = select_point(points, tuned=("C",))
+    assert choice["C"] == best
+    assert choice["edge"] == {"C": ""}
+    assert choice["score"] == "validation_log_loss"
+    np.testing.assert_allclose([p["validation_log_loss"] for p in points], oracle, rtol=1e-6)
+
+
+def test_a_choice_at_the_edge_of_its_grid_is_flagged():
+    Xt, yt, Xv, yv, K = _problem()
+    # only strongly regularised values: the largest is best, and the best may lie beyond the grid
+    points = [score_point(Xt, yt, Xv, yv, K, C=c, eps=0.1) for c in (1e-4, 1e-3, 1e-2)]
+    choice = select_point(points, tuned=("C",))
+    assert choice["C"] == 1e-2 and choice["edge"]["C"] == "largest"
+    assert "the largest value" in choice_text(choice, "C")
+    # and at the other end
+    synthetic = [{"C": c, "eps": 0.1, "validation_log_loss": s} for c, s in ((1.0, 0.2), (10.0, 0.3), (100.0, 0.4))]
+    assert select_point(synthetic, tuned=("C",))["edge"]["C"] == "smallest"
+    # a tie at the edge decided nothing: not flagged (as Table 3's theta)
+    tie = [{"C": c, "eps": 0.1, "validation_log_loss": s} for c, s in ((1.0, 0.2), (10.0, 0.2), (100.0, 0.4))]
+    choice = select_point(tie, tuned=("C",))
+    assert choice["C"] == 1.0 and choice["edge"]["C"] == ""
+
+
+def test_both_auto_runs_every_pair_and_flags_each_key_on_its_own_line():
+    cfg = {"C": "auto", "eps": "auto"}
+    grid = flat_grid(cfg, {"C_grid": [1, 10, 100], "eps_grid": [0.01, 0.1]})
+    assert len(grid) == 6 and {"C": 100.0, "eps": 0.01} in grid
+    scores = {(1.0, 0.01): 0.5, (10.0, 0.01): 0.3, (100.0, 0.01): 0.2,
+              (1.0, 0.1): 0.5, (10.0, 0.1): 0.3, (100.0, 0.1): 0.25}
+    choice = select_point([{**p, "validation_log_loss": scores[(p["C"], p["eps"])]} for p in grid])
+    assert (choice["C"], choice["eps"]) == (100.0, 0.01)
+    assert choice["edge"] == {"C": "largest", "eps": "smallest"}
+
+
+def test_grid_defaults_are_log_spaced_and_refuse_bad_values():
+    assert flat_grid({"C": 1.0, "eps": 0.1}) == []  # nothing auto: no tuning jobs
+    grid = flat_grid({"C": "auto", "eps": 0.1})
+    assert [p["C"] for p in grid] == list(DEFAULT_C_GRID) and {p["eps"] for p in grid} == {0.1}
+    assert np.allclose(np.diff(np.log10(DEFAULT_C_GRID)), 1.0) and np.allclose(np.diff(np.log10(DEFAULT_EPS_GRID)), 1.0)
+    schema_defaults = validate_config({"run": []})["tuning"]
+    assert tuple(schema_defaults["C_grid"]) == DEFAULT_C_GRID and tuple(schema_defaults["eps_grid"]) == DEFAULT_EPS_GRID
+    for bad in ([], [0.0], [1.0, 1.0], ["x"], [math.inf]):
+        with pytest.raises(ValueError, match="tuning.C_grid"):
+            flat_grid({"C": "auto", "eps": 0.1}, {"C_grid": bad})
+    for v in (0.1, 100000.0, 1e-05, 0.123456789, 1e9):
+        assert float(value_label(v)) == v and "/" not in value_label(v)
+
+
+def test_points_and_records_are_checked_naming_the_file(tmp_path):
+    bad = tmp_path / "p.json"
+    bad.write_text(json.dumps({"C": 1.0, "eps": 0.1, "validation_log_loss": None}))
+    with pytest.raises(ValueError, match=r"p\.json: validation_log_loss"):
+        read_points([bad])
+    with pytest.raises(ValueError, match="'auto' but 0 tuning records"):
+        resolve_flat({"C": "auto", "eps": 0.1}, [])
+    record = tmp_path / "flat.json"
+    record.write_text(json.dumps(select_point([{"C": 3.0, "eps": 0.1, "validation_log_loss": 0.1}], tuned=("C",))))
+    assert resolve_flat({"C": "auto", "eps": 0.1, "bias": 1.0}, [record]) == {"C": 3.0, "eps": 0.1, "bias": 1.0}
+    assert resolve_flat({"C": 2.0, "eps": 0.1}, []) == {"C": 2.0, "eps": 0.1}
+
+
+def test_validation_log_loss_is_the_mean_negative_log_probability_of_the_true_class():
+    P = np.array([[0.5, 0.5], [0.9, 0.1], [1.0, 0.0]])
+    assert validation_log_loss(P, np.array([0, 0, 0])) == pytest.approx(-(np.log(0.5) + np.log(0.9)) / 3)
+    assert math.isfinite(validation_log_loss(P, np.array([1, 1, 1])))  # a zero probability is floored
+    with pytest.raises(ValueError):
+        validation_log_loss(P, np.array([0, 2, 0]))
+
+
+def test_the_chosen_values_reach_table5_with_the_grid_and_the_edge():
+    datasets = {"mine": {"flat": {"C": "auto", "eps": 0.1}, "hsg": {"enabled": False}, "hf": {"enabled": False}},
+                "paperlike": {"paper": "DBpedia", "flat": {"C": 100000.0, "eps": 0.1}}}
+    record = select_point([{"C": c, "eps": 0.1, "validation_log_loss": s}
+                           for c, s in ((1.0, 0.5), (10.0, 0.2), (100.0, 0.1))], tuned=("C",))
+    t = table5_vs_paper(datasets, ["mine", "paperlike"], {"paperlike": ("DBpedia", "same")}, tuned={"mine": record})
+    mine, paper = t.iloc[0], t.iloc[1]
+    assert mine["full_C"] == 100.0 and mine["full_eps"] == 0.1
+    assert mine["full_C_auto"] == "auto: chose 100 from grid 1, 10, 100 (the largest value: the best may lie beyond the grid)"
+    assert mine["full_C_edge"] == "largest" and mine["full_eps_auto"] == ""
+    # the paper's datasets keep Table 5's values (no auto)
+    assert paper["full_C"] == 100000.0 and paper["full_C_auto"] == "" and paper["full_C_paper"] == 100000
+    with pytest.raises(ValueError, match="no tuning record"):
+        table5_vs_paper(datasets, ["mine"], {})
+
+
+@pytest.mark.parametrize("section, key", [("hf", "C"), ("hf", "max_leaves"), ("hsg", "k"), ("hsg", "ef")])
+def test_auto_outside_the_flat_model_is_refused_as_not_yet(section, key):
+    cfg = {"run": ["mine"], "datasets": {"mine": {"source": {"synthetic": {"n_classes": 4}}, section: {key: "auto"}}}}
+    cfg = validate_config(cfg)
+    with pytest.raises(ConfigError, match=rf"datasets\.mine\.{section}\.{key}: 'auto' is not yet supported"):
+        check_dataset("mine", cfg["datasets"]["mine"])
+
+
+def test_flat_auto_passes_the_config_checks():
+    cfg = validate_config({"run": ["mine"], "datasets": {"mine": {"source": {"synthetic": {"n_classes": 4}},
+                                                                  "flat": {"C": "auto", "eps": "auto"}}}})
+    check_dataset("mine", cfg["datasets"]["mine"])
+    assert cfg["datasets"]["mine"]["flat"]["C"] == "auto"
+

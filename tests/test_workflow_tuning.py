@@ -1,0 +1,91 @@
+"""The pipeline's `auto` hyper-parameters (rules/tune.smk) and a user's override of a built-in dataset's files."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from test_workflow import _copy_workflow, _read_tsv, _snakemake
+
+# One tiny synthetic dataset whose flat C is chosen from three values; nothing else (no HSG/HF).
+TUNED = """
+run: [synthetic]
+utilities: ["fbeta:beta=1"]
+utility_table: {K: [10]}
+tuning: {C_grid: [0.001, 1.0, 1000.0]}
+report:
+  illustrations: {}
+datasets:
+  synthetic:
+    title: "Tiny synthetic"
+    source:
+      synthetic: {n_classes: 12, branching: [3, 4], n_samples: 360, n_features: 500}
+    split: {validation: 0.2, calibration: 0.15, test: 0.25}
+    features: {kind: tfidf}
+    flat: {C: auto, parts: 2}
+"""
+
+
+def _workdir(path: Path, text: str) -> Path:
+    path.mkdir()
+    _copy_workflow(path)
+    (path / "tiny.yaml").write_text(text)
+    return path
+
+
+def test_auto_runs_one_job_per_grid_point_and_its_choice_reaches_table5(tmp_path):
+    workdir = _workdir(tmp_path / "w", TUNED)
+    result = _snakemake("--cores", "2", "results/tables/table5_vs_paper.csv", "--configfile", "tiny.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    results = workdir / "results"
+    # one job per grid point, each with its time and memory in results/benchmarks
+    for label in ("0.001", "1", "1000"):
+        assert (results / "synthetic" / "tuning" / "flat" / f"C_{label}_eps_0.1.json").is_file()
+        bench = _read_tsv(results / "benchmarks" / "tune_flat_point" / f"synthetic_C_{label}_eps_0.1.tsv")
+        assert float(bench[0]["s"]) > 0 and "max_rss" in bench[0]
+    points = _read_tsv(results / "synthetic" / "tuning" / "flat.tsv")
+    assert len(points) == 3
+    best = min(points, key=lambda r: float(r["validation_log_loss"]))
+    assert [r["chosen"] for r in points].count("True") == 1 and best["chosen"] == "True"
+    choice = json.loads((results / "synthetic" / "tuning" / "flat.json").read_text())
+    assert choice["C"] == float(best["C"]) and choice["score"] == "validation_log_loss"
+    # the flat model was trained with the chosen C, and says where it came from
+    info = json.loads((results / "synthetic" / "models" / "flat.json").read_text())
+    assert info["C"] == choice["C"] and info["tuning"]["grid"]["C"] == [0.001, 1.0, 1000.0]
+    # Table 5 shows it, with the grid and any edge
+    t5 = (results / "tables" / "table5_vs_paper.csv").read_text()
+    assert f"auto: chose {choice['C']:g} from grid 0.001, 1, 1000" in t5
+    assert (choice["edge"]["C"] != "") == ("may lie beyond the grid" in t5)
+
+
+def test_the_paper_datasets_keep_table5_values_and_plan_no_tuning(tmp_path):
+    workdir = _workdir(tmp_path / "w", "run: [dbpedia, lshtc1]\nmissing_data: skip\n")
+    result = _snakemake("-n", "--cores", "2", "--configfile", "tiny.yaml", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tune_flat" not in result.stdout + result.stderr
+
+
+def test_a_configfile_entry_for_a_builtin_dataset_replaces_its_files(tmp_path):
+    archive = tmp_path / "101_ObjectCategories.tar.gz"
+    folder = tmp_path / "101_ObjectCategories" / "cats"
+    folder.mkdir(parents=True)
+    (folder / "a.jpg").write_bytes(b"not really")
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder.parent, arcname="101_ObjectCategories")
+    override = f"""
+run: [caltech101]
+datasets:
+  caltech101:
+    files:
+      101_ObjectCategories.tar.gz: {{path: {archive}}}
+    unpack: [101_ObjectCategories.tar.gz]
+    format: {{parts: {{all: [101_ObjectCategories]}}}}
+"""
+    workdir = _workdir(tmp_path / "w", override)
+    result = _snakemake("-n", "--cores", "2", "--configfile", "tiny.yaml", cwd=workdir)
+    text = result.stdout + result.stderr
+    assert result.returncode == 0, text[-3000:]
+    assert "data/caltech101/downloads/101_ObjectCategories.tar.gz" in text
+    assert "caltech-101.zip" not in text  # the built-in file is no longer planned for download
+    assert "datasets.caltech101.files: the --configfile's file list replaces config.yaml's" in text
