@@ -456,7 +456,8 @@ def test_training_time_includes_every_model_a_method_needs(tmp_path):
     config = {"datasets": {"digits": {"features": {"kind": "cnn"}, "hsg": {"enabled": True}, "hf": {"enabled": False}},
                            "voc": {"features": {"kind": "vgg16"}, "hsg": {"enabled": False}, "hf": {"enabled": False}}}}
     ns = _smk_functions(root / "workflow/rules/common.smk",
-                        ["svbop_methods", "cnn_history", "features_benchmark", "train_time_files"], {"config": config})
+                        ["is_model_outputs", "svbop_methods", "cnn_history", "features_benchmark", "train_time_files"],
+                        {"config": config, "MODEL_OUTPUTS": []})
     files = ns["train_time_files"]("digits")
     assert set(files) == {"svbop_full", "svbop_full_naive", "svbop_hsg"}
     assert all(fs[0] == "results/digits/features/cnn_history.tsv" for fs in files.values())
