@@ -1195,6 +1195,8 @@ class AdaptiveConformalSetPredictor:
         empty: str = "top1",
         gamma: float | None = None,
     ) -> None:
+        if not isinstance(score, str) or score not in CONFORMAL_SCORES:  # no hierarchical score here (yet)
+            raise ValueError(f"score must be one of {', '.join(CONFORMAL_SCORES)}; got {score!r}")
         # the same checks (and one-line messages) as the split-conformal predictor's
         ConformalSetPredictor(epsilon, score=score, k_reg=k_reg, lam=lam, empty=empty, gamma=gamma)
         if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, float, np.integer, np.floating)) \
