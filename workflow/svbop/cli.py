@@ -152,14 +152,15 @@ def _check_inputs(args, inputs) -> None:
                 raise ValueError(f"{name}: {option} is not a regular file")
 
 
-def _output_path(args) -> str:
-    """``--output`` with its folder resolved (``new/../x.npz`` is ``./x.npz``, whether or not
-    ``new/`` exists); refused when it is any input of the command, however named (a link, a
+def _output_path(args, path: str, option: str, inputs) -> str:
+    """An output path (``option``: ``--output``, ``--coverage``) with its folder resolved
+    (``new/../x.npz`` is ``./x.npz``, whether or not ``new/`` exists); refused when it is any of
+    ``inputs`` (``(option, attribute of args)``; unset ones skipped), however named (a link, a
     ``..``, a hard link)."""
-    folder, name = os.path.split(os.path.abspath(args.output))
+    folder, name = os.path.split(os.path.abspath(path))
     out = os.path.join(os.path.realpath(folder), name)
     real = os.path.realpath(out)  # a link at the output's name: where it points
-    for option, attr in _PREDICT_INPUTS:
+    for in_option, attr in inputs:
         given = getattr(args, attr)
         if given is None:
             continue
@@ -167,7 +168,7 @@ def _output_path(args) -> str:
         if not same and os.path.exists(out) and os.path.exists(given):
             same = os.path.samefile(out, given)
         if same:
-            raise ValueError(f"{args.output}: --output is the input file ({option}); choose another name "
+            raise ValueError(f"{path}: {option} is the input file ({in_option}); choose another name "
                              "(it would be overwritten)")
     return out
 
@@ -175,7 +176,7 @@ def _output_path(args) -> str:
 def _predict(args) -> int:
     _check_method_options(args)
     _check_inputs(args, _PREDICT_INPUTS)
-    output = _output_path(args)
+    output = _output_path(args, args.output, "--output", _PREDICT_INPUTS)
     P = load_scores(args.probs, key=args.key)
     u = utility(args.utility) if args.utility is not None else None
     if args.method == "conformal":
@@ -337,23 +338,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _stream_output(args, path: str, option: str, inputs) -> str:
-    """An output of ``svbop stream`` with its folder resolved, refused when it is one of the inputs
-    however named (a link, a ``..``, a hard link), as ``svbop predict``'s ``--output``."""
-    folder, name = os.path.split(os.path.abspath(path))
-    out = os.path.join(os.path.realpath(folder), name)
-    real = os.path.realpath(out)
-    for in_option, attr in inputs:
-        given = getattr(args, attr)
-        same = os.path.realpath(given) == real
-        if not same and os.path.exists(out) and os.path.exists(given):
-            same = os.path.samefile(out, given)
-        if same:
-            raise ValueError(f"{path}: {option} is the input file ({in_option}); choose another name "
-                             "(it would be overwritten)")
-    return out
-
-
 def _stream(args) -> int:
     """``svbop stream``: adaptive conformal sets for rows taken in order, and the running coverage."""
     from .conformal import AdaptiveConformalSetPredictor
@@ -363,8 +347,8 @@ def _stream(args) -> int:
     inputs = (("probs", "probs"), ("labels", "labels"), ("--calibration", "calibration"),
               ("--calibration-labels", "calibration_labels"))
     _check_inputs(args, inputs)
-    output = _stream_output(args, args.output, "--output", inputs)
-    coverage_path = _stream_output(args, args.coverage, "--coverage", inputs)
+    output = _output_path(args, args.output, "--output", inputs)
+    coverage_path = _output_path(args, args.coverage, "--coverage", inputs)
     if os.path.realpath(output) == os.path.realpath(coverage_path):
         raise ValueError(f"{args.coverage}: --coverage is the --output file; choose another name")
     aci = AdaptiveConformalSetPredictor(
