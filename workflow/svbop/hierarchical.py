@@ -164,6 +164,27 @@ def _first_in_leaf_order(x, nx, y, ny, start, size, bx, by):
 
 
 @njit(**_JIT)
+def _ranked_members(nodes, nn, start, size, dfs_leaf, order, mark, out, limit):
+    """Write the classes below ``nodes[:nn]`` into ``out`` in the order of the ranking ``order``
+    (decreasing probability, then class id), at most ``limit`` of them; ``mark`` (all False) is used
+    as scratch and left as it was found.  Returns how many were written."""
+    for t in range(nn):
+        v = nodes[t]
+        for a in range(start[v], start[v] + size[v]):
+            mark[dfs_leaf[a]] = True
+    w = 0
+    for r in range(order.size):
+        c = order[r]
+        if mark[c]:
+            out[w] = c
+            mark[c] = False
+            w += 1
+            if w == limit:
+                break
+    return w
+
+
+@njit(**_JIT)
 def _node_masses(p, post, indptr, children, K, rank, order, nm, nr):
     """Rank every class by decreasing ``p`` (ties by class id) and fill each node's mass ``nm`` and
     rank sum ``nr`` bottom-up (``post``: the nodes in post-order)."""
@@ -469,19 +490,7 @@ def _rows(P, g, rho, m, post, indptr, children, size, start, dfs_leaf, K, max_wo
         out_size[i] = s
         out_val[i] = u / total
         # the classes, in the order of the ranking (decreasing probability, then class id)
-        for t in range(nn):
-            v = out_nodes[i, t]
-            for a in range(start[v], start[v] + size[v]):
-                mark[dfs_leaf[a]] = True
-        w = 0
-        for r in range(K):
-            c = order[r]
-            if mark[c]:
-                out_cls[i, w] = c
-                mark[c] = False
-                w += 1
-                if w == s:
-                    break
+        _ranked_members(out_nodes[i], nn, start, size, dfs_leaf, order, mark, out_cls[i], s)
     return -1
 
 
@@ -552,17 +561,7 @@ def _rows_simple(P, g, rho, m, star, post, indptr, children, size, start, dfs_le
             v = best_node[best_s]
             out_nodes[i, 0] = v
             out_nn[i] = 1
-            for a in range(start[v], start[v] + size[v]):
-                mark[dfs_leaf[a]] = True
-            w = 0
-            for r in range(K):
-                c = order[r]
-                if mark[c]:
-                    out_cls[i, w] = c
-                    mark[c] = False
-                    w += 1
-                    if w == best_s:
-                        break
+            _ranked_members(out_nodes[i], 1, start, size, dfs_leaf, order, mark, out_cls[i], best_s)
         else:  # a star's s most probable classes, as nodes in leaf order
             for r in range(best_s):
                 out_cls[i, r] = order[r]

@@ -98,7 +98,7 @@ from ._conformal_common import _epsilon, _normalised_chunks, _order_statistic, _
 from ._kernels import run_blocks
 from ._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
 from .datasets.base import Hierarchy
-from .hierarchical import _layout, canonical_nodes
+from .hierarchical import _layout, _ranked_members, canonical_nodes
 from .metrics import check_labels
 from .sets import SetPredictions
 
@@ -429,19 +429,9 @@ def _rows(Xn, target, q, predict, top1, c, post, parent, indptr, children, size,
                 nn = _decode(root, c, K, size, fs, fm, marked, rel_head, rel_next, nodes, stack_v, stack_j, pre_s,
                              pre_m, arg, chl)
             for t in range(nn):
-                v = nodes[t]
-                out_nodes[i, t] = v
-                for a in range(start[v], start[v] + size[v]):
-                    inset[dfs_leaf[a]] = True
+                out_nodes[i, t] = nodes[t]
             out_nn[i] = nn
-            w = 0
-            for r in range(K):
-                cl = order[r]
-                if inset[cl]:
-                    out_cls[i, w] = cl
-                    inset[cl] = False
-                    w += 1
-            out_size[i] = w
+            out_size[i] = _ranked_members(nodes, nn, start, size, dfs_leaf, order, inset, out_cls[i], K)
         # reset the nodes this row marked
         for t in range(n_touched):
             v = touched[t]
