@@ -332,14 +332,12 @@ class TemperatureScaling:
 def read_temperature(paths) -> float:
     """The temperature of a calibration record written by the pipeline (1.0 when ``paths`` is empty:
     the dataset is not calibrated)."""
-    import json
+    from .io import read_json_object
 
     paths = [paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else list(paths)
     if not paths:
         return 1.0
-    with open(paths[0]) as fh:
-        record = json.load(fh)
-    return _check_temperature(record.get("temperature", 1.0))
+    return _check_temperature(read_json_object(paths[0], "the calibration record").get("temperature", 1.0))
 
 
 def describe(record: Mapping[str, object]) -> str:

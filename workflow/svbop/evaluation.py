@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .io import read_json_object
 from .metrics import check_labels, group_coverage, mean_scores, set_agreement, top1_accuracy
 from .sets import SetPredictions
 from .utilities import Utility, utility
@@ -277,13 +278,7 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
     ValueError
         The file is missing, not JSON, or has neither a parameter nor a quantile (naming the file).
     """
-    try:
-        with open(path) as fh:
-            record = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the calibration record ({exc})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(record).__name__}")
+    record = read_json_object(path, "the calibration record")
     if "unreachable" in record:
         return {"calibrated": f"not reachable: {record['unreachable']}", "reached": False}
     try:

@@ -53,6 +53,21 @@ def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
         raise ValueError(f"{path}: not a readable {what} ({type(exc).__name__}: {exc})") from None
 
 
+def read_json_object(path: str | os.PathLike, what: str) -> dict:
+    """A JSON file holding one object (a record the pipeline wrote); an unreadable file, bad JSON or
+    another JSON value raises a one-line ValueError naming the file and ``what`` it should be."""
+    import json
+
+    try:
+        with open(path) as fh:
+            record = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"{path}: cannot read {what} ({exc})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Write a file atomically: yield a temporary path beside ``path``, then rename it onto ``path``.

@@ -25,13 +25,14 @@ in the grid is flagged (``"smallest"``/``"largest"``), as the threshold baseline
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from .io import read_json_object
 
 __all__ = [
     "AUTO",
@@ -196,13 +197,7 @@ def read_points(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
     """
     points = []
     for path in paths:
-        try:
-            with open(path) as fh:
-                record = json.load(fh)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: cannot read a tuning point ({exc})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}: expected a JSON object, got {type(record).__name__}")
+        record = read_json_object(path, "a tuning point")
         for key in _POINT_KEYS:
             v = record.get(key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -270,13 +265,7 @@ def read_choice(path: str | os.PathLike) -> dict[str, Any]:
     ValueError
         Unreadable file, or ``C``/``eps`` missing or not numbers > 0, naming the file.
     """
-    try:
-        with open(path) as fh:
-            record = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the tuning record ({exc})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+    record = read_json_object(path, "the tuning record")
     for key in TUNED_KEYS:
         v = record.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
