@@ -138,12 +138,36 @@ def test_the_chosen_values_reach_table5_with_the_grid_and_the_edge():
         table5_vs_paper(datasets, ["mine"], {})
 
 
-@pytest.mark.parametrize("section, key", [("hf", "C"), ("hf", "max_leaves"), ("hsg", "k"), ("hsg", "ef")])
-def test_auto_outside_the_flat_model_is_refused_as_not_yet(section, key):
+@pytest.mark.parametrize("key", ["M", "efC"])
+def test_auto_for_the_index_shape_is_refused_naming_the_key(key):
+    cfg = {"run": ["mine"], "datasets": {"mine": {"source": {"synthetic": {"n_classes": 4}}, "hsg": {key: "auto"}}}}
+    cfg = validate_config(cfg)
+    with pytest.raises(ConfigError) as info:
+        check_dataset("mine", cfg["datasets"]["mine"])
+    assert str(info.value) == (
+        f"config: datasets.mine.hsg.{key}: 'auto' is not supported (the HNSW index is built once from hsg.M and "
+        "hsg.efC; the validation rows choose only flat.C/eps, hf.C/eps/max_leaves and hsg.k/ef); give a number "
+        "(the paper's Table 5 lists its values)")
+
+
+@pytest.mark.parametrize("section, key", [("flat", "C"), ("hsg", "k"), ("hf", "max_leaves")])
+def test_auto_on_a_model_outputs_dataset_is_refused_naming_the_key(section, key):
+    entry = {"files": {"s.npy": {"path": "/x/s.npy"}, "l.npy": {"path": "/x/l.npy"}},
+             "format": {"kind": "model_outputs", "outputs": "probabilities", "parts": {"test": {"scores": "s.npy", "labels": "l.npy"}}},
+             section: {key: "auto"}}
+    cfg = validate_config({"run": ["mine"], "datasets": {"mine": entry}})
+    with pytest.raises(ConfigError) as info:
+        check_dataset("mine", cfg["datasets"]["mine"])
+    assert str(info.value) == (f"config: datasets.mine.{section}.{key}: 'auto' chooses a hyper-parameter of svbop's "
+                               "own models on the validation rows, and a model's outputs train none; remove it")
+
+
+@pytest.mark.parametrize("section, key", [("hf", "C"), ("hf", "eps"), ("hf", "max_leaves"), ("hsg", "k"), ("hsg", "ef")])
+def test_auto_for_the_trees_and_hsg_queries_passes_the_config_checks(section, key):
     cfg = {"run": ["mine"], "datasets": {"mine": {"source": {"synthetic": {"n_classes": 4}}, section: {key: "auto"}}}}
     cfg = validate_config(cfg)
-    with pytest.raises(ConfigError, match=rf"datasets\.mine\.{section}\.{key}: 'auto' is not yet supported"):
-        check_dataset("mine", cfg["datasets"]["mine"])
+    check_dataset("mine", cfg["datasets"]["mine"])
+    assert cfg["datasets"]["mine"][section][key] == "auto"
 
 
 def test_flat_auto_passes_the_config_checks():
