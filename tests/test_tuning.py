@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from svbop.config import ConfigError, check_dataset, validate_config
 from svbop.linear import train_ovr
 from svbop.report.compare import table5_vs_paper
@@ -174,7 +175,6 @@ def test_flat_auto_passes_the_config_checks():
                                                                   "flat": {"C": "auto", "eps": "auto"}}}})
     check_dataset("mine", cfg["datasets"]["mine"])
     assert cfg["datasets"]["mine"]["flat"]["C"] == "auto"
-
 
 
 # --- SVBOP-HF's trees and SVBOP-HSG's queries ------------------------------------------------------
