@@ -192,7 +192,8 @@ def features_file(wildcards):
     return f"results/{wildcards.dataset}/features/{kind}.npz"
 
 
-# flat: {C: auto} / {eps: auto}: the values chosen on the validation rows (rules/tune.smk, svbop.tuning)
+# flat: {C: auto} / {eps: auto}, hf: {C, eps, max_leaves: auto}, hsg: {k, ef: auto}: the values chosen on the
+# validation rows (rules/tune.smk, svbop.tuning)
 
 
 def tuning_points(wildcards):
@@ -212,13 +213,62 @@ def tuned_flat(wildcards):
     return []
 
 
+def tuning_points_hf(wildcards):
+    """One result file per grid point of a tree model with an `auto` value (hf: {C, eps, max_leaves})."""
+    keys = svbop.tuning.tree_keys(wildcards.tree)
+    grid = svbop.tuning.hf_grid(dataset_config(wildcards)["hf"], config["tuning"], wildcards.tree)
+    return [
+        f"results/{wildcards.dataset}/tuning/hf_{wildcards.tree}/{svbop.tuning.point_label(p, keys)}.json"
+        for p in grid
+    ]
+
+
+def tuned_hf(wildcards):
+    """The tuning record a tree model's `auto` values come from (nothing when none is auto for it)."""
+    if svbop.tuning.is_hf_tuned(dataset_config(wildcards)["hf"], wildcards.tree):
+        return [f"results/{wildcards.dataset}/tuning/hf_{wildcards.tree}.json"]
+    return []
+
+
+def tuning_points_hsg(wildcards):
+    """One result file per (k, ef) of a dataset whose hsg has an `auto` value."""
+    grid = svbop.tuning.hsg_grid(dataset_config(wildcards)["hsg"], config["tuning"])
+    return [
+        f"results/{wildcards.dataset}/tuning/hsg/{svbop.tuning.point_label(p, ('k', 'ef'))}.json" for p in grid
+    ]
+
+
+def tuned_hsg(wildcards):
+    """The tuning record SVBOP-HSG's `auto` k/ef come from (nothing when neither is auto)."""
+    if svbop.tuning.is_hsg_tuned(dataset_config(wildcards)["hsg"]):
+        return [f"results/{wildcards.dataset}/tuning/hsg.json"]
+    return []
+
+
 def tuned_datasets():
-    """dataset -> its tuning record, for the datasets of this run with an `auto` value (Table 5)."""
-    return {
-        d: f"results/{d}/tuning/flat.json"
-        for d in DATASETS
-        if not is_model_outputs(d) and svbop.tuning.is_tuned(config["datasets"][d]["flat"])
-    }
+    """dataset -> {model: its tuning record} (model: flat, hsg, hf_<tree>), for the datasets of this run
+    with an `auto` value of an enabled model (Table 5)."""
+    out = {}
+    for d in DATASETS:
+        if is_model_outputs(d):
+            continue
+        cfg, records = config["datasets"][d], {}
+        if svbop.tuning.is_tuned(cfg["flat"]):
+            records["flat"] = f"results/{d}/tuning/flat.json"
+        if cfg["hsg"]["enabled"] and svbop.tuning.is_hsg_tuned(cfg["hsg"]):
+            records["hsg"] = f"results/{d}/tuning/hsg.json"
+        if cfg["hf"]["enabled"]:
+            for tree in cfg["hf"]["trees"]:
+                if svbop.tuning.is_hf_tuned(cfg["hf"], tree):
+                    records[f"hf_{tree}"] = f"results/{d}/tuning/hf_{tree}.json"
+        if records:
+            out[d] = records
+    return out
+
+
+def tuning_records():
+    """Every tuning record of tuned_datasets(), as a rule's input."""
+    return [path for records in tuned_datasets().values() for path in records.values()]
 
 
 def flat_parts(wildcards):
@@ -621,6 +671,6 @@ def partial_report(jobs=()):
         beyond=[f for d in finished if os.path.exists(f := f"results/{d}/beyond.tsv")] if beyond_enabled() else None,
         beyond_skipped={d: beyond_skipped(d) for d in finished} if beyond_enabled() else None,
         calibration={d: f for d, f in calibration_records().items() if d in finished and os.path.exists(f)},
-        tuning={d: path for d, path in tuned_datasets().items() if d in finished},
+        tuning={d: records for d, records in tuned_datasets().items() if d in finished},
     )
     return finished, failed

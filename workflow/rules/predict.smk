@@ -182,14 +182,15 @@ rule predict_svbop_hsg:
         features=features_file,
         split="data/{dataset}/split.npz",
         calibration=temperature_input,
-        code=library_sources("hsg", *SEARCH_CODE, "index", "linear", "hf", "trees"),
+        # hsg: {k: auto} / {ef: auto}: the values chosen on the validation rows (rules/tune.smk)
+        tuned=tuned_hsg,
+        code=library_sources("hsg", *SEARCH_CODE, "index", "linear", "hf", "trees", "tuning"),
     output:
         sets="results/{dataset}/predictions/svbop_hsg/{utility}.npz",
         timing="results/{dataset}/predictions/svbop_hsg/{utility}.json",
     params:
         utility=lambda wc: UTILITIES[wc.utility],
-        k=lambda wc: dataset_config(wc)["hsg"]["k"],
-        ef=lambda wc: dataset_config(wc)["hsg"]["ef"],
+        hsg=lambda wc: {key: dataset_config(wc)["hsg"][key] for key in ("k", "ef")},
         engine=lambda wc: dataset_config(wc)["hsg"]["engine"],
         repeats=config["timing"]["repeats"],
     threads: 1

@@ -105,8 +105,8 @@ rule tables:
         metrics=expand("results/{dataset}/metrics.tsv", dataset=DATASETS),
         summaries=expand("results/{dataset}/summary.json", dataset=DATASETS),
         train_times=lambda wc: sorted({f for d in DATASETS for fs in train_time_files(d).values() for f in fs}),
-        # flat: {C: auto}: the tuning records, for Table 5 (rules/tune.smk)
-        tuning=lambda wc: list(tuned_datasets().values()),
+        # flat/hf/hsg `auto`: the tuning records, for Table 5 (rules/tune.smk)
+        tuning=lambda wc: tuning_records(),
         code=library_sources(
             "report/__init__", "report/tables", "report/paper", "report/compare", "report/status", "tuning"
         ),
@@ -145,7 +145,7 @@ rule tables:
         not_run=Summarised(NOT_RUN),
         missing=Summarised(MISSING),
         train_time_files=lambda wc: Summarised({d: train_time_files(d) for d in DATASETS}),
-        tuned=lambda wc: list(tuned_datasets()),
+        tuned=lambda wc: tuned_datasets(),
     log:
         "results/logs/tables/tables.log",
     benchmark:
@@ -201,8 +201,8 @@ rule report_html:
         scaling=lambda wc: [config["report"]["scaling"]] if config["report"].get("scaling") else [],
         # calibrated datasets and model outputs: the section "Calibration of the probabilities"
         calibration=lambda wc: list(calibration_records().values()),
-        # flat: {C: auto}: the tuning records, for Table 5 (rules/tune.smk)
-        tuning=lambda wc: list(tuned_datasets().values()),
+        # flat/hf/hsg `auto`: the tuning records, for Table 5 (rules/tune.smk)
+        tuning=lambda wc: tuning_records(),
         code=library_sources(
             "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
             "report/beyond", "report/figures", "tuning",
@@ -224,7 +224,7 @@ rule report_html:
         train_time_files=rules.tables.params.train_time_files,
         scaling=config["report"].get("scaling"),
         calibrated=lambda wc: list(calibration_records()),
-        tuned=lambda wc: list(tuned_datasets()),
+        tuned=lambda wc: tuned_datasets(),
         # the page a failed run left (Snakefile, onerror): out of date once this report is written
         partial=PARTIAL_REPORT,
         beyond_tables=lambda wc: [f"results/{d}/beyond.tsv" for d in DATASETS] if beyond_enabled() else [],

@@ -63,7 +63,9 @@ rule build_tree:
         features=features_file,
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        code=library_sources("trees"),
+        # hf: {max_leaves: auto} (and C, eps): the values chosen on the validation rows (rules/tune.smk)
+        tuned=tuned_hf,
+        code=library_sources("trees", "tuning"),
     output:
         tree="results/{dataset}/models/tree_{tree}.npz",
         info="results/{dataset}/models/tree_{tree}.json",
@@ -89,7 +91,8 @@ rule train_tree_part:
         features=features_file,
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        code=library_sources("linear", "trees"),
+        tuned=tuned_hf,
+        code=library_sources("linear", "trees", "tuning"),
     output:
         model=temp("results/{dataset}/models/hf_{tree}/part_{part}.npz"),
         info="results/{dataset}/models/hf_{tree}/part_{part}.json",
@@ -116,7 +119,8 @@ rule train_tree:
         parts=tree_parts,
         infos=lambda wc: [p.replace(".npz", ".json") for p in tree_parts(wc)],
         tree_info="results/{dataset}/models/tree_{tree}.json",
-        code=library_sources("linear", "trees"),
+        tuned=tuned_hf,
+        code=library_sources("linear", "trees", "tuning"),
     output:
         model="results/{dataset}/models/hf_{tree}.npz",
         info="results/{dataset}/models/hf_{tree}.json",

@@ -8,9 +8,11 @@ from svbop.datasets import Dataset, load_split
 from svbop.io import atomic_path, load_matrix
 from svbop.logs import to_log_file
 from svbop.trees import balanced_kmeans_tree, save_tree, tree_from_hierarchy
+from svbop.tuning import resolve_hf
 
 to_log_file(snakemake.log[0])
-cfg, kind = snakemake.params.hf, snakemake.wildcards.tree
+kind = snakemake.wildcards.tree
+cfg = resolve_hf(snakemake.params.hf, kind, snakemake.input.tuned)  # hf: {max_leaves: auto}: the chosen value
 dataset = Dataset.load(snakemake.input.dataset)
 start = time.perf_counter()
 if kind == "predefined":
@@ -32,6 +34,8 @@ info = {"tree": kind, "K": tree.n_classes, "internal_nodes": tree.n_nodes - tree
         "depth_min": int(depth.min()), "depth_max": int(depth.max()), "build_seconds": seconds}
 if kind == "kmeans":
     info.update(max_leaves=cfg["max_leaves"], kmeans_eps=cfg["kmeans_eps"], seed=snakemake.params.seed)
+    if snakemake.params.hf["max_leaves"] == "auto":
+        info["max_leaves_from"] = snakemake.input.tuned[0]
 with atomic_path(snakemake.output.info) as tmp:
     tmp.write_text(json.dumps(info, indent=2) + "\n")
 logging.info("%s tree: %d internal nodes, leaf depth %d..%d, %.1f s", kind, info["internal_nodes"],

@@ -12,6 +12,7 @@ from svbop.io import load_matrix, save_sets
 from svbop.linear import LinearModel
 from svbop.logs import to_log_file
 from svbop.timing import time_predictions, timing_record, write_timing
+from svbop.tuning import resolve_hsg
 
 to_log_file(snakemake.log[0])
 model = LinearModel.load(snakemake.input.model)
@@ -21,7 +22,8 @@ if temperature != 1.0:
 index = HNSWIndex.load(snakemake.input.index)
 X = load_matrix(snakemake.input.features)[load_split(snakemake.input.split)["test"]]
 u = utility(snakemake.params.utility, K=model.n_classes)
-k, ef, engine = snakemake.params.k, snakemake.params.ef, snakemake.params.engine
+hsg = resolve_hsg(snakemake.params.hsg, snakemake.input.tuned)  # hsg: {k/ef: auto}: the chosen values
+k, ef, engine = hsg["k"], hsg["ef"], snakemake.params.engine
 
 
 def predict(rows):

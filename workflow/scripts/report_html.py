@@ -38,7 +38,7 @@ build_report(
     scaling=snakemake.params.scaling,
     calibration=dict(zip(snakemake.params.calibrated, snakemake.input.calibration)),
     # flat: {C: auto}: the values chosen on the validation rows, in Table 5 (rules/tune.smk)
-    tuning=dict(zip(snakemake.params.tuned, snakemake.input.tuning)),
+    tuning=snakemake.params.tuned,
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)

@@ -8,9 +8,11 @@ from svbop.datasets import Dataset, load_split
 from svbop.io import atomic_path, load_matrix
 from svbop.logs import to_log_file
 from svbop.trees import load_tree, split_nodes, train_tree
+from svbop.tuning import resolve_hf
 
 to_log_file(snakemake.log[0])
-cfg, part, parts = snakemake.params.hf, snakemake.params.part, snakemake.params.parts
+cfg = resolve_hf(snakemake.params.hf, snakemake.wildcards.tree, snakemake.input.tuned)  # hf: {C/eps: auto}: the chosen values
+part, parts = snakemake.params.part, snakemake.params.parts
 tree = load_tree(snakemake.input.tree)
 X = load_matrix(snakemake.input.features)
 dataset = Dataset.load(snakemake.input.dataset)

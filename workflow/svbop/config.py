@@ -387,6 +387,13 @@ def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, An
         if (cfg.get(key) or {}).get("enabled"):
             raise ConfigError(f"config: {base}.{key}.enabled: SVBOP-{key.upper()} needs features and a linear model, "
                               "which a model's outputs do not have; set it to false")
+    from .tuning import HF_TUNED_KEYS, HSG_TUNED_KEYS, TUNED_KEYS
+
+    for section, keys in (("flat", TUNED_KEYS), ("hsg", HSG_TUNED_KEYS), ("hf", HF_TUNED_KEYS)):
+        for key in keys:
+            if (cfg.get(section) or {}).get(key) == "auto":
+                raise ConfigError(f"config: {base}.{section}.{key}: 'auto' chooses a hyper-parameter of svbop's own "
+                                  "models on the validation rows, and a model's outputs train none; remove it")
 
 
 _COLUMN_KEYS = ("text_column", "label_column", "hierarchy_columns")
@@ -454,9 +461,9 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
         or empty segments) of an earlier archive, or a listed file that is not an archive; a file
         of ``format.parts``, ``hierarchy.file`` or ``features.domains`` (``from_csv.files`` too) that is absolute, holds
         ``..``, or that no entry of ``files`` provides (when nothing is unpacked, which could
-        provide it); ``auto`` for a value svbop does not choose yet (``hf.C``, ``hf.eps``,
-        ``hf.max_leaves``, ``hsg.k``, ``hsg.ef``: :data:`svbop.tuning.NOT_YET`; only ``flat.C`` and
-        ``flat.eps`` are chosen on the validation rows); ``format`` column numbers without
+        provide it); ``auto`` for a value svbop does not choose (``hsg.M``, ``hsg.efC``:
+        :data:`svbop.tuning.NOT_YET`; ``flat.C``/``eps``, ``hf.C``/``eps``/``max_leaves`` and
+        ``hsg.k``/``ef`` are chosen on the validation rows), or anywhere in a model's outputs; ``format`` column numbers without
         ``header: false`` or names with it (``csv_text``: ``text_column``, ``label_column``,
         ``hierarchy_columns``).
     """
@@ -501,14 +508,15 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
         raise ConfigError(
             f"config: {base}.split: {shown} = {sum(fractions.values()):g} of the rows, leaving none for training"
         )
-    from .tuning import NOT_YET  # section.key that may one day be `auto` but are refused today
+    from .tuning import NOT_YET  # section.key that `auto` is refused for (the index's shape)
 
     for dotted in NOT_YET:
         section, key = dotted.split(".")
         if (cfg.get(section) or {}).get(key) == "auto":
             raise ConfigError(
-                f"config: {base}.{dotted}: 'auto' is not yet supported (only flat.C and flat.eps are chosen on the "
-                "validation rows, svbop.tuning); give a number (the paper's Table 5 lists its values)"
+                f"config: {base}.{dotted}: 'auto' is not supported (the HNSW index is built once from hsg.M and "
+                "hsg.efC; the validation rows choose only flat.C/eps, hf.C/eps/max_leaves and hsg.k/ef); give a "
+                "number (the paper's Table 5 lists its values)"
             )
     hf = cfg.get("hf") or {}
     if hf.get("enabled") and "predefined" in (hf.get("trees") or []) and not has_hierarchy(cfg):

@@ -53,7 +53,7 @@ TABLE4_UTILITIES = ("fbeta_1", "credal_2.2_1.2")
 #: Table 5's columns -> (config section, key).
 TABLE5_KEYS = {
     "full_C": ("flat", "C"), "full_eps": ("flat", "eps"),
-    "hsg_M": ("hsg", "M"), "hsg_efC": ("hsg", "efC"), "hsg_k": ("hsg", "k"),
+    "hsg_M": ("hsg", "M"), "hsg_efC": ("hsg", "efC"), "hsg_k": ("hsg", "k"), "hsg_ef": ("hsg", "ef"),
     "hf_C": ("hf", "C"), "hf_eps": ("hf", "eps"), "hf_max_leaves": ("hf", "max_leaves"),
     "hf_kmeans_eps": ("hf", "kmeans_eps"),
 }
@@ -268,8 +268,29 @@ def read_train_seconds(files: Mapping[str, Mapping[str, Sequence[str | os.PathLi
 # --- Table 5 ---------------------------------------------------------------------------------
 
 
-#: Table 5's columns that ``auto`` may stand for (svbop.tuning.TUNED_KEYS of the flat model).
-TABLE5_TUNED = ("full_C", "full_eps")
+#: Table 5's columns that ``auto`` may stand for (svbop.tuning: the flat model's, HSG's query-time and the trees').
+TABLE5_TUNED = ("full_C", "full_eps", "hsg_k", "hsg_ef", "hf_C", "hf_eps", "hf_max_leaves")
+
+
+def _tuning_records(tuned: Mapping[str, object] | None) -> dict[str, dict[str, dict]]:
+    """dataset -> {model: record} (model: flat, hsg, hf_<tree>); a record or path alone is the flat model's."""
+    from ..tuning import HSG_TUNED_KEYS, TUNED_KEYS, read_choice, tree_keys
+
+    out: dict[str, dict[str, dict]] = {}
+    for dataset, given in dict(tuned or {}).items():
+        models = given if isinstance(given, Mapping) and "grid" not in given else {"flat": given}
+        records = {}
+        for model, record in dict(models).items():
+            if isinstance(record, Mapping):
+                records[str(model)] = dict(record)
+            elif model == "hsg":
+                records[str(model)] = read_choice(record, HSG_TUNED_KEYS, nullable=("ef",))
+            elif str(model).startswith("hf_"):
+                records[str(model)] = read_choice(record, tree_keys(str(model)[3:]))
+            else:
+                records[str(model)] = read_choice(record, TUNED_KEYS)
+        out[str(dataset)] = records
+    return out
 
 
 def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[str], links: Links,
@@ -279,12 +300,18 @@ def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[
     HSG and HF values are empty where the dataset does not enable them.  A model's outputs
     (``format.kind: model_outputs``) have no hyper-parameters of ours: they are left out.  A value
     the config sets to ``auto`` is the one chosen on the validation rows, read from ``tuned``.
+    HSG's ``ef`` (no column of the paper's, which set ef = k) is ``"= k"`` where the config leaves it null.
+    The trees are tuned per kind (a predefined and a 2-means tree are different models): an HF
+    value chosen differently for the two reads ``"10 (kmeans) / 100 (predefined)"``, and its
+    ``_auto`` text names each tree.
 
     Parameters
     ----------
     tuned : mapping, optional
-        dataset -> its tuning record (``results/<dataset>/tuning/flat.json`` or its dict,
-        :func:`svbop.tuning.read_choice`), for the datasets whose ``flat`` has an ``auto`` value.
+        dataset -> {model: its tuning record} (model ``flat``, ``hsg``, ``hf_kmeans``,
+        ``hf_predefined``; ``results/<dataset>/tuning/<model>.json`` or its dict,
+        :func:`svbop.tuning.read_choice`), for the datasets with an ``auto`` value; a record (or
+        path) alone stands for the flat model's.
 
     Returns
     -------
@@ -297,11 +324,11 @@ def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[
     Raises
     ------
     ValueError
-        A value is ``auto`` and ``tuned`` has no record for its dataset.
+        A value is ``auto`` and ``tuned`` has no record for its dataset and model.
     """
-    from ..tuning import choice_text, read_choice
+    from ..tuning import choice_text, tree_keys
 
-    records = {str(d): (dict(r) if isinstance(r, Mapping) else read_choice(r)) for d, r in dict(tuned or {}).items()}
+    records = _tuning_records(tuned)
     paper = paper_table("table5").set_index("dataset")
     rows = []
     for name in run:
@@ -314,16 +341,36 @@ def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[
             sec = dict(cfg.get(section) or {})
             enabled = section == "flat" or bool(sec.get("enabled"))
             row[col] = sec.get(key) if enabled else None
+            if col == "hsg_ef" and enabled and row[col] is None:
+                row[col] = "= k"
             if col in TABLE5_TUNED:
                 row[f"{col}_auto"], row[f"{col}_edge"] = "", ""
                 if row[col] == "auto":
-                    if name not in records:
+                    if section == "hf":
+                        models = [f"hf_{t}" for t in (sec.get("trees") or []) if key in tree_keys(t)]
+                    else:
+                        models = [section]
+                    missing = [m for m in models if m not in records.get(name, {})]
+                    if missing:
                         raise ValueError(f"table5_vs_paper: datasets.{name}.{section}.{key} is 'auto' but no tuning "
-                                         "record was given for it")
-                    row[col] = float(records[name][key])
-                    row[f"{col}_auto"] = choice_text(records[name], key)
-                    row[f"{col}_edge"] = str((records[name].get("edge") or {}).get(key) or "")
-            pv = paper.loc[pname, col] if pname in paper.index else math.nan
+                                         f"record was given for it ({', '.join(missing)})")
+                    chosen = {m: records[name][m] for m in models}
+                    values = {m: float(r[key]) for m, r in chosen.items()}
+                    edges = {m: str((r.get("edge") or {}).get(key) or "") for m, r in chosen.items()}
+                    if not models:  # max_leaves: auto with only a predefined tree, which has none
+                        row[col] = None
+                    elif section != "hf":
+                        row[col] = values[section]
+                        row[f"{col}_auto"] = choice_text(chosen[section], key)
+                        row[f"{col}_edge"] = edges[section]
+                    else:
+                        tree = {m: m[3:] for m in models}
+                        row[col] = (next(iter(values.values())) if len(set(values.values())) == 1
+                                    else " / ".join(f"{v:g} ({tree[m]})" for m, v in values.items()))
+                        row[f"{col}_auto"] = "; ".join(f"{tree[m]} tree: {choice_text(r, key)}" for m, r in chosen.items())
+                        row[f"{col}_edge"] = (next(iter(edges.values())) if len(models) == 1
+                                              else "; ".join(f"{e} ({tree[m]})" for m, e in edges.items() if e))
+            pv = paper.loc[pname, col] if pname in paper.index and col in paper.columns else math.nan
             row[f"{col}_paper"] = None if pd.isna(pv) else pv
         rows.append(row)
     cols = (["dataset", "paper_dataset", "relation"] + [c for k in TABLE5_KEYS for c in (k, f"{k}_paper")]

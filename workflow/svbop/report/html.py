@@ -549,6 +549,13 @@ def _context_illustrations(illustrations: Mapping[str, Mapping[str, object]] | N
     return out
 
 
+def _t5_value(value: object, empty: str) -> str:
+    """A Table 5 cell: ``empty`` for None/NaN, a number as ``:g``, text (``"= k"``, two trees' values) as it is."""
+    if value is None or (isinstance(value, float) and value != value):
+        return empty
+    return value if isinstance(value, str) else f"{value:g}"
+
+
 def build_report(
     path: str | os.PathLike,
     *,
@@ -766,13 +773,12 @@ def build_report(
         for r in t5.to_dict("records"):
             t5_rows.append({"dataset": r["dataset"], "title": names.dataset(r["dataset"]), "paper": r["paper_dataset"],
                             "relation": r["relation"],
-                            "cells": [{"ours": "–" if r[k] is None or r[k] != r[k] else f"{r[k]:g}",
-                                       "paper": "" if r[f"{k}_paper"] is None or r[f"{k}_paper"] != r[f"{k}_paper"] else f"{r[f'{k}_paper']:g}",
+                            "cells": [{"ours": _t5_value(r[k], "–"), "paper": _t5_value(r[f"{k}_paper"], ""),
                                        "auto": r.get(f"{k}_auto") or "", "edge": r.get(f"{k}_edge") or ""}
                                       for k in TABLE5_KEYS]})
             for k in TABLE5_KEYS:
                 if r.get(f"{k}_edge"):
-                    t5_edges.append({"dataset": names.dataset(r["dataset"]), "key": k, "value": f"{r[k]:g}",
+                    t5_edges.append({"dataset": names.dataset(r["dataset"]), "key": k, "value": _t5_value(r[k], ""),
                                      "edge": r[f"{k}_edge"]})
     claims = []
     domains = {name: dataset_domain(cfg) for name, cfg in configured.items()}
@@ -834,7 +840,7 @@ def build_report(
         "table5_has_paper": any(c["paper"] for r in t5_rows for c in r["cells"]),
         "comparable": _comparable([d["id"] for d in datasets if d["id"] in present or d["id"] in by_id], links, names,
                                   {d["id"]: d["synthetic"] for d in datasets}),
-        "table5_columns": ["C", "ε", "M", "efC", "k", "C", "ε", "l", "ε<sub>c</sub>"],
+        "table5_columns": ["C", "ε", "M", "efC", "k", "ef", "C", "ε", "l", "ε<sub>c</sub>"],
         "claims": claims,
         "min_test_rows": SMALL_TEST,
         "illustrations": _context_illustrations(illustrations, config, view, names, links, missing),
