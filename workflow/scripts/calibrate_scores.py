@@ -8,7 +8,13 @@ from svbop.calibration import calibrate_parts, describe
 from svbop.datasets import Dataset, load_split
 from svbop.datasets.outputs import split_origin
 from svbop.datasets.splits import split_groups
-from svbop.io import SCORES_DTYPE, NpzReader, atomic_path, load_score_arrays, save_arrays
+from svbop.io import (
+    SCORES_DTYPE,
+    NpzReader,
+    atomic_path,
+    load_score_arrays,
+    save_arrays,
+)
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
