@@ -35,14 +35,16 @@ def _write_outputs(folder: Path) -> None:
         z, y = draw(n)
         np.save(folder / f"{part}_logits.npy", z)
         np.save(folder / f"{part}_labels.npy", y)
+        # a column of the user's data (format.group_column, per-part groups files): the label's parity, by name
+        (folder / f"{part}_groups.txt").write_text("".join(("even\n", "odd\n")[c % 2] for c in y))
     (folder / "tree.txt").write_text("".join(f"root g{g}\n" for g in range(3))
                                      + "".join(f"g{c // 4} {c}\n" for c in range(K)))
     z, y = draw(500)  # a second model: probabilities in a CSV with its label column, test rows only
     P = np.exp(z / 2.5 - (z / 2.5).max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)
     names = [f"c{c}" for c in range(K)]
-    lines = [",".join([*names, "truth"])]
-    lines += [",".join([*(repr(float(v)) for v in P[i]), names[y[i]]]) for i in range(len(y))]
+    lines = [",".join([*names, "truth", "site"])]  # site: a group column (format.group_column)
+    lines += [",".join([*(repr(float(v)) for v in P[i]), names[y[i]], f"site-{'ab'[i % 2]}"]) for i in range(len(y))]
     (folder / "probs.csv").write_text("\n".join(lines) + "\n")
 
 
@@ -56,7 +58,7 @@ methods:
   conformal: [aps, hierarchical]
   coverage: [fbeta]
   hierarchical: {{max_nodes: [1], utilities: ["fbeta:beta=1"]}}
-  mondrian: {{by: [predicted_class, predicted_top_node]}}
+  mondrian: {{by: [predicted_class, predicted_top_node, group_column]}}
 datasets:
   mo_npy:
     title: "Logits, npy"
@@ -65,13 +67,15 @@ datasets:
       val_labels.npy: {{path: {folder}/val_labels.npy}}
       test_logits.npy: {{path: {folder}/test_logits.npy}}
       test_labels.npy: {{path: {folder}/test_labels.npy}}
+      val_groups.txt: {{path: {folder}/val_groups.txt}}
+      test_groups.txt: {{path: {folder}/test_groups.txt}}
       tree.txt: {{path: {folder}/tree.txt}}
     format:
       kind: model_outputs
       outputs: logits
       parts:
-        validation: {{scores: val_logits.npy, labels: val_labels.npy}}
-        test: {{scores: test_logits.npy, labels: test_labels.npy}}
+        validation: {{scores: val_logits.npy, labels: val_labels.npy, groups: val_groups.txt}}
+        test: {{scores: test_logits.npy, labels: test_labels.npy, groups: test_groups.txt}}
     hierarchy: {{format: edges, file: tree.txt}}
   digits_cal:
     title: "Digits, liblinear on pixels, calibrated"
@@ -86,6 +90,7 @@ datasets:
       kind: model_outputs
       outputs: probabilities
       label_column: truth
+      group_column: site
       parts:
         test: {{scores: probs.csv}}
 """
@@ -136,6 +141,18 @@ def test_the_report_has_table3_calibration_and_beyond_for_model_outputs(outputs_
     npy = beyond[beyond["dataset"] == "mo_npy"]
     assert npy["worst_group_predicted_top_node_pct"].notna().all() and npy["n_groups_predicted_top_node"].max() == 3
     assert "Mondrian LAC by predicted class" in html and "worst group % (by predicted top node)" in html
+    # by a column of the user's data: a groups file (mo_npy) or a CSV column (mo_csv); the page lists every
+    # group by name with its coverage under the Mondrian sets and the worst group's; digits_cal has no column
+    assert "mondrian_lac_group_column" in methods and "mondrian_lac_group_column" in others
+    assert (npy["n_groups_group_column"] == 2).all() and npy["worst_group_group_column_pct"].notna().all()
+    for d, names in (("mo_npy", ["even", "odd"]), ("mo_csv", ["site-a", "site-b"])):
+        table = re.search(rf'<table class="group-coverage" data-dataset="{d}".*?</table>', html, re.S).group(0)
+        assert re.findall(r'<tr data-group="([^"]+)">', table) == names
+        assert "Mondrian LAC by group column" in table and "worst group" in table
+    mondrian = npy.loc[npy["method"] == "mondrian_lac_group_column"].iloc[0]
+    assert mondrian["worst_group_group_column_pct"] >= 100 * (1 - 0.1) - 5  # calibrated within each group
+    assert '<table class="group-coverage" data-dataset="digits_cal"' not in html
+    assert re.search(r'data-skipped="mondrian_group_column">[^<]*not applicable: no format.group_column', html)
 
 
 def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):

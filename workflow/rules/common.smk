@@ -348,12 +348,18 @@ def beyond_skipped(dataset):
     if "predicted_top_node" in MONDRIAN_BY and not hierarchy:
         out["mondrian"] = ("grouping by the predicted top-level node needs a class hierarchy, which this dataset "
                            "has not (grouping by the predicted class still runs)")
+    if "group_column" in MONDRIAN_BY and not svbop.config.has_group_column(config["datasets"][dataset]):
+        out["mondrian_group_column"] = ("grouping by group_column: not applicable: no format.group_column (a column of "
+                                        "the dataset's csv_text or model_outputs files naming each row's group)")
     return out
 
 
 def mondrian_groupings(dataset):
-    """The groupings of methods.mondrian.by that apply to a dataset (the top node needs a hierarchy)."""
-    return [by for by in MONDRIAN_BY if by != "predicted_top_node" or "mondrian" not in beyond_skipped(dataset)]
+    """The groupings of methods.mondrian.by that apply to a dataset (the top node needs a hierarchy, the
+    group column a format.group_column)."""
+    skipped = beyond_skipped(dataset)
+    return [by for by in MONDRIAN_BY if not (by == "predicted_top_node" and "mondrian" in skipped)
+            and not (by == "group_column" and "mondrian_group_column" in skipped)]
 
 
 def beyond_predictions(dataset):

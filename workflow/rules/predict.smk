@@ -17,7 +17,7 @@ rule score_flat:
         features=features_file,
         dataset="data/{dataset}/dataset.npz",
         split="data/{dataset}/split.npz",
-        code=library_sources("linear", "io"),
+        code=library_sources("linear", "io", "datasets/splits"),
     output:
         "results/{dataset}/scores/flat.npz",
     wildcard_constraints:
@@ -361,8 +361,9 @@ use rule predict_conformal as predict_coverage with:
         "results/benchmarks/predict_coverage/{dataset}_{family}_{epsilon}.tsv",
 
 
-# Mondrian conformal sets: one threshold per group of rows known at test time (the top-1 class, or the
-# top-level node above it), calibrated on the calibration rows of each group.
+# Mondrian conformal sets: one threshold per group of rows known at test time (the top-1 class, the
+# top-level node above it, or the dataset's format.group_column, carried in the scores file), calibrated on
+# the calibration rows of each group.
 use rule predict_conformal as predict_mondrian with:
     input:
         scores="results/{dataset}/scores/flat.npz",
@@ -381,7 +382,7 @@ use rule predict_conformal as predict_mondrian with:
         by=lambda wc: wc.by,
     wildcard_constraints:
         mscore="lac|aps|raps",
-        by="predicted_class|predicted_top_node",
+        by="predicted_class|predicted_top_node|group_column",
     log:
         "results/logs/predict_mondrian/{dataset}_{mscore}_{by}_{epsilon}.log",
     benchmark:

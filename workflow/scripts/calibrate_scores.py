@@ -7,30 +7,43 @@ import logging
 from svbop.calibration import calibrate_parts, describe
 from svbop.datasets import Dataset, load_split
 from svbop.datasets.outputs import split_origin
-from svbop.io import SCORES_DTYPE, atomic_path, load_score_arrays, save_arrays
+from svbop.datasets.splits import split_groups
+from svbop.io import (
+    SCORES_DTYPE,
+    NpzReader,
+    atomic_path,
+    load_score_arrays,
+    save_arrays,
+)
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
 params = snakemake.params
 PARTS = ("validation", "calibration", "test")
 origin = None
+groups = {}  # format.group_column: each row's group (group_names, g_<part>), carried into scores/flat.npz
 if params.model_outputs:  # the model's own scores, as read (float64), split into parts
     dataset = Dataset.load(snakemake.input.dataset)
     split = load_split(snakemake.input.split)
     scores = {p: dataset.X[split[p]] for p in PARTS}
     labels = {p: dataset.y[split[p]] for p in PARTS}
     origin = split_origin(dataset.part, split)
+    if dataset.groups is not None:
+        groups = split_groups(dataset.groups, split, PARTS)
 else:  # the flat model's probabilities before calibration
     arrays = load_score_arrays(snakemake.input.scores, *(f"{k}_{p}" for p in PARTS for k in ("P", "y")))
     scores = {p: arrays[2 * i] for i, p in enumerate(PARTS)}
     labels = {p: arrays[2 * i + 1] for i, p in enumerate(PARTS)}
+    with NpzReader(snakemake.input.scores, "score file") as data:
+        if "group_names" in data:
+            groups = {k: data[k] for k in ("group_names", *(f"g_{p}" for p in PARTS))}
 probs, record = calibrate_parts(scores, labels, outputs=params.outputs, method=params.method,
                                 utilities=params.utilities, dtype=SCORES_DTYPE)
 record["dataset"] = snakemake.wildcards.dataset
 record["model_outputs"] = bool(params.model_outputs)
 if origin is not None:
     record["origin"] = origin
-save_arrays(snakemake.output.scores, compress=False,
+save_arrays(snakemake.output.scores, compress=False, **groups,
             **{f"{k}_{p}": (probs[p] if k == "P" else labels[p]) for p in PARTS for k in ("P", "y")})
 with atomic_path(snakemake.output.record) as tmp:
     tmp.write_text(json.dumps(record, indent=2) + "\n")

@@ -13,7 +13,7 @@ from svbop.baselines import ConformalSetPredictor
 from svbop.conformal import GroupCalibrationWarning, predicted_groups
 from svbop.datasets import Dataset
 from svbop.evaluation import calibration_record, unreachable_record
-from svbop.io import atomic_path, load_score_arrays, save_sets
+from svbop.io import atomic_path, load_score_arrays, load_score_groups, save_sets
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
@@ -26,7 +26,9 @@ if params.score == "hierarchical":  # unions of at most max_nodes nodes of the d
 predictor = ConformalSetPredictor(params.epsilon, score=params.score, class_conditional=params.class_conditional,
                                   empty=params.empty, **options)
 by = getattr(params, "by", None)  # rule predict_mondrian: one threshold per group known at test time
-if by is not None:
+if by == "group_column":  # a column of the user's data (format.group_column), carried into the scores file
+    _, (groups_cal, groups_test) = load_score_groups(snakemake.input.scores, "calibration", "test")
+elif by is not None:
     hierarchy = Dataset.load(snakemake.input.dataset).hierarchy if by == "predicted_top_node" else None
     groups_cal, groups_test = (predicted_groups(P, by, hierarchy) for P in (P_cal, P_test))
 try:

@@ -4,6 +4,7 @@
 import logging
 
 from svbop.datasets import Dataset, load_split
+from svbop.datasets.splits import split_groups
 from svbop.io import SCORES_DTYPE, load_matrix, save_arrays
 from svbop.linear import LinearModel
 from svbop.logs import to_log_file
@@ -11,9 +12,12 @@ from svbop.logs import to_log_file
 to_log_file(snakemake.log[0])
 model = LinearModel.load(snakemake.input.model)
 X = load_matrix(snakemake.input.features)
-y = Dataset.load(snakemake.input.dataset).y
+dataset = Dataset.load(snakemake.input.dataset)
+y = dataset.y
 split = load_split(snakemake.input.split)
-arrays = {}
+# format.group_column: each row's group (group_names, g_<part>) for Mondrian sets grouped by it
+arrays = split_groups(dataset.groups, split) if dataset.groups is not None else {}
+del dataset
 for part in ("validation", "calibration", "test"):
     rows = split[part]
     arrays[f"P_{part}"] = model.predict_proba(X[rows], dtype=SCORES_DTYPE)

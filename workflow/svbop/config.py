@@ -42,6 +42,7 @@ __all__ = [
     "check_config",
     "check_dataset",
     "check_yaml",
+    "has_group_column",
     "has_hierarchy",
     "load_yaml",
     "Summarised",
@@ -351,6 +352,18 @@ def is_model_outputs(cfg: Mapping[str, Any]) -> bool:
     return (cfg.get("format") or {}).get("kind") == "model_outputs"
 
 
+def has_group_column(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset's rows carry a group from the user's data (``format.group_column`` of kind
+    ``csv_text`` or ``model_outputs``, or ``groups`` files of a model's outputs): the grouping
+    ``group_column`` of ``methods.mondrian.by`` applies to it."""
+    fmt = cfg.get("format") or {}
+    if fmt.get("kind") not in ("csv_text", "model_outputs"):
+        return False
+    if fmt.get("group_column") is not None:
+        return True
+    return any(isinstance(spec, Mapping) and "groups" in spec for spec in dict(fmt.get("parts") or {}).values())
+
+
 def calibrate_method(cfg: Mapping[str, Any]) -> str:
     """A dataset's ``calibrate:``: as configured, else ``temperature`` for a model's outputs (a deep
     network's softmax is rarely calibrated, Guo et al. 2017, and a temperature fitted on the validation
@@ -366,21 +379,25 @@ def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, An
     for part, spec in dict(fmt.get("parts") or {}).items():
         if not isinstance(spec, Mapping):
             raise ConfigError(f"config: {where}.parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
-        for key in ("scores", "labels"):
+        for key in ("scores", "labels", "groups"):
             if key in spec:
                 _raw_file_check(f"{where}.parts.{part}.{key}", spec[key], files, unpack)
+        if "groups" in spec and fmt.get("group_column") is not None:
+            raise ConfigError(f"config: {where}.parts.{part}.groups: and format.group_column both give the groups; "
+                              "give one")
         if "labels" not in spec and fmt.get("label_column") is None:
             raise ConfigError(f"config: {where}.parts.{part}.labels: missing (or set format.label_column to read the "
                               "labels from a CSV/TSV scores file)")
     parts = dict(fmt.get("parts") or {})
     if "test" not in parts and "all" not in parts:
         raise ConfigError(f"config: {where}.parts: give test (every reported number is computed on it) or all")
-    if fmt.get("header", True) is False and fmt.get("label_column") is not None and isinstance(fmt["label_column"], str):
-        raise ConfigError(f"config: {where}.label_column: {fmt['label_column']!r}: with header: false give the "
-                          "column's 0-based number")
-    if fmt.get("header", True) is not False and isinstance(fmt.get("label_column"), int):
-        raise ConfigError(f"config: {where}.label_column: {fmt['label_column']}: a column number needs header: false; "
-                          "give the column's name")
+    for key in ("label_column", "group_column"):
+        if fmt.get("header", True) is False and fmt.get(key) is not None and isinstance(fmt[key], str):
+            raise ConfigError(f"config: {where}.{key}: {fmt[key]!r}: with header: false give the "
+                              "column's 0-based number")
+        if fmt.get("header", True) is not False and isinstance(fmt.get(key), int):
+            raise ConfigError(f"config: {where}.{key}: {fmt[key]}: a column number needs header: false; "
+                              "give the column's name")
     if "class_names_file" in fmt:
         _raw_file_check(f"{where}.class_names_file", fmt["class_names_file"], files, unpack)
     for key in ("hsg", "hf"):
@@ -396,7 +413,7 @@ def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, An
                                   "models on the validation rows, and a model's outputs train none; remove it")
 
 
-_COLUMN_KEYS = ("text_column", "label_column", "hierarchy_columns")
+_COLUMN_KEYS = ("text_column", "label_column", "hierarchy_columns", "group_column")
 
 
 def _check_column_numbers(base: str, fmt: Mapping[str, Any]) -> None:
@@ -404,6 +421,8 @@ def _check_column_numbers(base: str, fmt: Mapping[str, Any]) -> None:
     where = f"{base}.format"
     kind = fmt.get("kind")
     header = fmt.get("header", True)
+    if "group_column" in fmt and kind != "csv_text":  # the schema says so too; this holds without it
+        raise ConfigError(f"config: {where}.group_column: read by kinds csv_text and model_outputs, not {kind!r}")
     if header is False and kind != "csv_text":
         raise ConfigError(f"config: {where}.header: false is read by kinds csv_text and model_outputs, not {kind!r}")
     for key in _COLUMN_KEYS:

@@ -50,7 +50,7 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 #: (``fbeta``, ``credal``) with ``param`` = epsilon, ``hierarchical_<max_nodes>`` with ``param`` =
 #: the utility label the sets optimise.
 _BEYOND = re.compile(r"(conformal_(lac_cc|aps|raps|aps_cc|raps_cc|hierarchical_[1-9][0-9]*)|coverage_(fbeta|credal)"
-                     r"|hierarchical_[1-9][0-9]*|mondrian_(lac|aps|raps)_(predicted_class|predicted_top_node))\Z")
+                     r"|hierarchical_[1-9][0-9]*|mondrian_(lac|aps|raps)_(predicted_class|predicted_top_node|group_column))\Z")
 
 #: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
 #: ``<label>_pct`` per utility and the optional ``calibrated``.
@@ -135,6 +135,7 @@ def evaluate_beyond(
     extra: Mapping[tuple[str, str], Mapping[str, object]] | None = None,
     unreachable: Iterable[tuple[str, str]] = (),
     groups: Mapping[str, np.ndarray] | None = None,
+    group_names: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict]:
     """Score every kind of set on the test rows: utilities, coverage and set sizes.
 
@@ -162,6 +163,11 @@ def evaluate_beyond(
         Groupings of the test rows (``{"predicted_class": ...}``): every method gets
         ``worst_group_<name>_pct``, the smallest coverage of a group (Mondrian methods guarantee
         ``1 - epsilon`` in each), and ``n_groups_<name>``.
+    group_names : mapping of str to array of str, optional
+        For groupings of ``groups`` given as integer codes into names (``{"group_column": names}``,
+        a column of the user's data): every method also gets ``group_coverage_<name>``, the
+        coverage of each group, as JSON ``[[group name, test rows, coverage %], ...]`` in the
+        order of the names (bounded by the number of groups, which the data bound).
 
     Returns
     -------
@@ -196,12 +202,17 @@ def evaluate_beyond(
         row.update((lab, scores[lab]) for lab in labels)
         for name, g in (groups or {}).items():
             if key in unreachable:
-                worst = float("nan")
+                worst, per_group = float("nan"), None
             else:
-                _, cov, _ = group_coverage(sets[key], y, g)
+                codes, cov, counts = group_coverage(sets[key], y, g)
                 worst = 100.0 * float(np.nanmin(cov))
+                per_group = zip(codes.tolist(), counts.tolist(), (100.0 * cov).tolist())
             row[f"worst_group_{name}_pct"] = worst
             row[f"n_groups_{name}"] = int(np.unique(np.asarray(g)).size)
+            if name in (group_names or {}):
+                named = np.asarray(group_names[name]).astype(str)
+                row[f"group_coverage_{name}"] = "" if per_group is None else json.dumps(
+                    [[str(named[c]), int(n), round(float(v), 4)] for c, n, v in per_group], ensure_ascii=False)
         row.update((extra or {}).get(key, {}))
         rows.append(row)
         del scores

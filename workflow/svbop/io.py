@@ -16,7 +16,7 @@ from ._npz import (  # noqa: F401 - re-exported: svbop.io is where callers find 
 )
 from .sets import SetPredictions
 
-__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "save_sets", "load_sets", "SetFiles"]
+__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "load_score_groups", "save_sets", "load_sets", "SetFiles"]
 
 
 #: dtype of the held-out rows' class probabilities the pipeline stores (rule score_flat,
@@ -298,6 +298,46 @@ def load_score_arrays(path: str | os.PathLike, *keys: str) -> list[np.ndarray]:
                                      f"{arr.dtype.name} of shape {arr.shape}")
             arrays.append(arr)
     return arrays
+
+
+def load_score_groups(path: str | os.PathLike, *parts: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The per-row groups of a score file's parts (``format.group_column``, written by
+    :func:`svbop.datasets.splits.split_groups`).
+
+    Parameters
+    ----------
+    path : path
+        The ``.npz`` score file.
+    *parts : str
+        The parts whose groups to read, e.g. ``"calibration", "test"``.
+
+    Returns
+    -------
+    names : ndarray of str, shape (G,)
+        The group names.
+    codes : list of ndarray of int64
+        Per part, each row's index into ``names``.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file: no groups in it (the dataset has no ``format.group_column``),
+        or codes that do not index ``names``.
+    """
+    with NpzReader(path, "score file") as data:
+        if "group_names" not in data.files:
+            raise ValueError(f"{path}: no per-row groups (key 'group_names'); the dataset has no format.group_column")
+        names = data["group_names"]
+        if names.ndim != 1 or names.dtype.kind not in "US":
+            raise ValueError(f"{path}: key 'group_names': expected a 1-D array of names, got {names.dtype.name} of "
+                             f"shape {names.shape}")
+        codes = []
+        for part in parts:
+            g = data[f"g_{part}"]
+            if g.ndim != 1 or g.dtype.kind not in "iu" or (g.size and (g.min() < 0 or g.max() >= names.size)):
+                raise ValueError(f"{path}: key 'g_{part}': expected 1-D integer codes in 0..{names.size - 1}")
+            codes.append(g.astype(np.int64, copy=False))
+    return names.astype(np.str_), codes
 
 
 def save_sets(path: str | os.PathLike, sets: SetPredictions) -> None:

@@ -3,7 +3,9 @@
 A :class:`Dataset` holds raw inputs ``X`` (images, dense features or sparse term counts),
 integer labels ``y``, class names, optionally a :class:`Hierarchy` over the classes and a record
 id per row (e.g. the FASTA ids, to join per-sequence annotations such as protein domains).  It is
-saved as a single compressed ``.npz`` file without pickled objects.
+saved as a single compressed ``.npz`` file without pickled objects.  A per-row group (a column of
+the user's data, ``format.group_column``) can ride along, for group-conditional (Mondrian)
+conformal sets.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import scipy.sparse as sp
 
 from ..io import NpzReader, matrix_arrays, save_arrays
 
-__all__ = ["Hierarchy", "Dataset", "X_KINDS", "encode_strings", "decode_strings"]
+__all__ = ["Hierarchy", "Dataset", "X_KINDS", "encode_strings", "decode_strings", "encode_groups"]
 
 logger = logging.getLogger(__name__)
 
 #: Version of the ``.npz`` layout written by :meth:`Dataset.save` (2: text inputs, x_kind, part;
-#: 3: record ids).  Files of older versions still load (a version-2 file has no ids).
-FORMAT_VERSION = 3
+#: 3: record ids; 4: per-row groups).  Files of older versions still load (a version-2 file has
+#: no ids, a version-3 file no groups).
+FORMAT_VERSION = 4
 
 #: What the rows of ``Dataset.X`` are.  Numeric: ``dense`` (N, D) features, ``sparse`` (N, D)
 #: CSR term counts or features, ``images`` (N, H, W) or (N, C, H, W) pixels.  Strings (one per
@@ -57,6 +60,34 @@ def decode_strings(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     for i in range(out.size):
         out[i] = raw[offsets[i] : offsets[i + 1]].decode("utf-8")
     return out
+
+
+def encode_groups(groups) -> tuple[np.ndarray, np.ndarray]:
+    """Group names and one integer code per row: ``names[codes]`` gives ``groups`` back.
+
+    Parameters
+    ----------
+    groups : sequence of str, shape (N,)
+        One group value per row.
+
+    Returns
+    -------
+    names : ndarray of str, shape (G,)
+        The distinct values, sorted.
+    codes : ndarray of int64, shape (N,)
+        Each row's index into ``names``.
+
+    Examples
+    --------
+    >>> names, codes = encode_groups(["b", "a", "b"])
+    >>> names.tolist(), codes.tolist()
+    (['a', 'b'], [1, 0, 1])
+    """
+    arr = np.asarray(groups, dtype=object)
+    if arr.ndim != 1:
+        raise ValueError(f"groups: expected a 1-D array (one group per row), got shape {arr.shape}")
+    names, codes = np.unique(arr.astype(np.str_), return_inverse=True)
+    return names.astype(np.str_), codes.ravel().astype(np.int64)
 
 
 @dataclass(eq=False)
@@ -303,6 +334,20 @@ def _check_ids(ids, n_rows: int) -> np.ndarray:
     return out
 
 
+def _check_groups(groups, n_rows: int) -> np.ndarray:
+    """Row groups as a 1-D object array of ``str`` with ``n_rows`` entries."""
+    if isinstance(groups, (str, bytes)):
+        raise ValueError(f"groups: expected one group per row, got a single string {groups!r}")
+    arr = np.asarray(groups, dtype=object) if not isinstance(groups, np.ndarray) else groups
+    if arr.ndim != 1:
+        raise ValueError(f"groups: expected a 1-D array (one group per row), got shape {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"groups: has {arr.shape[0]} groups but there are {n_rows} rows")
+    out = np.empty(n_rows, dtype=object)
+    out[:] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr]
+    return out
+
+
 @dataclass(eq=False)
 class Dataset:
     """A labelled multi-class dataset.
@@ -337,6 +382,10 @@ class Dataset:
         repeated id only logs a warning: it matters to a join, and the joins (e.g.
         :func:`svbop.features.domains.domain_encoding`) refuse it, while a dataset that never
         uses its ids should still parse, save and train.
+    groups : sequence of str, shape (N,), optional
+        A group per row from a column of the user's data (``format.group_column``), held as a
+        1-D object array of ``str``, for group-conditional (Mondrian) conformal sets; saved as
+        the distinct names and an integer code per row (:func:`encode_groups`).
     """
 
     name: str
@@ -349,6 +398,7 @@ class Dataset:
     x_kind: str = ""
     part: np.ndarray | None = None
     ids: np.ndarray | None = None
+    groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
@@ -401,6 +451,8 @@ class Dataset:
             self.part = part
         if self.ids is not None:
             self.ids = _check_ids(self.ids, y.shape[0])
+        if self.groups is not None:
+            self.groups = _check_groups(self.groups, y.shape[0])
         if self.hierarchy is not None:
             if not isinstance(self.hierarchy, Hierarchy):
                 raise ValueError(f"hierarchy: expected a Hierarchy, got {type(self.hierarchy).__name__}")
@@ -437,7 +489,7 @@ class Dataset:
         -------
         Dataset
             A new dataset: the kept classes' rows in their order (with their ``part`` and
-            ``ids``), ``class_names`` of the kept classes, ``y`` renumbered to match, and the
+            ``ids`` and ``groups``), ``class_names`` of the kept classes, ``y`` renumbered to match, and the
             hierarchy pruned to them (:meth:`Hierarchy.keep_classes`).
         """
         kept = np.unique(np.asarray(classes, dtype=np.int64))
@@ -453,6 +505,7 @@ class Dataset:
             description=self.description, synthetic=self.synthetic, x_kind=self.x_kind,
             part=self.part[rows] if self.part is not None else None,
             ids=self.ids[rows] if self.ids is not None else None,
+            groups=self.groups[rows] if self.groups is not None else None,
         )
 
     # ------------------------------------------------------------------ storage
@@ -463,7 +516,8 @@ class Dataset:
         ``class_names``, ``x_kind``, ``X_format`` (``"dense"``, ``"csr"`` or ``"text"``), then
         ``X`` (dense), ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape`` (CSR) or
         ``X_text_bytes``, ``X_text_offsets`` (UTF-8 strings); ``part`` when set; ``ids_bytes``,
-        ``ids_offsets`` (UTF-8 strings, as for text rows) when ids are set; with a hierarchy also
+        ``ids_offsets`` (UTF-8 strings, as for text rows) when ids are set; ``group_names``,
+        ``group_codes`` (:func:`encode_groups`) when groups are set; with a hierarchy also
         ``hierarchy_parent``, ``hierarchy_n_classes`` and, when named, ``hierarchy_node_names``.
 
         Returns
@@ -491,6 +545,8 @@ class Dataset:
             arrays["part"] = self.part
         if self.ids is not None:
             arrays["ids_bytes"], arrays["ids_offsets"] = encode_strings(self.ids)
+        if self.groups is not None:
+            arrays["group_names"], arrays["group_codes"] = encode_groups(self.groups)
         if self.hierarchy is not None:
             arrays["hierarchy_parent"] = self.hierarchy.parent
             arrays["hierarchy_n_classes"] = np.array(self.hierarchy.n_classes, dtype=np.int64)
@@ -503,7 +559,8 @@ class Dataset:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Dataset:
         """Read a dataset written by :meth:`save` (any format version up to :data:`FORMAT_VERSION`;
-        files without ids, such as those of version 2, give ``ids=None``).
+        files without ids, such as those of version 2, give ``ids=None``; without groups,
+        ``groups=None``).
 
         Raises
         ------
@@ -533,6 +590,13 @@ class Dataset:
                     ids = decode_strings(get("ids_bytes"), get("ids_offsets"))
                 except (ValueError, UnicodeDecodeError) as exc:
                     raise ValueError(f"{path}: unreadable ids ({exc})") from None
+            groups = None
+            if "group_names" in files or "group_codes" in files:
+                names, codes = get("group_names"), get("group_codes")
+                if (names.ndim != 1 or codes.ndim != 1 or codes.dtype.kind not in "iu"
+                        or (codes.size and (codes.min() < 0 or codes.max() >= names.size))):
+                    raise ValueError(f"{path}: inconsistent groups (group_codes must index group_names)")
+                groups = names.astype(object)[codes]
             hierarchy = None
             if "hierarchy_parent" in files:
                 names = get("hierarchy_node_names").tolist() if "hierarchy_node_names" in files else None
@@ -552,6 +616,7 @@ class Dataset:
                     x_kind=str(get("x_kind")) if "x_kind" in files else "",
                     part=get("part") if "part" in files else None,
                     ids=ids,
+                    groups=groups,
                 )
             except ValueError as exc:
                 raise ValueError(f"{path}: invalid dataset ({exc})") from None

@@ -19,6 +19,10 @@ scores
 labels
     ``.npy`` (integers or names), or a text file with one integer or class name per line.
     Omitted when ``label_column`` is set.
+groups (optional)
+    Each row's group, for group-conditional (Mondrian) conformal sets: ``.npy`` (integers or
+    strings) or one value per line, row-aligned with the scores; or ``group_column``, a column
+    of CSV/TSV scores files.
 class names
     ``class_names`` (a list in the config) or ``class_names_file`` (one name per line); labels
     given as names need one of them (or a CSV header).
@@ -74,8 +78,9 @@ def _read_names(path: Path) -> list[str]:
     return names
 
 
-def _read_csv(path: Path, *, header: bool, sep: str | None, label_column) -> tuple[np.ndarray, np.ndarray | None, list[str] | None]:
-    """Scores (and the label column) of a CSV/TSV file; column names when it has a header."""
+def _read_csv(path: Path, *, header: bool, sep: str | None, label_column, group_column=None):
+    """Scores, the label column (or None), the group column (or None) of a CSV/TSV file, and the
+    score columns' names when it has a header."""
     import pandas as pd
 
     if sep is None:
@@ -87,23 +92,35 @@ def _read_csv(path: Path, *, header: bool, sep: str | None, label_column) -> tup
         raise ValueError(f"{path}: not a readable {'tab' if sep == chr(9) else repr(sep)}-separated file "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
     columns = [str(c) for c in frame.columns]
-    labels = None
-    if label_column is not None:
+    taken = {}  # option -> column index, resolved before any column is dropped
+    for option, column in (("label_column", label_column), ("group_column", group_column)):
+        if column is None:
+            continue
         if header:
-            if str(label_column) not in columns:
-                raise ValueError(f"{path}: no column {str(label_column)!r} (label_column); its columns: "
+            if str(column) not in columns:
+                raise ValueError(f"{path}: no column {str(column)!r} ({option}); its columns: "
                                  f"{', '.join(columns[:8])}{', ...' if len(columns) > 8 else ''}")
-            key = columns.index(str(label_column))
+            taken[option] = columns.index(str(column))
         else:
-            if isinstance(label_column, bool) or not isinstance(label_column, (int, np.integer)):
-                raise ValueError(f"{path}: label_column must be a 0-based column number when header is false, "
-                                 f"got {label_column!r}")
-            if not 0 <= int(label_column) < len(columns):
-                raise ValueError(f"{path}: label_column {label_column} is outside its {len(columns)} columns (0-based)")
-            key = int(label_column)
-        labels = frame.iloc[:, key].to_numpy(dtype=str)
-        frame = frame.drop(columns=frame.columns[key])
-        columns.pop(key)
+            if isinstance(column, bool) or not isinstance(column, (int, np.integer)):
+                raise ValueError(f"{path}: {option} must be a 0-based column number when header is false, "
+                                 f"got {column!r}")
+            if not 0 <= int(column) < len(columns):
+                raise ValueError(f"{path}: {option} {column} is outside its {len(columns)} columns (0-based)")
+            taken[option] = int(column)
+    if len(set(taken.values())) < len(taken):
+        raise ValueError(f"{path}: label_column and group_column name the same column {label_column!r}")
+    labels = frame.iloc[:, taken["label_column"]].to_numpy(dtype=str) if "label_column" in taken else None
+    groups = None
+    if "group_column" in taken:
+        groups = np.char.strip(frame.iloc[:, taken["group_column"]].to_numpy(dtype=str))
+        empty = np.flatnonzero(groups == "")
+        if empty.size:
+            raise ValueError(f"{path}: line {int(empty[0]) + 1 + (1 if header else 0)}: empty group (group_column "
+                             f"{group_column!r})")
+    if taken:
+        frame = frame.drop(columns=frame.columns[sorted(taken.values())])
+        columns = [c for j, c in enumerate(columns) if j not in taken.values()]
     values = np.empty(frame.shape, dtype=np.float64)
     for j in range(frame.shape[1]):
         col = frame.iloc[:, j]
@@ -115,18 +132,20 @@ def _read_csv(path: Path, *, header: bool, sep: str | None, label_column) -> tup
             line = bad + 1 + (1 if header else 0)
             raise ValueError(f"{path}: line {line}, column {columns[j] if header else j}: {col.iloc[bad]!r} is not a "
                              f"number (set label_column if this column holds the labels)") from None
-    return values, labels, (columns if header else None)
+    return values, labels, groups, (columns if header else None)
 
 
-def _read_scores(path: Path, *, scores_key: str | None, header: bool, sep: str | None, label_column):
+def _read_scores(path: Path, *, scores_key: str | None, header: bool, sep: str | None, label_column,
+                 group_column=None):
+    """Scores, labels (or None), groups (or None) and column names (or None) of a scores file."""
     suffix = path.suffix.lower()
+    if suffix in (".npy", ".npz"):
+        for option, column, other in (("label_column", label_column, "labels"), ("group_column", group_column, "groups")):
+            if column is not None:
+                raise ValueError(f"{path}: {option} needs a CSV/TSV scores file; give the part a {other} file")
     if suffix == ".npy":
-        if label_column is not None:
-            raise ValueError(f"{path}: label_column needs a CSV/TSV scores file; give the part a labels file")
-        return load_npy(path, "scores file"), None, None
+        return load_npy(path, "scores file"), None, None, None
     if suffix == ".npz":
-        if label_column is not None:
-            raise ValueError(f"{path}: label_column needs a CSV/TSV scores file; give the part a labels file")
         with NpzReader(path, "scores file") as data:
             keys = sorted(data.files)
             if scores_key is None:
@@ -135,9 +154,9 @@ def _read_scores(path: Path, *, scores_key: str | None, header: bool, sep: str |
                 scores_key = keys[0]
             elif scores_key not in data:
                 raise ValueError(f"{path}: no array {scores_key!r} (scores_key); it holds {', '.join(keys[:8])}")
-            return np.asarray(data[scores_key]), None, None
+            return np.asarray(data[scores_key]), None, None, None
     if suffix in (".csv", ".tsv", ".txt", ".tab"):
-        return _read_csv(path, header=header, sep=sep, label_column=label_column)
+        return _read_csv(path, header=header, sep=sep, label_column=label_column, group_column=group_column)
     raise ValueError(f"{path}: scores must be .npy, .npz, .csv or .tsv (got {suffix or 'no extension'})")
 
 
@@ -154,6 +173,29 @@ def _read_labels(path: Path) -> np.ndarray:
     empty = [i for i, v in enumerate(lines) if not v.strip()]
     if empty:
         raise ValueError(f"{path}: line {empty[0] + 1}: empty label")
+    return np.asarray([v.strip() for v in lines], dtype=np.str_)
+
+
+def _read_groups(path: Path) -> np.ndarray:
+    """One group per row: a 1-D ``.npy`` of integers or strings, or a text file of one value per line."""
+    if path.suffix.lower() == ".npy":
+        g = load_npy(path, "groups file")
+        if g.ndim != 1:
+            raise ValueError(f"{path}: groups have shape {g.shape}; expected one group per row (1-D)")
+        if g.dtype.kind not in "iuUSb":
+            raise ValueError(f"{path}: groups have dtype {g.dtype}; expected integers or strings")
+        g = np.char.strip(g.astype(np.str_))
+        empty = np.flatnonzero(g == "")
+        if empty.size:
+            raise ValueError(f"{path}: row {int(empty[0])}: empty group")
+        return g
+    with open_text(path) as fh:
+        lines = [line.rstrip("\r\n") for line in fh]
+    while lines and lines[-1] == "":
+        lines.pop()
+    empty = [i for i, v in enumerate(lines) if not v.strip()]
+    if empty:
+        raise ValueError(f"{path}: line {empty[0] + 1}: empty group")
     return np.asarray([v.strip() for v in lines], dtype=np.str_)
 
 
@@ -236,6 +278,7 @@ def read_model_outputs(
     sep: str | None = None,
     class_names: Sequence[str] | None = None,
     class_names_file: str | None = None,
+    group_column: str | int | None = None,
 ) -> Dataset:
     """Read a model's scores and labels, part by part, into one :class:`Dataset`.
 
@@ -245,7 +288,10 @@ def read_model_outputs(
         Folder the file names are relative to.
     parts : mapping
         Split name (``validation``, ``calibration``, ``test`` or ``all``) to
-        ``{"scores": file, "labels": file}`` (``labels`` omitted with ``label_column``).
+        ``{"scores": file, "labels": file}`` (``labels`` omitted with ``label_column``), and
+        optionally ``"groups": file``: each row's group (a 1-D ``.npy`` of integers or strings,
+        or one value per line), for group-conditional (Mondrian) conformal sets; every part
+        gives one, or none does.
     outputs : {"probabilities", "logits"}
         What the scores are.  Probabilities must be non-negative rows summing to 1.
     scores_key : str, optional
@@ -259,11 +305,23 @@ def read_model_outputs(
         CSV/TSV field separator (default: tab for ``.tsv``, comma otherwise).
     class_names, class_names_file : optional
         The classes' names in the scores' column order (a list, or a file of one name per line).
+    group_column : str or int, optional
+        CSV/TSV scores: the column holding each row's group (its name, or its 0-based number
+        when ``header`` is false), instead of ``groups`` files.
 
     Returns
     -------
     Dataset
-        ``X`` the (n, K) float64 scores, ``x_kind`` ``"dense"``, ``y``, ``class_names``, ``part``.
+        ``X`` the (n, K) float64 scores, ``x_kind`` ``"dense"``, ``y``, ``class_names``, ``part``;
+        ``groups`` (str per row) with ``group_column`` or ``groups`` files.
+
+    Raises
+    ------
+    ValueError
+        In one line naming the file, and the row, line or column where it applies (see the
+        module's docstring); for groups: ``"<file>: no column 'x' (group_column); ..."``,
+        ``"<file>: line <n>: empty group"``, ``"<file>: <m> groups but <scores> has <n> rows"``,
+        ``"parts.<part>.groups: missing (...)"`` when only some parts give groups.
     """
     if outputs not in OUTPUT_KINDS:
         raise ValueError(f"outputs: expected one of {', '.join(OUTPUT_KINDS)}, got {outputs!r}")
@@ -283,18 +341,21 @@ def read_model_outputs(
             raise ValueError(f"class_names: {next(c for c in names if names.count(c) > 1)!r} is listed twice")
     elif class_names_file is not None:
         names = _read_names(resolve(root, class_names_file, "class names file"))
-    blocks, labels, part_names, first = [], [], [], None
+    blocks, labels, groups, part_names, first = [], [], [], [], None
     header_names = None
     for part, spec in parts.items():
         if isinstance(spec, (str, os.PathLike)):
             spec = {"scores": spec}
         if not isinstance(spec, Mapping) or "scores" not in spec:
             raise ValueError(f"parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
-        extra = sorted(set(spec) - {"scores", "labels"})
+        extra = sorted(set(spec) - {"scores", "labels", "groups"})
         if extra:
-            raise ValueError(f"parts.{part}.{extra[0]}: unknown key (known: scores, labels)")
+            raise ValueError(f"parts.{part}.{extra[0]}: unknown key (known: scores, labels, groups)")
+        if "groups" in spec and group_column is not None:
+            raise ValueError(f"parts.{part}: both group_column and a groups file; give one")
         spath = resolve(root, spec["scores"], "scores file")
-        S, y_col, cols = _read_scores(spath, scores_key=scores_key, header=bool(header), sep=sep, label_column=label_column)
+        S, y_col, g_col, cols = _read_scores(spath, scores_key=scores_key, header=bool(header), sep=sep,
+                                             label_column=label_column, group_column=group_column)
         if S.ndim != 2:
             raise ValueError(f"{spath}: scores have shape {S.shape}; expected a 2-D (n_rows, n_classes) matrix")
         if S.dtype.kind not in "fiu" or S.dtype.kind == "b":
@@ -323,6 +384,12 @@ def read_model_outputs(
             y_raw = _read_labels(lpath)
         if len(y_raw) != S.shape[0]:
             raise ValueError(f"{lpath}: {len(y_raw)} labels but {spath} has {S.shape[0]} rows")
+        if "groups" in spec:
+            gpath = resolve(root, spec["groups"], "groups file")
+            g_col = _read_groups(gpath)
+            if len(g_col) != S.shape[0]:
+                raise ValueError(f"{gpath}: {len(g_col)} groups but {spath} has {S.shape[0]} rows")
+        groups.append(g_col)
         blocks.append((S, lpath, y_raw))
         part_names.append(part)
     K = first[1]
@@ -337,13 +404,18 @@ def read_model_outputs(
         labels.append(_labels_to_indices(np.asarray(y_raw), K, names, lpath))
         lo += S.shape[0]
     y = np.concatenate(labels)
+    given = [p for p, g in zip(part_names, groups) if g is not None]
+    if given and len(given) != len(part_names):
+        missing = next(p for p, g in zip(part_names, groups) if g is None)
+        raise ValueError(f"parts.{missing}.groups: missing (parts.{given[0]} gives groups: give every part a groups "
+                         f"file, or none)")
     part = np.repeat(np.asarray(part_names, dtype=np.str_), [b[0].shape[0] for b in blocks])
     description = (f"a model's {outputs} on held-out rows (model_outputs): "
                    + "; ".join(f"{p}: {b[0].shape[0]:,} rows from {Path(str(b[1])).name}" for p, b in zip(part_names, blocks)))
     logger.info("model outputs: %d rows, %d classes (%s), parts %s", X.shape[0], K, outputs,
                 {p: int(b[0].shape[0]) for p, b in zip(part_names, blocks)})
     return Dataset(name="", X=X, y=y, class_names=names or [str(c) for c in range(K)], description=description,
-                   x_kind="dense", part=part)
+                   x_kind="dense", part=part, groups=np.concatenate(groups).astype(object) if given else None)
 
 
 def split_model_outputs(y: np.ndarray, part: np.ndarray, sizes: Mapping[str, object], *, seed: int = 0) -> dict[str, np.ndarray]:

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from ..io import NpzReader, atomic_path
-from .base import Dataset
+from .base import Dataset, encode_groups
 
-__all__ = ["SPLIT_KEYS", "SMALL_CLASSES", "drop_small_classes", "make_split", "split_parts", "save_split", "load_split"]
+__all__ = ["SPLIT_KEYS", "SMALL_CLASSES", "drop_small_classes", "make_split", "split_parts", "save_split", "load_split",
+           "split_groups"]
 
 logger = logging.getLogger(__name__)
 
@@ -338,3 +339,37 @@ def load_split(path: str | os.PathLike) -> dict[str, np.ndarray]:
     with NpzReader(path, "split file") as data:  # each member's header checked against its size
         split = {k: data[k] for k in sorted(data.files)}
     return _check_split(split, str(path))
+
+
+def split_groups(groups, split: Mapping[str, np.ndarray],
+                 parts: Sequence[str] = ("validation", "calibration", "test")) -> dict[str, np.ndarray]:
+    """A dataset's per-row groups (:attr:`Dataset.groups`) as the arrays of a score file.
+
+    Parameters
+    ----------
+    groups : sequence of str, shape (N,)
+        Every row's group.
+    split : mapping of str to ndarray of int
+        Row indices per part (:func:`make_split`, :func:`~svbop.datasets.outputs.split_model_outputs`).
+    parts : sequence of str
+        The parts to write.
+
+    Returns
+    -------
+    dict of str to ndarray
+        ``group_names`` (the distinct groups of all rows, sorted) and ``g_<part>`` (int64 codes
+        into it, one per row of ``split[part]``, in the split's row order, so row ``i`` of
+        ``P_<part>`` has group ``group_names[g_<part>[i]]``).  The codes are shared by every part.
+
+    Examples
+    --------
+    >>> out = split_groups(["a", "b", "a", "c"], {"calibration": np.array([0, 1]), "test": np.array([3])},
+    ...                    parts=("calibration", "test"))
+    >>> out["group_names"].tolist(), out["g_calibration"].tolist(), out["g_test"].tolist()
+    (['a', 'b', 'c'], [0, 1], [2])
+    """
+    names, codes = encode_groups(groups)
+    out = {"group_names": names}
+    for part in parts:
+        out[f"g_{part}"] = codes[np.asarray(split[part], dtype=np.int64)]
+    return out

@@ -234,6 +234,7 @@ def read_csv_text(
     label_sep: str | None = None,
     multilabel: str = "error",
     row_ids: bool = False,
+    group_column: str | int | None = None,
 ) -> Dataset:
     """Read documents and their labels from CSV files with a header (DBpedia).
 
@@ -272,14 +273,18 @@ def read_csv_text(
         Give every row the id :func:`csv_row_id` of its file name (as in ``parts``) and data row
         number, to join per-row annotations to it (Proteins: the domains of the ``fund`` column,
         :func:`svbop.features.domains.read_domain_column`).  Off by default: no ids are stored.
+    group_column : str or int, optional
+        A column naming each row's group (its name, or its 0-based number with ``header=False``),
+        for group-conditional (Mondrian) conformal sets (``methods.mondrian.by: [group_column]``).
+        Its values are taken as written, whitespace-stripped; an empty one is an error.
 
     Returns
     -------
     Dataset
         ``X`` the documents (one ``str`` per row, as written), ``x_kind`` ``"text"``; ``y``
         indices into ``class_names``, the labels (whitespace-stripped) sorted; ``hierarchy``
-        when ``hierarchy_columns`` is given; ``part`` per row; ``ids`` with ``row_ids``; ``name``
-        empty.
+        when ``hierarchy_columns`` is given; ``part`` per row; ``ids`` with ``row_ids``;
+        ``groups`` with ``group_column``; ``name`` empty.
 
     Raises
     ------
@@ -292,7 +297,7 @@ def read_csv_text(
         column twice, a record with another number of fields than the header, a stray or
         unterminated quote, several labels with ``multilabel="error"``;
         ``"<path>:<line>: empty label (data row <n>)"`` (also for an
-        empty text or hierarchy level), where ``<line>`` is the physical line on which the row
+        empty text, hierarchy level or group), where ``<line>`` is the physical line on which the row
         starts, the header being line 1 (quoted fields may span lines, so the data row number
         is given too); ``"<path>:<line>: class ... has the path ... here but ... at
         <path>:<line>"`` for a class reached by two paths.
@@ -307,6 +312,8 @@ def read_csv_text(
         raise ValueError(f"header: expected true or false, got {header!r}")
     named = {"text_column": text_column, "label_column": label_column}
     named.update({f"hierarchy_columns[{i}]": c for i, c in enumerate(hierarchy_columns or [])})
+    if group_column is not None:
+        named["group_column"] = group_column
     for key, value in named.items():
         number = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
         if header and not isinstance(value, str):
@@ -315,6 +322,7 @@ def read_csv_text(
             raise ValueError(f"{key}: {value!r}: with header: false give a 0-based column number")
     if not header:
         text_column, label_column = int(text_column), int(label_column)
+        group_column = None if group_column is None else int(group_column)
     hcols = ([str(c) if header else int(c) for c in hierarchy_columns]) if hierarchy_columns else []
     if hcols and label_sep is not None:
         raise ValueError(
@@ -324,11 +332,12 @@ def read_csv_text(
     if hcols and hcols[-1] != label_column:
         raise ValueError(f"hierarchy_columns: the last column must be label_column {label_column!r}, got {hcols!r}")
     plist = part_list(parts)
-    columns = list(dict.fromkeys([text_column, label_column, *hcols]))
+    columns = list(dict.fromkeys([text_column, label_column, *hcols, *([] if group_column is None else [group_column])]))
 
     import pandas as pd
 
     texts, labels, paths, part_names, counts, sources, lines_of, ids = [], [], [], [], [], [], [], []
+    groups = []
     n_skipped = n_read = n_multi = 0
     multi_example = None
     for part, names in plist:
@@ -349,18 +358,22 @@ def read_csv_text(
             df = pd.DataFrame(data, columns=columns, dtype=object)
             # Labels and levels are stripped; the first row with an empty field is an error.
             first_bad: tuple[int, str] | None = None
-            for col in [text_column, *dict.fromkeys([label_column, *hcols])]:
+            checked = dict.fromkeys([label_column, *hcols, *([] if group_column is None else [group_column])])
+            for col in [text_column, *checked]:
                 if col != text_column:
                     df[col] = df[col].str.strip()
                 empty = np.flatnonzero((df[col] == "").to_numpy())
                 if empty.size and (first_bad is None or empty[0] < first_bad[0]):
-                    what = "empty text" if col == text_column else "empty label" if col == label_column else f"empty hierarchy level {col!r}"
+                    what = ("empty text" if col == text_column else "empty label" if col == label_column
+                            else f"empty hierarchy level {col!r}" if col in hcols else f"empty group (group_column {col!r})")
                     first_bad = (int(empty[0]), what)
             if first_bad is not None:
                 row, what = first_bad
                 raise ValueError(f"{path}:{lines[row]}: {what} (data row {row + 1})")
             texts.append(df[text_column].to_numpy(dtype=object))
             labels.append(df[label_column].to_numpy(dtype=object))
+            if group_column is not None:
+                groups.append(df[group_column].to_numpy(dtype=object))
             if hcols:
                 frame = df[hcols].copy()
                 frame["_file"], frame["_row"] = len(sources), np.arange(len(df))
@@ -425,10 +438,12 @@ def read_csv_text(
         + (f", labels split at {label_sep!r}, multilabel={multilabel!r}" if label_sep is not None else "")
         + (f", {n_skipped} rows skipped" if n_skipped else "")
         + (", row ids '<file>:<data row>'" if row_ids else "")
+        + (f", groups from column {group_column!r}" if group_column is not None else "")
         + f", sep {sep!r}, {encoding})"
     )
     logger.debug("read_csv_text: %d documents, %d classes", X.size, len(class_names))
     return Dataset(
         name="", X=X, y=y, class_names=class_names, hierarchy=hierarchy, description=description,
         x_kind="text", part=part_array(part_names, counts), ids=ids if row_ids else None,
+        groups=np.concatenate(groups) if group_column is not None else None,
     )

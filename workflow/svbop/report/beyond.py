@@ -4,6 +4,7 @@ coverage, worst-class coverage and mean set size (``results/<dataset>/beyond.tsv
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ import pandas as pd
 from ..evaluation import BEYOND_COLUMNS, BEYOND_PAPER_METHODS
 from .names import method_name, utility_label
 
-__all__ = ["BEYOND_FAMILIES", "method_family", "read_beyond", "beyond_table"]
+__all__ = ["BEYOND_FAMILIES", "method_family", "read_beyond", "beyond_table", "group_coverage_table"]
 
 #: Kinds of set, in the order the section lists them: (family key, display name).
 BEYOND_FAMILIES = (
@@ -120,7 +121,8 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
     DataFrame
         Columns ``method`` (display name), ``key`` (``method/param``), ``family``, one
         ``<label>_pct`` per utility, ``coverage_pct``, ``target_coverage_pct``,
-        ``class_coverage_worst_pct``, ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``.
+        ``class_coverage_worst_pct``, ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``;
+        ``worst_group_<by>_pct`` and ``group_coverage_<by>`` (JSON) where the file has them.
     """
     order = {key: i for i, (key, _) in enumerate(BEYOND_FAMILIES)}
     df = frame[frame["dataset"].astype(str) == str(dataset)].copy()
@@ -137,11 +139,55 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
         out[col] = df[col].to_numpy() if col in df.columns else float("nan")
     for col in sorted(c for c in df.columns if c.startswith("worst_group_") and c.endswith("_pct")):
         out[col] = df[col].to_numpy()  # methods.mondrian.by: the worst group's coverage, per grouping
+    for col in sorted(c for c in df.columns if c.startswith("group_coverage_")):
+        out[col] = df[col].fillna("").astype(str).to_numpy()  # each group's coverage, by name (group_column)
     out["calibrated"] = df["calibrated"].fillna("").astype(str).to_numpy()
     return out
+
+
+def group_coverage_table(table: pd.DataFrame, by: str = "group_column") -> dict[str, object] | None:
+    """The coverage of every group of one grouping, by name, for the report: ICP (one threshold for
+    all rows, the paper's) beside the Mondrian sets grouped by it (one threshold per group).
+
+    Parameters
+    ----------
+    table : DataFrame
+        One dataset's :func:`beyond_table`, with a column ``group_coverage_<by>`` (JSON
+        ``[[name, test rows, coverage %], ...]``, :func:`svbop.evaluation.evaluate_beyond`).
+    by : str
+        The grouping.
+
+    Returns
+    -------
+    dict or None
+        ``methods`` (display names), ``keys`` (``method/param``), ``targets`` (guaranteed
+        coverage %), ``groups`` (``[{"name", "n", "coverage": [% per method]}]``, in the order
+        of the names) and ``worst`` (each method's smallest group coverage %); None when the
+        table has no such column or no method shows it.
+    """
+    col = f"group_coverage_{by}"
+    if col not in table.columns:
+        return None
+    keep = [i for i, (family, key) in enumerate(zip(table["family"], table["key"]))
+            if family == "icp" or (family == "mondrian" and key.split("/")[0].endswith(f"_{by}"))]
+    keep = [i for i in keep if str(table[col].iloc[i])]  # not a method that could not be calibrated
+    if not keep:
+        return None
+    per_method = [{name: (int(n), float(c)) for name, n, c in json.loads(table[col].iloc[i])} for i in keep]
+    names = list(dict.fromkeys(name for m in per_method for name in m))
+    groups = [{"name": name, "n": next(m[name][0] for m in per_method if name in m),
+               "coverage": [m[name][1] if name in m else float("nan") for m in per_method]} for name in names]
+    return {
+        "methods": [str(table["method"].iloc[i]) for i in keep],
+        "keys": [str(table["key"].iloc[i]) for i in keep],
+        "targets": [float(table["target_coverage_pct"].iloc[i]) for i in keep],
+        "groups": groups,
+        "worst": [min(m.values(), key=lambda v: v[1])[1] for m in per_method],
+    }
 
 
 def skipped_text(skipped: Mapping[str, str]) -> list[str]:
     """One line per kind of set not run on a dataset: ``"Hierarchy-restricted: not run, <reason>"``."""
     names = dict(BEYOND_FAMILIES)
+    names["mondrian_group_column"] = names["mondrian"]  # the grouping by the dataset's format.group_column
     return [f"{names.get(k, k)}: not run, {why}" for k, why in skipped.items()]

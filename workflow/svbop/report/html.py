@@ -296,7 +296,7 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
     coverage, set sizes) and the reasons a kind of set was not run; its figure. None without ``beyond``."""
     if beyond is None:
         return None
-    from .beyond import beyond_table, read_beyond, skipped_text
+    from .beyond import beyond_table, group_coverage_table, read_beyond, skipped_text
 
     frame = beyond if isinstance(beyond, pd.DataFrame) else read_beyond(beyond, labels)
     for lab in labels:
@@ -328,7 +328,14 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
             cells += [{"text": _fmt(r[c]), "cls": "num worst-group"} for c in group_cols]
             cells += [{"text": _calibrated_text(r["calibrated"]), "cls": "text"}]
             rows.append({"name": html_name(r["method"]), "key": r["key"], "family": r["family"], "cells": cells})
-        out.append({"id": d, "title": names.dataset(d), "rows": rows,
+        groups = group_coverage_table(t)  # methods.mondrian.by: group_column - every group's coverage, by name
+        if groups is not None:
+            groups["methods"] = [html_name(m) for m in groups["methods"]]
+            for g in groups["groups"]:
+                g["cells"] = [{"text": _fmt(v), "cls": "num coverage" + (" below" if v < target else "")}
+                              for v, target in zip(g["coverage"], groups["targets"])]
+            groups["worst_cells"] = [{"text": _fmt(v), "cls": "num worst-group"} for v in groups["worst"]]
+        out.append({"id": d, "title": names.dataset(d), "rows": rows, "groups": groups,
                      "skipped": [{"key": k, "text": line} for k, line in zip(skipped.get(d, {}), skipped_text(skipped.get(d, {})))]})
     if figure is None and len(frame):
         from .figures import plot_coverage_size

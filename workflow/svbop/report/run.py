@@ -52,7 +52,7 @@ def detect_outputs(path: str | os.PathLike) -> str:
     :data:`svbop.datasets.outputs.SUM_TOLERANCE`, else ``"logits"``."""
     from ..datasets.outputs import SUM_TOLERANCE, _read_scores
 
-    S, _, _ = _read_scores(Path(path), scores_key=None, header=True, sep=None, label_column=None)
+    S, *_ = _read_scores(Path(path), scores_key=None, header=True, sep=None, label_column=None)
     S = np.asarray(S, dtype=np.float64)
     if S.ndim != 2 or S.size == 0 or not np.all(np.isfinite(S)):
         return "logits"  # the reader names the problem when the dataset is read
