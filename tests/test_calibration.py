@@ -12,6 +12,7 @@ from svbop.calibration import (
     TemperatureScaling,
     calibrate_parts,
     calibration_metrics,
+    describe,
     expected_calibration_error,
     fit_temperature,
     negative_log_likelihood,
@@ -64,6 +65,16 @@ def test_calibration_lowers_ece_and_nll_and_moves_the_sets_toward_the_true_ones(
     # the record's sets: the over-confident model's sets were too small
     for entry in record["sets"]:
         assert entry["after"]["mean_size"] >= entry["before"]["mean_size"]
+
+
+def test_the_log_line_states_the_test_rows_ece_and_nll_before_and_after():
+    z_val, y_val, _ = _problem(500, seed=5)
+    z_test, y_test, _ = _problem(500, seed=6)
+    _, record = calibrate_parts({"validation": z_val, "test": z_test}, {"validation": y_val, "test": y_test})
+    before, after = record["test"]["before"], record["test"]["after"]
+    line = describe(record)
+    assert "nan" not in line
+    assert f"test ECE {before['ece']:.4f} -> {after['ece']:.4f}, NLL {before['nll']:.4f} -> {after['nll']:.4f}" in line
 
 
 def test_probabilities_are_calibrated_on_their_logarithms_as_the_logits_would_be():

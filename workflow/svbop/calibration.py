@@ -341,11 +341,23 @@ def read_temperature(paths) -> float:
 
 
 def describe(record: Mapping[str, object]) -> str:
-    """One line for a log: temperature and the test rows' ECE and NLL before -> after."""
-    before, after = record.get("test_before", {}), record.get("test_after", {})
-    return (f"{record.get('method')}: T = {record.get('temperature', 1.0):.4g}; test ECE "
-            f"{before.get('ece', float('nan')):.4f} -> {after.get('ece', float('nan')):.4f}, NLL "
-            f"{before.get('nll', float('nan')):.4f} -> {after.get('nll', float('nan')):.4f}")
+    """One line for a log: temperature and the test rows' ECE and NLL before -> after.
+
+    Examples
+    --------
+    >>> m = {"ece": 0.05, "nll": 0.9}
+    >>> describe({"method": "temperature", "temperature": 2.0, "test": {"before": m, "after": {"ece": 0.01, "nll": 0.7}}})
+    'temperature: T = 2; test ECE 0.0500 -> 0.0100, NLL 0.9000 -> 0.7000'
+    >>> describe({"method": "none", "temperature": 1.0})
+    'none: T = 1; no labelled test rows'
+    """
+    test = record.get("test") or {}
+    head = f"{record.get('method')}: T = {record.get('temperature', 1.0):.4g}"
+    if not test:
+        return f"{head}; no labelled test rows"
+    before, after = test["before"], test["after"]
+    return (f"{head}; test ECE {before['ece']:.4f} -> {after['ece']:.4f}, NLL "
+            f"{before['nll']:.4f} -> {after['nll']:.4f}")
 
 
 def calibrate_parts(
