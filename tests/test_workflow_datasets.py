@@ -121,19 +121,31 @@ def http_folder(tmp_path):
     server.server_close()
 
 
-def test_datasets_added_by_config_run_to_metrics(tmp_path, http_folder):
-    """A libsvm dataset downloaded over HTTP (one file with a pinned checksum) and a FASTA file
-    given by local path: config entries only, no code, through to the metrics tables."""
+@pytest.fixture(scope="module")
+def added_datasets(tmp_path_factory):
+    """One run of four datasets added by config entries only, no code (one pipeline run, shared by
+    the tests below): ``mysvm``, libsvm files downloaded over HTTP from 127.0.0.1 (one with a pinned
+    checksum); ``mygenes``, a FASTA file given by local path, with both kinds of tree; ``mybins``,
+    random binning features and an HNSW index; ``myenzymes``, protein 3-mers with Pfam domains."""
+    tmp_path = tmp_path_factory.mktemp("added")
     rng = np.random.default_rng(7)
-    served, base = http_folder
+    served = tmp_path / "served"
+    served.mkdir()
     _libsvm_files(served, rng)
     local = tmp_path / "mine"
     local.mkdir()
     _fasta_file(local / "genes.fasta", rng)
+    _libsvm_files(local, np.random.default_rng(11))
+    _enzymes(local, np.random.default_rng(11))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
     train_sha = hashlib.sha256((served / "train.svm").read_bytes()).hexdigest()
     workdir = _workdir(tmp_path / "work")
     (workdir / "mine.yaml").write_text(f"""
-run: [mysvm, mygenes]
+run: [mysvm, mygenes, mybins, myenzymes]
 utilities: ["fbeta:beta=1", "fbeta:beta=5"]
 utility_table: {{K: [10]}}
 datasets:
@@ -144,11 +156,51 @@ datasets:
     format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
     split: {{test: source, validation: 0.1, calibration: 0.1}}
     features: {{kind: raw}}
-{_genes_entry(local / "genes.fasta", "flat: {C: 10}")}""")
-    targets = ["results/mysvm/metrics.tsv", "results/mygenes/metrics.tsv"]
-    result = _snakemake(*targets, "--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+{_genes_entry(local / "genes.fasta", "flat: {C: 10}")}
+    hf: {{enabled: true, trees: [predefined, kmeans], C: 10, max_leaves: 2, parts: 2}}
+  mybins:
+    files:
+      train.svm: {{path: "{local / 'train.svm'}"}}
+      test.svm: {{path: "{local / 'test.svm'}"}}
+    format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
+    split: {{test: source, validation: 0.1, calibration: 0.1}}
+    features: {{kind: binning, n_grids: 30}}
+    flat: {{parts: 3}}
+    hsg: {{enabled: true, M: 4, efC: 10, k: 2}}
+  myenzymes:
+    files:
+      enzymes.fasta: {{path: "{local / 'enzymes.fasta'}"}}
+      pfam.tsv: {{path: "{local / 'pfam.tsv'}"}}
+      families.txt: {{path: "{local / 'families.txt'}"}}
+    format: {{kind: fasta, parts: {{all: [enzymes.fasta]}}, label: regex, label_regex: "EC=(?P<label>[0-9.]+)"}}
+    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
+    features:
+      kind: tfidf
+      analyzer: char
+      ngram_range: [3, 3]
+      lowercase: false
+      domains: {{families: families.txt, annotations: pfam.tsv}}
+    hf: {{enabled: true, trees: [kmeans], max_leaves: 2}}
+""")
+    targets = [
+        "results/mysvm/metrics.tsv", "results/mygenes/metrics.tsv",
+        "results/mybins/indexes/hnsw.bin", "results/mybins/scores/flat.npz",
+        "results/mygenes/models/hf_predefined.npz", "results/mygenes/models/hf_kmeans.npz",
+        "results/myenzymes/models/hf_kmeans.npz", "results/myenzymes/scores/flat.npz",
+    ]
+    try:
+        result = _snakemake(*targets, "--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
+    finally:
+        server.shutdown()
+        server.server_close()
     assert result.returncode == 0, result.stderr[-5000:]
+    return workdir, served, local
 
+
+def test_datasets_added_by_config_run_to_metrics(added_datasets):
+    """A libsvm dataset downloaded over HTTP (one file with a pinned checksum) and a FASTA file
+    given by local path: config entries only, no code, through to the metrics tables."""
+    workdir, served, _ = added_datasets
     from svbop.datasets import Dataset, load_split
 
     svm = Dataset.load(workdir / "data/mysvm/dataset.npz")
@@ -226,52 +278,10 @@ def _enzymes(folder: Path, rng) -> None:
     (folder / "families.txt").write_text("\n".join(families) + "\n")
 
 
-def test_binning_domains_trees_and_index_from_config(tmp_path):
+def test_binning_domains_trees_and_index_from_config(added_datasets):
     """Random binning features, Pfam domains appended to protein 3-mers, a predefined taxonomy tree
     (single-child chains collapsed), 2-means trees and HNSW indexes: config entries only."""
-    rng = np.random.default_rng(11)
-    local = tmp_path / "mine"
-    local.mkdir()
-    _libsvm_files(local, rng)
-    _fasta_file(local / "genes.fasta", rng)
-    _enzymes(local, rng)
-    workdir = _workdir(tmp_path / "work")
-    (workdir / "mine.yaml").write_text(f"""
-run: [mybins, mygenes, myenzymes]
-datasets:
-  mybins:
-    files:
-      train.svm: {{path: "{local / 'train.svm'}"}}
-      test.svm: {{path: "{local / 'test.svm'}"}}
-    format: {{kind: libsvm, parts: {{train: [train.svm], test: [test.svm]}}}}
-    split: {{test: source, validation: 0.1, calibration: 0.1}}
-    features: {{kind: binning, n_grids: 30}}
-    flat: {{parts: 3}}
-    hsg: {{enabled: true, M: 4, efC: 10, k: 2}}
-{_genes_entry(local / "genes.fasta", "hf: {enabled: true, trees: [predefined, kmeans], C: 10, max_leaves: 2, parts: 2}")}
-  myenzymes:
-    files:
-      enzymes.fasta: {{path: "{local / 'enzymes.fasta'}"}}
-      pfam.tsv: {{path: "{local / 'pfam.tsv'}"}}
-      families.txt: {{path: "{local / 'families.txt'}"}}
-    format: {{kind: fasta, parts: {{all: [enzymes.fasta]}}, label: regex, label_regex: "EC=(?P<label>[0-9.]+)"}}
-    split: {{test: 0.25, validation: 0.1, calibration: 0.1}}
-    features:
-      kind: tfidf
-      analyzer: char
-      ngram_range: [3, 3]
-      lowercase: false
-      domains: {{families: families.txt, annotations: pfam.tsv}}
-    hf: {{enabled: true, trees: [kmeans], max_leaves: 2}}
-""")
-    targets = [
-        "results/mybins/indexes/hnsw.bin", "results/mybins/scores/flat.npz",
-        "results/mygenes/models/hf_predefined.npz", "results/mygenes/models/hf_kmeans.npz",
-        "results/myenzymes/models/hf_kmeans.npz", "results/myenzymes/scores/flat.npz",
-    ]
-    result = _snakemake(*targets, "--cores", "2", "--configfile", "mine.yaml", cwd=workdir)
-    assert result.returncode == 0, result.stderr[-5000:]
-
+    workdir, _, local = added_datasets
     from svbop.datasets import Dataset, load_split
     from svbop.index import HNSWIndex
     from svbop.io import load_matrix

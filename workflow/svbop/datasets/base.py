@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 from ..io import NpzReader, matrix_arrays, save_arrays
 
-__all__ = ["Hierarchy", "Dataset", "X_KINDS", "encode_strings", "decode_strings", "encode_groups"]
+__all__ = ["X_KINDS", "Dataset", "Hierarchy", "decode_strings", "encode_groups", "encode_strings"]
 
 logger = logging.getLogger(__name__)
 
@@ -308,17 +308,23 @@ class Hierarchy:
 
 
 # ---------------------------------------------------------------------- dataset
-def _check_ids(ids, n_rows: int) -> np.ndarray:
-    """Row ids as a 1-D object array of ``str`` with ``n_rows`` entries; warns about repeats."""
-    if isinstance(ids, (str, bytes)):
-        raise ValueError(f"ids: expected one id per row, got a single string {ids!r}")
-    arr = np.asarray(ids, dtype=object) if not isinstance(ids, np.ndarray) else ids
+def _row_strings(values, n_rows: int, what: str) -> np.ndarray:
+    """One ``str`` per row (``what``: "id" or "group") as a 1-D object array of ``n_rows`` entries."""
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{what}s: expected one {what} per row, got a single string {values!r}")
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
     if arr.ndim != 1:
-        raise ValueError(f"ids: expected a 1-D array (one id per row), got shape {arr.shape}")
+        raise ValueError(f"{what}s: expected a 1-D array (one {what} per row), got shape {arr.shape}")
     if arr.shape[0] != n_rows:
-        raise ValueError(f"ids: has {arr.shape[0]} ids but there are {n_rows} rows")
+        raise ValueError(f"{what}s: has {arr.shape[0]} {what}s but there are {n_rows} rows")
     out = np.empty(n_rows, dtype=object)
     out[:] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr]
+    return out
+
+
+def _check_ids(ids, n_rows: int) -> np.ndarray:
+    """Row ids as a 1-D object array of ``str`` with ``n_rows`` entries; warns about repeats."""
+    out = _row_strings(ids, n_rows, "id")
     if n_rows:
         # After sorting, repeated ids sit side by side: N log N, no pairwise comparison.
         sorted_ids = np.sort(out.astype(np.str_), kind="stable")
@@ -336,16 +342,7 @@ def _check_ids(ids, n_rows: int) -> np.ndarray:
 
 def _check_groups(groups, n_rows: int) -> np.ndarray:
     """Row groups as a 1-D object array of ``str`` with ``n_rows`` entries."""
-    if isinstance(groups, (str, bytes)):
-        raise ValueError(f"groups: expected one group per row, got a single string {groups!r}")
-    arr = np.asarray(groups, dtype=object) if not isinstance(groups, np.ndarray) else groups
-    if arr.ndim != 1:
-        raise ValueError(f"groups: expected a 1-D array (one group per row), got shape {arr.shape}")
-    if arr.shape[0] != n_rows:
-        raise ValueError(f"groups: has {arr.shape[0]} groups but there are {n_rows} rows")
-    out = np.empty(n_rows, dtype=object)
-    out[:] = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr]
-    return out
+    return _row_strings(groups, n_rows, "group")
 
 
 @dataclass(eq=False)

@@ -160,20 +160,25 @@ def _read_scores(path: Path, *, scores_key: str | None, header: bool, sep: str |
     raise ValueError(f"{path}: scores must be .npy, .npz, .csv or .tsv (got {suffix or 'no extension'})")
 
 
-def _read_labels(path: Path) -> np.ndarray:
-    if path.suffix.lower() == ".npy":
-        y = load_npy(path, "labels file")
-        if y.ndim != 1:
-            raise ValueError(f"{path}: labels have shape {y.shape}; expected one label per row (1-D)")
-        return y
+def _read_lines(path: Path, what: str) -> np.ndarray:
+    """One value per line (stripped; trailing empty lines dropped); an empty one is refused naming its line."""
     with open_text(path) as fh:
         lines = [line.rstrip("\r\n") for line in fh]
     while lines and lines[-1] == "":
         lines.pop()
     empty = [i for i, v in enumerate(lines) if not v.strip()]
     if empty:
-        raise ValueError(f"{path}: line {empty[0] + 1}: empty label")
+        raise ValueError(f"{path}: line {empty[0] + 1}: empty {what}")
     return np.asarray([v.strip() for v in lines], dtype=np.str_)
+
+
+def _read_labels(path: Path) -> np.ndarray:
+    if path.suffix.lower() == ".npy":
+        y = load_npy(path, "labels file")
+        if y.ndim != 1:
+            raise ValueError(f"{path}: labels have shape {y.shape}; expected one label per row (1-D)")
+        return y
+    return _read_lines(path, "label")
 
 
 def _read_groups(path: Path) -> np.ndarray:
@@ -189,14 +194,7 @@ def _read_groups(path: Path) -> np.ndarray:
         if empty.size:
             raise ValueError(f"{path}: row {int(empty[0])}: empty group")
         return g
-    with open_text(path) as fh:
-        lines = [line.rstrip("\r\n") for line in fh]
-    while lines and lines[-1] == "":
-        lines.pop()
-    empty = [i for i, v in enumerate(lines) if not v.strip()]
-    if empty:
-        raise ValueError(f"{path}: line {empty[0] + 1}: empty group")
-    return np.asarray([v.strip() for v in lines], dtype=np.str_)
+    return _read_lines(path, "group")
 
 
 def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Path) -> np.ndarray:
