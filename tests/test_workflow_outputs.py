@@ -198,7 +198,8 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
         [sys.executable, "-m", "svbop", "report", "--name", "mo_npy",
          "--test", str(files / "test_logits.npy"), str(files / "test_labels.npy"),
          "--validation", str(files / "val_logits.npy"), str(files / "val_labels.npy"),
-         "--hierarchy", str(files / "tree.txt"), "--cores", "2", "-o", str(out)],
+         "--hierarchy", str(files / "tree.txt"), "--test-groups", str(files / "test_groups.txt"),
+         "--validation-groups", str(files / "val_groups.txt"), "--cores", "2", "-o", str(out)],
         capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
@@ -208,6 +209,9 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
     html = (out / "report.html").read_text()
     assert 'id="table3-mo_npy"' in html and 'id="calibration-mo_npy"' in html
     assert (out / "tables" / "table3_utilities.csv").is_file()
+    # --test-groups/--validation-groups: the coverage of each of the user's groups, by name
+    table = re.search(r'<table class="group-coverage" data-dataset="mo_npy".*?</table>', html, re.S).group(0)
+    assert re.findall(r'<tr data-group="([^"]+)">', table) == ["even", "odd"]
     ours = pd.read_csv(out / "results" / "tables" / "table3_utilities.csv")
     pipeline = pd.read_csv(workdir / "results" / "tables" / "table3_utilities.csv")
     pipeline = pipeline[pipeline["dataset"] == "mo_npy"].reset_index(drop=True)
@@ -215,6 +219,27 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
     pd.testing.assert_frame_equal(ours, pipeline)
     # nothing was written beside the output folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]
+
+
+@pytest.mark.parametrize("groups, message", [
+    ({"calibration": "g.txt"}, "--calibration-groups: there is no --calibration (groups are given for the parts given)"),
+    ({"test": "g.txt"}, "--validation-groups: missing; with groups for one part, every part given needs them "
+                        "(given: --validation, --test)"),
+])
+def test_svbop_report_groups_flags_are_refused_naming_the_flag(tmp_path, groups, message):
+    from svbop.report.run import report_config
+
+    for name in ("s.npy", "y.npy", "g.txt"):
+        (tmp_path / name).write_text("")
+    pair = (str(tmp_path / "s.npy"), str(tmp_path / "y.npy"))
+    with pytest.raises(ValueError) as info:
+        report_config(test=pair, validation=pair, groups={k: str(tmp_path / v) for k, v in groups.items()})
+    assert str(info.value) == message
+    config = report_config(test=pair, validation=pair, groups={"test": str(tmp_path / "g.txt"),
+                                                                "validation": str(tmp_path / "g.txt")})
+    parts = config["datasets"]["model"]["format"]["parts"]
+    assert parts["test"]["groups"] == "test_groups.txt" and parts["validation"]["groups"] == "validation_groups.txt"
+    assert config["methods"]["mondrian"]["by"] == ["predicted_class", "group_column"]
 
 
 def test_svbop_report_refuses_a_folder_holding_other_files(tmp_path):

@@ -304,6 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hierarchy", help="a class tree over the classes (adds hierarchy-restricted sets)")
     p.add_argument("--hierarchy-format", choices=("edges", "lshtc_paths", "nested_lists", "taxonomy"),
                    help="format of --hierarchy (default edges)")
+    for part in ("test", "validation", "calibration"):
+        p.add_argument(f"--{part}-groups", metavar="GROUPS",
+                       help=f"one group per {part} row (.npy, or one per line: e.g. a site or a subpopulation); "
+                            "adds conformal sets calibrated per group and the coverage of each group"
+                            + (" (give it for every part given)" if part == "test" else ""))
     p.add_argument("--epsilon", type=float, action="append",
                    help="significance level of the conformal methods (repeatable; default 0.1)")
     p.add_argument("--name", default="model", help="the dataset's key in the report (default: model)")

@@ -74,6 +74,7 @@ def report_config(
     test: Sequence[str],
     validation: Sequence[str] | None = None,
     calibration: Sequence[str] | None = None,
+    groups: dict[str, str] | None = None,
     outputs: str = "logits",
     calibrate: str = "temperature",
     class_names: str | None = None,
@@ -88,19 +89,33 @@ def report_config(
 
     ``test``, ``validation`` and ``calibration`` are ``(scores, labels)`` pairs of file paths;
     the parts not given are split off the test rows by the schema's default fractions (a warning
-    says so).  Conformal sets (APS, RAPS, class-conditional LAC), Bayes-optimal sets with a coverage
+    says so).  ``groups`` maps each given part to a file of one group per row (the parts' ``groups:``
+    files, :mod:`svbop.datasets.outputs`): Mondrian LAC by that group is added, and the report shows
+    each group's coverage.  Conformal sets (APS, RAPS, class-conditional LAC), Bayes-optimal sets with a coverage
     guarantee (F-beta, credal) at each ``epsilons``, Mondrian LAC by the predicted class and, with a
     ``hierarchy``, sets restricted to at most 1 and 3 of its nodes (Bayes-optimal and conformal) and
     Mondrian LAC by the top-level node are added to the paper's methods.
     """
     files: dict[str, dict] = {}
     parts = {}
+    groups = dict(groups or {})
+    given = [part for part, pair in (("validation", validation), ("calibration", calibration), ("test", test))
+             if pair is not None]
+    stray = [part for part in groups if part not in given]
+    if stray:
+        raise ValueError(f"--{stray[0]}-groups: there is no --{stray[0]} (groups are given for the parts given)")
+    if groups and len(groups) != len(given):
+        missing = [part for part in given if part not in groups]
+        raise ValueError(f"--{missing[0]}-groups: missing; with groups for one part, every part given needs them "
+                         f"(given: {', '.join('--' + p for p in given)})")
     for part, pair in (("validation", validation), ("calibration", calibration), ("test", test)):
         if pair is None:
             continue
         scores, labels = pair
         parts[part] = {"scores": _file_entry(files, part, "scores", scores),
                        "labels": _file_entry(files, part, "labels", labels)}
+        if part in groups:
+            parts[part]["groups"] = _file_entry(files, part, "groups", groups[part])
     fmt: dict = {"kind": "model_outputs", "outputs": outputs, "parts": parts}
     entry: dict = {"title": title or f"{name} (model outputs)", "files": files, "format": fmt, "calibrate": calibrate}
     if class_names is not None:
@@ -112,6 +127,8 @@ def report_config(
         methods["hierarchical"] = {"max_nodes": [1, 3]}
         methods["conformal"] = [*DEFAULT_METHODS["conformal"], "hierarchical"]
         methods["mondrian"] = {"by": ["predicted_class", "predicted_top_node"]}
+    if groups:  # coverage within each of the user's groups too
+        methods["mondrian"] = {"by": [*methods["mondrian"]["by"], "group_column"]}
     return {
         "run": [name],
         "timing": {"repeats": int(repeats)},
@@ -202,7 +219,9 @@ def main(args) -> int:
         print(f"svbop report: warning: no --{' or --'.join(missing)}: {' and '.join(missing)} rows are split off the "
               "test rows (10 % each, seeded, stratified); the page says which rows came from where", file=sys.stderr)
     config = report_config(
-        test=args.test, validation=args.validation, calibration=args.calibration, outputs=outputs,
+        test=args.test, validation=args.validation, calibration=args.calibration,
+        groups={part: g for part in ("test", "validation", "calibration")
+                if (g := getattr(args, f"{part}_groups", None)) is not None}, outputs=outputs,
         calibrate=args.calibrate, class_names=args.class_names, hierarchy=args.hierarchy,
         hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=args.name,
         title=args.title,
