@@ -96,25 +96,40 @@ def cover_size(Y: frozenset, nodes: list[frozenset], h: Hierarchy) -> int:
     return sum(1 for v in inside if h.parent[v] < 0 or not nodes[h.parent[v]] <= Y)
 
 
-def oracle(p, g, h: Hierarchy, m: int):
-    """Exhaustive search over every set that is a union of at most m nodes; the documented rule."""
-    p = np.asarray(p, dtype=np.float64)
-    K = p.size
+def all_cover_sizes(h: Hierarchy) -> list[tuple[frozenset, int]]:
+    """Every non-empty set of classes, by size, with its :func:`cover_size` (2^K - 1 entries)."""
     nodes = leaf_sets(h)
-    rank = np.empty(K, dtype=np.int64)
-    rank[np.argsort(-p, kind="stable")] = np.arange(K)
+    return [(Y, cover_size(Y, nodes, h)) for r in range(1, h.n_classes + 1)
+            for Y in map(frozenset, itertools.combinations(range(h.n_classes), r))]
+
+
+def best_by_size(p, h: Hierarchy, m: int, covers: list[tuple[frozenset, int]] | None = None) -> dict[int, tuple]:
+    """Size r -> (mass, rank sum, set) of the best union of at most m nodes with r classes (the
+    documented tie rule); it does not depend on the utility.  ``covers``: :func:`all_cover_sizes` of
+    ``h``, computed once by a caller that asks for many rows and m of one tree."""
+    p = np.asarray(p, dtype=np.float64)
+    rank = np.empty(p.size, dtype=np.int64)
+    rank[np.argsort(-p, kind="stable")] = np.arange(p.size)
     pos = dfs_positions(h)
     best: dict[int, tuple] = {}
-    for r in range(1, K + 1):
-        for combo in itertools.combinations(range(K), r):
-            Y = frozenset(combo)
-            if cover_size(Y, nodes, h) > m:
-                continue
-            mass = float(sum(p[c] for c in sorted(Y)))
-            key = (mass, int(sum(rank[c] for c in Y)), Y)
-            inc = best.get(r)
-            if inc is None or _better(key, inc, pos):
-                best[r] = key
+    for Y, size in all_cover_sizes(h) if covers is None else covers:
+        if size > m:
+            continue
+        mass = float(sum(p[c] for c in sorted(Y)))
+        key = (mass, int(sum(rank[c] for c in Y)), Y)
+        inc = best.get(len(Y))
+        if inc is None or _better(key, inc, pos):
+            best[len(Y)] = key
+    return best
+
+
+def oracle(p, g, h: Hierarchy, m: int, best: dict[int, tuple] | None = None):
+    """Exhaustive search over every set that is a union of at most m nodes; the documented rule
+    (``best``: :func:`best_by_size` of ``p``, ``h``, ``m``, when the caller has it)."""
+    p = np.asarray(p, dtype=np.float64)
+    rank = np.empty(p.size, dtype=np.int64)
+    rank[np.argsort(-p, kind="stable")] = np.arange(p.size)
+    best = best_by_size(p, h, m) if best is None else best
     running, choice = -np.inf, None
     for s in sorted(best):
         u = g[s - 1] * best[s][0]
@@ -163,12 +178,14 @@ def test_equals_exhaustive_search_over_node_unions(data):
     h = data.draw(trees())
     K = h.n_classes
     P = data.draw(rows(K))
+    covers = all_cover_sizes(h)
+    best = {(i, m): best_by_size(p, h, m, covers) for i, p in enumerate(P) for m in range(1, K + 1)}
     for spec in UTILITIES:
         g = svbop.utility(spec).values(K)
         for m in range(1, K + 1):
             sets, nodes = svbop.predict_sets_hierarchical(P, spec, h, m, return_nodes=True)
             for i, p in enumerate(P):
-                want, value = oracle(p, g, h, m)
+                want, value = oracle(p, g, h, m, best[i, m])
                 assert sets[i].tolist() == want, (spec, m, i, p, h.parent)
                 assert sets.expected_utility[i] == pytest.approx(value, rel=1e-12, abs=1e-15)
                 assert len(nodes[i]) <= m
