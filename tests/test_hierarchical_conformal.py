@@ -54,14 +54,20 @@ def leaf_sets(h: Hierarchy) -> list[frozenset]:
     return [frozenset(b) for b in below]
 
 
-def oracle(h: Hierarchy, p: np.ndarray, c: int):
-    """Ranking, smallest covers S_k and running maxima M_k, by enumeration of node unions."""
+def node_unions(h: Hierarchy, c: int) -> set[frozenset]:
+    """Every union of at most c nodes of h, as a set of classes."""
     L = leaf_sets(h)
-    unions = {
+    return {
         frozenset().union(*(L[v] for v in comb))
         for r in range(1, c + 1)
         for comb in itertools.combinations(range(h.n_nodes), r)
     }
+
+
+def oracle(h: Hierarchy, p: np.ndarray, c: int, unions: set[frozenset] | None = None):
+    """Ranking, smallest covers S_k and running maxima M_k, by enumeration of node unions
+    (``unions``: :func:`node_unions` of h and c, when the caller has them)."""
+    unions = node_unions(h, c) if unions is None else unions
     order = np.argsort(-p, kind="stable")
     S, m = [], []
     for k in range(1, h.n_classes + 1):
@@ -84,8 +90,9 @@ def test_scores_and_sets_equal_the_enumeration_of_node_unions():
         y = rng.integers(0, K, size=3)
         for c in (1, 2, 3):
             s = hierarchical_scores(P, y, h, c)
+            unions = node_unions(h, c)
             for i in range(3):
-                order, S, M, _ = oracle(h, P[i], c)
+                order, S, M, _ = oracle(h, P[i], c, unions)
                 o = int(np.flatnonzero(order == y[i])[0])
                 assert s[i] == pytest.approx(M[o], abs=1e-12)
                 for k in range(K):  # every distinct threshold, and one below the first
