@@ -320,7 +320,7 @@ def test_hf_and_hsg_choices_reach_table5_per_tree():
     assert row["hf_C_auto"] == ("kmeans tree: auto: chose 10 from grid 1, 10 (the largest value: the best may lie beyond "
                                 "the grid); predefined tree: auto: chose 1 from grid 1, 10 (the smallest value: the best "
                                 "may lie beyond the grid)")
-    assert row["hf_C_edge"] == "largest (kmeans); smallest (predefined)"
+    assert row["hf_C_edge"] == "the largest value for the kmeans tree; the smallest value for the predefined tree"
     assert row["hf_max_leaves"] == 5 and row["hf_max_leaves_auto"].startswith("kmeans tree: auto: chose 5 from grid 5, 20")
     assert row["hf_max_leaves_edge"] == "smallest"
     with pytest.raises(ValueError, match=r"datasets\.mine\.hf\.C is 'auto' but no tuning record .*hf_predefined"):

@@ -369,7 +369,7 @@ def table5_vs_paper(datasets: Mapping[str, Mapping[str, object]], run: Iterable[
                                     else " / ".join(f"{v:g} ({tree[m]})" for m, v in values.items()))
                         row[f"{col}_auto"] = "; ".join(f"{tree[m]} tree: {choice_text(r, key)}" for m, r in chosen.items())
                         row[f"{col}_edge"] = (next(iter(edges.values())) if len(models) == 1
-                                              else "; ".join(f"{e} ({tree[m]})" for m, e in edges.items() if e))
+                                              else "; ".join(f"the {e} value for the {tree[m]} tree" for m, e in edges.items() if e))
             pv = paper.loc[pname, col] if pname in paper.index and col in paper.columns else math.nan
             row[f"{col}_paper"] = None if pd.isna(pv) else pv
         rows.append(row)
