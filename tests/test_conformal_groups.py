@@ -6,7 +6,6 @@ import warnings
 import numpy as np
 import pytest
 
-import svbop
 from svbop.conformal import ConformalSetPredictor, GroupCalibrationWarning, min_calibration_rows
 
 SCORES = [dict(score="lac"), dict(score="aps"), dict(score="raps", k_reg=1, lam=0.05), dict(score="fbeta"),

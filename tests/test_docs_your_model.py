@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 from test_workflow import ROOT

@@ -21,6 +21,7 @@ from svbop.hierarchical_conformal import (
     hierarchical_conformal_sets,
     hierarchical_scores,
 )
+from test_hierarchical import leaf_sets  # the classes below each node
 
 
 def random_tree(rng, K: int) -> Hierarchy:
@@ -44,14 +45,6 @@ def random_tree(rng, K: int) -> Hierarchy:
     for v, p in parent.items():
         par[v] = p
     return Hierarchy(par, n_classes=K)
-
-
-def leaf_sets(h: Hierarchy) -> list[frozenset]:
-    below = [set() for _ in range(h.n_nodes)]
-    for c in range(h.n_classes):
-        for v in h.path(c):
-            below[v].add(c)
-    return [frozenset(b) for b in below]
 
 
 def node_unions(h: Hierarchy, c: int) -> set[frozenset]:

@@ -5,7 +5,6 @@ report has the section "Beyond the paper: every kind of set"."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_workflow import ROOT, _copy_workflow, _snakemake
+from test_workflow import _copy_workflow, _snakemake
 
 K = 12
 

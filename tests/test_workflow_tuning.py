@@ -4,7 +4,6 @@ import json
 import tarfile
 from pathlib import Path
 
-import pytest
 
 from test_workflow import _copy_workflow, _read_tsv, _snakemake
 

@@ -34,8 +34,6 @@ from ._prefix import (
     as_score_matrix,
     geometric_widening,
     prefix_search,
-    row_stats,
-    sorted_heads,
 )
 from ._prefix import settle_all as _settle_all
 from .conformal import (  # noqa: F401  (re-exported: the conformal code lived here)
