@@ -88,41 +88,7 @@ _EXPORTS = {
     "UtilityProperties": "utilities", "utility": "utilities", "utility_table": "utilities",
 }
 
-__all__ = [
-    "AdaptiveConformalSetPredictor",
-    "ClassProvider",
-    "ConformalSetPredictor",
-    "STANDARD_UTILITIES",
-    "SetPredictions",
-    "SortedProbabilities",
-    "StreamResult",
-    "TIE_RTOL",
-    "ThresholdSetPredictor",
-    "UTILITY_FAMILIES",
-    "Utility",
-    "UtilityProperties",
-    "candidate_factor",
-    "conformal_quantile",
-    "conformal_sets",
-    "mean_scores",
-    "predict_set_stream",
-    "predict_sets",
-    "predict_sets_full",
-    "predict_sets_full_naive",
-    "predict_sets_hf",
-    "predict_sets_hierarchical",
-    "predict_sets_hsg",
-    "recall",
-    "set_sizes",
-    "set_utility",
-    "svbop",
-    "threshold_sets",
-    "top1_accuracy",
-    "top_s_sets",
-    "tune_threshold",
-    "utility",
-    "utility_table",
-]
+__all__ = sorted(_EXPORTS)  # the public names: those imported on first use
 
 
 def __getattr__(name: str):
