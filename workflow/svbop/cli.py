@@ -68,22 +68,6 @@ def _check_method_options(args) -> None:
             raise ValueError(f"{_option(name)} is for --method {' or '.join(users)}, not {args.method}")
 
 
-def _fit_on_calibration(predictor, args, n_classes: int) -> int:
-    """Fit a conformal predictor on ``--calibration`` and ``--calibration-labels`` (``svbop predict -m
-    conformal``, ``svbop stream``): the same number of classes as ``probs``, labels in range, and any
-    refusal of the fit named by the calibration file.  Returns the number of calibration rows."""
-    P_cal = load_scores(args.calibration, key=args.calibration_key)
-    y_cal = _load_labels(args.calibration_labels)
-    if P_cal.shape[1] != n_classes:
-        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {n_classes}")
-    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
-    try:
-        predictor.fit(P_cal, y_cal)
-    except ValueError as exc:
-        raise ValueError(f"{args.calibration}: {exc}") from None
-    return len(y_cal)
-
-
 def _conformal(args, P: np.ndarray):
     from .baselines import ConformalSetPredictor
 
@@ -102,7 +86,15 @@ def _conformal(args, P: np.ndarray):
         k_reg=1 if args.k_reg is None else args.k_reg, lam=0.0 if args.lam is None else args.lam,
         empty=args.empty or "top1", gamma=args.gamma, **hierarchical,
     )
-    n_calibration = _fit_on_calibration(predictor, args, P.shape[1])
+    P_cal = load_scores(args.calibration, key=args.calibration_key)
+    y_cal = _load_labels(args.calibration_labels)
+    if P_cal.shape[1] != P.shape[1]:
+        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
+    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
+    try:
+        predictor.fit(P_cal, y_cal)
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration}: {exc}") from None
     try:
         sets = predictor.predict(P)
     except ValueError as exc:
@@ -112,7 +104,7 @@ def _conformal(args, P: np.ndarray):
         what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
     calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
                   if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
-    return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {n_calibration} calibration rows)"
+    return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
 
 
 def _read_tree(args, K: int):
@@ -368,10 +360,18 @@ def _stream(args) -> int:
         args.epsilon, score=args.score, step=args.step, k_reg=1 if args.k_reg is None else args.k_reg,
         lam=0.0 if args.lam is None else args.lam, empty=args.empty, gamma=args.gamma,
     )
+    P_cal = load_scores(args.calibration, key=args.calibration_key)
+    y_cal = _load_labels(args.calibration_labels)
+    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
     P = load_scores(args.probs, key=args.key)
+    if P_cal.shape[1] != P.shape[1]:
+        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
     y = _load_labels(args.labels)
     check_labels(y, P.shape, name=args.labels)
-    n_calibration = _fit_on_calibration(aci, args, P.shape[1])
+    try:
+        aci.fit(P_cal, y_cal)
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration}: {exc}") from None
     try:
         sets = aci.update(P, y)
     except ValueError as exc:
@@ -385,7 +385,7 @@ def _stream(args) -> int:
             fh.write(f"{i}\t{a:.6g}\t{size}\t{int(h)}\t{r:.6f}\n")
     cov = float(hit.mean()) if hit.size else float("nan")
     print(f"{len(sets)} sets of adaptive conformal {aci.score} at epsilon={args.epsilon} (step {aci.step:g},"
-          f" {n_calibration} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
+          f" {len(y_cal)} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
           f" mean size {sets.sizes.mean() if len(sets) else float('nan'):.3f}, final level {aci.alpha_:.4f};"
           f" running coverage -> {args.coverage}")
     return 0
