@@ -35,8 +35,12 @@ def test_the_commands_of_your_model_md_build_the_report(tmp_path):
     assert re.search(r"svbop report: my_report/report\.html \(\d+ s\)", text)
     page = tmp_path / "my_report" / "report.html"
     assert page.is_file() and 'id="calibration-model"' in page.read_text()
-    record = json.loads((tmp_path / "my_report" / "results" / "model" / "calibration.json").read_text())
+    record = json.loads((tmp_path / "my_report" / ".svbop" / "results" / "model" / "calibration.json").read_text())
     assert abs(record["temperature"] - 2.5) / 2.5 < 0.15  # 1,000 validation rows
+    # the output folder holds what the user reads, the workflow's files are in one hidden folder
+    assert sorted(p.name for p in (tmp_path / "my_report").iterdir()) == [
+        ".svbop", "figures", "report.html", "svbop_report.log", "svbop_report.yaml", "tables"]
+    assert not any(p.is_symlink() for p in (tmp_path / "my_report").rglob("*"))
     # everything the command wrote is inside the folders the page names
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["my_report", "val_logits.npy", "val_labels.npy", "test_logits.npy", "test_labels.npy"])

@@ -212,7 +212,7 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
     # --test-groups/--validation-groups: the coverage of each of the user's groups, by name
     table = re.search(r'<table class="group-coverage" data-dataset="mo_npy".*?</table>', html, re.S).group(0)
     assert re.findall(r'<tr data-group="([^"]+)">', table) == ["even", "odd"]
-    ours = pd.read_csv(out / "results" / "tables" / "table3_utilities.csv")
+    ours = pd.read_csv(out / ".svbop" / "results" / "tables" / "table3_utilities.csv")
     pipeline = pd.read_csv(workdir / "results" / "tables" / "table3_utilities.csv")
     pipeline = pipeline[pipeline["dataset"] == "mo_npy"].reset_index(drop=True)
     assert len(ours) == len(pipeline) > 0
@@ -243,12 +243,37 @@ def test_svbop_report_groups_flags_are_refused_naming_the_flag(tmp_path, groups,
 
 
 def test_svbop_report_refuses_a_folder_holding_other_files(tmp_path):
+    """svbop report writes only its own names in the folder: a report.html or tables/ of the user's,
+    or a link planted under one of its names, is refused before anything is written."""
     (tmp_path / "config.yaml").write_text("mine: 1\n")
     np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
     np.save(tmp_path / "y.npy", np.arange(4) % 3)
+    (tmp_path / "report.html").write_text("my page")
+    before = sorted(p.name for p in tmp_path.iterdir())
     result = subprocess.run([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
                              str(tmp_path / "y.npy"), "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        f"svbop: error: -o {tmp_path}: already holds config.yaml, which is not svbop report's; choose a new or empty folder")
-    assert (tmp_path / "config.yaml").read_text() == "mine: 1\n"
+        f"svbop: error: -o {tmp_path}: already holds report.html, not svbop report's; choose a new or empty folder")
+    assert (tmp_path / "report.html").read_text() == "my page"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("name", ["svbop_report.log", "svbop_report.yaml", "report.html", "tables", ".svbop"])
+def test_svbop_report_never_writes_through_a_planted_link(tmp_path, name):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim").write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).symlink_to(outside / "victim")
+    np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
+    np.save(tmp_path / "y.npy", np.arange(4) % 3)
+    result = subprocess.run([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
+                             str(tmp_path / "y.npy"), "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"svbop: error: -o {out}: {name} is a link (to {outside / 'victim'}); svbop report writes only real files "
+        "inside the folder: remove the link or choose another folder")
+    assert (outside / "victim").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == [name]

@@ -15,7 +15,12 @@ from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
 from snakemake.logging import logger
 
-LIBRARY = "workflow/svbop"
+# The library's own files, inputs of the rules that use them (a code change reruns what it affects):
+# workflow/svbop in a checkout; the installed package's folder when the workflow runs from a wheel's
+# copy (svbop report, svbop/_resources.py).
+LIBRARY = os.path.dirname(os.path.abspath(svbop.__file__))
+if not os.path.relpath(LIBRARY).startswith(".."):
+    LIBRARY = os.path.relpath(LIBRARY)
 
 
 def library_sources(*modules):

@@ -313,9 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="significance level of the conformal methods (repeatable; default 0.1)")
     p.add_argument("--name", default="model", help="the dataset's key in the report (default: model)")
     p.add_argument("--title", help="the dataset's title in the report")
-    p.add_argument("--cores", type=int, default=1, help="Snakemake's --cores (default 1)")
+    p.add_argument("--cores", type=int, default=1, help="Snakemake's --cores, >= 1 (default 1)")
     p.add_argument("--output", "-o", required=True, metavar="DIR",
-                   help="folder for report.html, its tables and figures, and the pipeline's data/ and results/")
+                   help="folder for report.html, tables/, figures/, svbop_report.log and .yaml; the workflow's "
+                        "working files go into DIR/.svbop (a second run reuses them)")
     p.set_defaults(func=_report)
     p = sub.add_parser("stream", help="adaptive conformal sets for rows in order (coverage under drift)",
                        description="Adaptive conformal inference (Gibbs and Candes 2021): calibrated once on "

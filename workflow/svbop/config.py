@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._resources import _workflow_path
 from .archives import relative_path_problem
 from .download import SIDECAR_SUFFIXES
 
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 #: The workflow's config schema.
-SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+SCHEMA = _workflow_path("workflow/schemas/config.schema.yaml")
 
 _SPLIT_PARTS = ("validation", "calibration", "test")
 
@@ -522,7 +523,17 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
             )
     split = cfg.get("split") or {}
     fractions = {k: v for k in _SPLIT_PARTS if isinstance(v := split.get(k), float) and 0 <= v < 1}
-    if sum(fractions.values()) >= 1:
+    if is_model_outputs(cfg):
+        # no model is trained on a model's outputs: the parts may take every row (validation 0.2,
+        # calibration 0.2, test 0.6), as long as validation and calibration leave some for the test
+        drawn = {k: v for k, v in fractions.items() if k != "test"}
+        if sum(drawn.values()) >= 1 or sum(fractions.values()) > 1 + 1e-9:
+            shown = " + ".join(f"{k} {v:g}" for k, v in fractions.items())
+            raise ConfigError(
+                f"config: {base}.split: {shown} = {sum(fractions.values()):g} of the rows; a model's outputs need "
+                "validation + calibration < 1 and the parts together at most 1 (no training rows are kept)"
+            )
+    elif sum(fractions.values()) >= 1:
         shown = " + ".join(f"{k} {v:g}" for k, v in fractions.items())
         raise ConfigError(
             f"config: {base}.split: {shown} = {sum(fractions.values()):g} of the rows, leaving none for training"

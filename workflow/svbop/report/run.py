@@ -1,70 +1,83 @@
 """``svbop report``: the pipeline's report for a model's outputs, without writing YAML.
 
-The command writes a config with one ``model_outputs`` dataset made of the given files, runs the
-project's own Snakemake workflow on it in the output folder, and puts ``report.html`` (with its
-``tables/`` and ``figures/``) at the top of that folder.  It is the pipeline's page, made by the
-pipeline's rules: there is no second report implementation, so ``svbop report`` and
-``snakemake --configfile <that config>`` give the same tables for the same files.
+The command checks every option and reads every input file in its own process first (a refusal is
+one line naming the option, or the user's own file and row, and nothing is written); then it writes
+a config with one ``model_outputs`` dataset made of the given files, runs the project's own
+Snakemake workflow on it, and puts the page at the top of the output folder.  It is the pipeline's
+page, made by the pipeline's rules: there is no second report implementation, so ``svbop report``
+and ``snakemake --configfile <that config>`` give the same tables for the same files.
 
-Everything is written inside the output folder: the config (``svbop_report.yaml``), links to the
-workflow's files (``Snakefile``, ``config.yaml``, ``workflow/``, ``report/``, ``profiles/``,
-``envs/``), the pipeline's ``data/`` and ``results/``, Snakemake's output
-(``svbop_report.log``), and the page.  The input files are linked, never modified.
+The output folder holds what the user reads::
+
+    OUT/report.html          the page
+    OUT/tables/, figures/    its tables (CSV, LaTeX) and figures
+    OUT/svbop_report.log     Snakemake's output
+    OUT/svbop_report.yaml    the config that was run
+    OUT/.svbop/              the workflow's working folder: a copy of its files (from the checkout, or
+                             from the wheel, svbop/_resources.py), data/, results/, .snakemake/
+
+Nothing is written outside ``OUT``, no link is made or written through, and a second run in the same
+folder reuses the work (only what changed reruns).  The input files are read, never modified.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["WORKFLOW_FILES", "detect_outputs", "report_config", "run_report", "workflow_root"]
+from .._resources import WORKFLOW_FILES, workflow_root
 
-#: What the output folder links from the project's checkout so that the workflow runs there.
-WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "report", "profiles", "envs")
+__all__ = ["WORKFLOW_FILES", "OUTPUT_NAMES", "WORK_DIR", "check_inputs", "check_options", "detect_outputs",
+           "report_config", "run_report", "workflow_root"]
+
+#: The workflow's working folder inside the output folder.
+WORK_DIR = ".svbop"
+#: What svbop report writes at the top of the output folder (nothing else is touched there).
+OUTPUT_NAMES = ("report.html", "tables", "figures", "svbop_report.log", "svbop_report.yaml", WORK_DIR)
 #: Conformal and coverage-guaranteed sets the command adds (the quickstart's choice).
 DEFAULT_METHODS = {"conformal": ["aps", "raps"], "class_conditional": ["lac"], "coverage": ["fbeta", "credal"]}
-
-
-def workflow_root() -> Path:
-    """The checkout whose Snakemake workflow ``svbop report`` runs (the folder holding ``Snakefile``).
-
-    Raises
-    ------
-    ValueError
-        svbop is installed without its checkout (``pip install .`` of a copy that was then removed).
-    """
-    root = Path(__file__).resolve().parents[3]
-    if all((root / name).exists() for name in WORKFLOW_FILES):
-        return root
-    raise ValueError(f"svbop report runs the project's Snakemake workflow, which is not beside this svbop ({root} has no "
-                     "Snakefile and workflow/); install svbop from its checkout: pip install -e <checkout>")
 
 
 def detect_outputs(path: str | os.PathLike) -> str:
     """``"probabilities"`` when every row of the scores file is non-negative and sums to 1 within
     :data:`svbop.datasets.outputs.SUM_TOLERANCE`, else ``"logits"``."""
-    from ..datasets.outputs import SUM_TOLERANCE, _read_scores
+    from ..datasets.outputs import _read_scores
 
     S, *_ = _read_scores(Path(path), scores_key=None, header=True, sep=None, label_column=None)
-    S = np.asarray(S, dtype=np.float64)
-    if S.ndim != 2 or S.size == 0 or not np.all(np.isfinite(S)):
+    return _kind_of(S)
+
+
+def _kind_of(S) -> str:
+    from ..datasets.outputs import SUM_TOLERANCE
+
+    S = np.asarray(S)
+    if S.ndim != 2 or S.size == 0 or S.dtype.kind not in "fiu":
         return "logits"  # the reader names the problem when the dataset is read
-    probabilities = S.min() >= 0 and np.abs(S.sum(axis=1) - 1.0).max() <= SUM_TOLERANCE
-    return "probabilities" if probabilities else "logits"
+    lo = hi = None
+    mins, sums = [], []
+    for start in range(0, S.shape[0], 8192):  # bounded temporaries on large matrices
+        block = np.asarray(S[start:start + 8192], dtype=np.float64)
+        if not np.all(np.isfinite(block)):
+            return "logits"
+        mins.append(block.min())
+        sums.append(np.abs(block.sum(axis=1) - 1.0).max())
+    lo, hi = min(mins), max(sums)
+    return "probabilities" if lo >= 0 and hi <= SUM_TOLERANCE else "logits"
 
 
-def _file_entry(files: dict, part: str, kind: str, path: str | os.PathLike) -> str:
+def _file_entry(files: dict, flag: str, name: str, path: str | os.PathLike) -> str:
     src = Path(path).expanduser()
     if not src.is_file():
-        raise ValueError(f"--{part}: {src}: no such file (or not a regular file)")
-    name = f"{part}_{kind}{''.join(src.suffixes[-1:]).lower()}"
+        raise ValueError(f"{flag}: {path}: no such file (or not a regular file)")
     files[name] = {"path": str(src.resolve())}
     return name
 
@@ -112,18 +125,20 @@ def report_config(
         if pair is None:
             continue
         scores, labels = pair
-        parts[part] = {"scores": _file_entry(files, part, "scores", scores),
-                       "labels": _file_entry(files, part, "labels", labels)}
+        parts[part] = {"scores": _file_entry(files, f"--{part}", f"{part}_scores{_suffix(scores)}", scores),
+                       "labels": _file_entry(files, f"--{part}", f"{part}_labels{_suffix(labels)}", labels)}
         if part in groups:
-            parts[part]["groups"] = _file_entry(files, part, "groups", groups[part])
+            parts[part]["groups"] = _file_entry(files, f"--{part}-groups", f"{part}_groups{_suffix(groups[part])}",
+                                                groups[part])
     fmt: dict = {"kind": "model_outputs", "outputs": outputs, "parts": parts}
     entry: dict = {"title": title or f"{name} (model outputs)", "files": files, "format": fmt, "calibrate": calibrate}
     if class_names is not None:
-        fmt["class_names_file"] = _file_entry(files, "class", "names", class_names)
+        fmt["class_names_file"] = _file_entry(files, "--class-names", f"class_names{_suffix(class_names)}", class_names)
     methods = {**DEFAULT_METHODS, "epsilon": [float(e) for e in epsilons],
                "mondrian": {"by": ["predicted_class"]}}  # coverage within each predicted class too
     if hierarchy is not None:  # sets restricted to its nodes (Bayes-optimal and conformal), groups by top node
-        entry["hierarchy"] = {"format": hierarchy_format, "file": _file_entry(files, "hierarchy", "file", hierarchy)}
+        entry["hierarchy"] = {"format": hierarchy_format,
+                              "file": _file_entry(files, "--hierarchy", f"hierarchy_file{_suffix(hierarchy)}", hierarchy)}
         methods["hierarchical"] = {"max_nodes": [1, 3]}
         methods["conformal"] = [*DEFAULT_METHODS["conformal"], "hierarchical"]
         methods["mondrian"] = {"by": ["predicted_class", "predicted_top_node"]}
@@ -134,33 +149,185 @@ def report_config(
         "timing": {"repeats": int(repeats)},
         "baselines": {"icp_epsilon": [float(e) for e in epsilons]},
         "methods": methods,
-        "report": {"title": f"Set-valued predictions of {title or name}", "illustrations": {}},
+        # no Table 4 scaling figure (svbop's own benchmark of the paper's algorithms, not this model's)
+        "report": {"title": f"Set-valued predictions of {title or name}", "illustrations": {}, "scaling": None},
         "datasets": {name: entry},
     }
 
 
-def _prepare_folder(out: Path, root: Path) -> None:
-    """Create ``out`` and link the workflow's files into it; refuse a folder that holds other files of those names."""
-    out = out.expanduser()
+def _suffix(path) -> str:
+    return "".join(Path(path).suffixes[-1:]).lower()
+
+
+# --- checks before any work -----------------------------------------------------------------------
+
+def check_options(*, epsilons: Sequence[float] | None, cores: int, name: str) -> None:
+    """Refuse options the workflow would fail on, in one line naming the option.
+
+    Raises
+    ------
+    ValueError
+        ``--epsilon`` outside (0, 1) (NaN included), ``--cores`` below 1, a ``--name`` that is not a
+        plain word (it names folders and files).
+    """
+    for e in epsilons or ():
+        if not (isinstance(e, (int, float)) and math.isfinite(e) and 0 < e < 1):
+            raise ValueError(f"--epsilon: {e!r} is not in (0, 1) (the significance level: 0.1 asks for 90 % coverage)")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        raise ValueError(f"--cores: {cores!r}; expected a whole number >= 1")
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", str(name)) or str(name).endswith("."):
+        raise ValueError(f"--name: {name!r}; expected a word of letters, digits, '_', '-', '.' (it names the "
+                         "dataset's folders), at most 64 characters")
+
+
+def check_inputs(
+    *,
+    test: Sequence[str],
+    validation: Sequence[str] | None = None,
+    calibration: Sequence[str] | None = None,
+    groups: dict[str, str] | None = None,
+    outputs: str = "auto",
+    class_names: str | None = None,
+    hierarchy: str | None = None,
+    hierarchy_format: str = "edges",
+) -> tuple[str, int, int]:
+    """Read and check every input file completely, as the workflow will; return ``(outputs, K, n_rows)``.
+
+    ``outputs="auto"`` is decided from the test scores (probabilities when every row is
+    non-negative and sums to 1).  Scores, labels, groups and class names are read by
+    :func:`svbop.datasets.outputs.read_model_outputs`: shapes, dtypes, finiteness, row sums of
+    probabilities, labels within the classes, agreeing row counts and the number of names; the
+    hierarchy by :func:`svbop.datasets.hierarchies.read_hierarchy`.
+
+    Raises
+    ------
+    ValueError
+        One line naming the user's own file (and the row, line or column).
+    """
+    from ..datasets.outputs import check_outputs, read_model_outputs
+
+    parts = {}
+    for part, pair in (("validation", validation), ("calibration", calibration), ("test", test)):
+        if pair is None:
+            continue
+        for flag, path in ((f"--{part}", pair[0]), (f"--{part}", pair[1]),
+                           *(((f"--{part}-groups", groups[part]),) if groups and part in groups else ())):
+            _regular_file(flag, path)
+        parts[part] = {"scores": str(pair[0]), "labels": str(pair[1])}
+        if groups and part in groups:
+            parts[part]["groups"] = str(groups[part])
+    if class_names is not None:
+        _regular_file("--class-names", class_names)
+    if hierarchy is not None:
+        _regular_file("--hierarchy", hierarchy)
+    data = read_model_outputs(None, parts, outputs="logits", class_names_file=class_names)
+    part = np.asarray(data.part).astype(str)
+    if outputs == "auto":
+        outputs = _kind_of(data.X[part == "test"])
+    elif outputs == "probabilities":
+        for name, pair in parts.items():
+            check_outputs(data.X[part == name], "probabilities", pair["scores"])
+    K = int(data.X.shape[1])
+    if hierarchy is not None:
+        from ..datasets.hierarchies import read_hierarchy
+
+        read_hierarchy(None, {"format": hierarchy_format, "file": str(hierarchy)}, list(data.class_names),
+                       where="--hierarchy")
+    return outputs, K, int(data.X.shape[0])
+
+
+def _regular_file(flag: str, path) -> None:
+    """A regular file (a FIFO, a device or a folder would hang or read without end)."""
+    import stat
+
+    p = Path(path).expanduser()
+    try:
+        mode = p.stat().st_mode
+    except OSError as exc:
+        raise ValueError(f"{flag}: {path}: {exc.strerror.lower() if exc.strerror else 'cannot be read'}") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{flag}: {path}: not a regular file (a folder, FIFO or device); give the file itself")
+
+
+def _check_folder(out: Path, root: Path) -> None:
+    """Refuse an output folder svbop report must not write into; writes nothing.
+
+    The folder may be new, or hold anything of the user's: svbop report writes only the names of
+    :data:`OUTPUT_NAMES`, so those must be absent or its own (from an earlier run, marked by the
+    working folder ``.svbop``), and never links.
+    """
+    if out.is_symlink() and not out.is_dir():
+        raise ValueError(f"-o {out}: is a link to {os.readlink(out)}, not a folder")
     if out.exists() and not out.is_dir():
         raise ValueError(f"-o {out}: exists and is not a folder")
-    if out.resolve() == root.resolve():
-        raise ValueError(f"-o {out}: is the project's checkout; give a folder of its own (it gets data/ and results/)")
-    out.mkdir(parents=True, exist_ok=True)
-    todo = []
-    for name in WORKFLOW_FILES:  # every check first: a refused folder is left as it was
-        link = out / name
-        target = root / name
-        if link.is_symlink():
-            if Path(os.readlink(link)) == target:
+    resolved = out.resolve()
+    if resolved == root.resolve() or root.resolve() in resolved.parents and (resolved / "Snakefile").exists():
+        raise ValueError(f"-o {out}: is the project's checkout; give a folder of its own")
+    if not out.exists():
+        return
+    for name in OUTPUT_NAMES:
+        if (out / name).is_symlink():
+            raise ValueError(f"-o {out}: {name} is a link (to {os.readlink(out / name)}); svbop report writes only "
+                             "real files inside the folder: remove the link or choose another folder")
+    ours = (out / WORK_DIR / "Snakefile").is_file()
+    if not ours:
+        taken = [name for name in OUTPUT_NAMES if (out / name).exists()]
+        if taken:
+            raise ValueError(f"-o {out}: already holds {', '.join(taken)}, not svbop report's; choose a new or "
+                             "empty folder")
+    elif not (out / WORK_DIR).is_dir():
+        raise ValueError(f"-o {out}: {WORK_DIR} is not a folder")
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+def _mkstemp(folder: Path, name: str) -> str:
+    """A temporary file beside ``folder/name``, readable as a file created with the umask would be."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+    os.close(fd)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)
+    return tmp
+
+
+def _sync(src: Path, dst: Path) -> None:
+    """Copy ``src`` (a file or a folder) to ``dst``, file by file, only what differs (times kept, so a
+    second run's Snakemake sees the same files); never through a link."""
+    if src.is_dir():
+        if dst.is_symlink():
+            dst.unlink()
+        dst.mkdir(parents=True, exist_ok=True)
+        for child in src.iterdir():
+            if child.name in ("__pycache__", ".snakemake") or child.suffix == ".pyc":
                 continue
-            raise ValueError(f"-o {out}: {name} is a link to {os.readlink(link)}, not to this svbop's {target}; "
-                             "choose a new folder")
-        if link.exists():
-            raise ValueError(f"-o {out}: already holds {name}, which is not svbop report's; choose a new or empty folder")
-        todo.append((link, target))
-    for link, target in todo:
-        link.symlink_to(target, target_is_directory=target.is_dir())
+            _sync(child, dst / child.name)
+        return
+    if dst.is_symlink():
+        dst.unlink()
+    elif dst.is_file() and dst.stat().st_size == src.stat().st_size and dst.read_bytes() == src.read_bytes():
+        return
+    tmp = _mkstemp(dst.parent, dst.name)
+    try:
+        shutil.copy2(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write ``path`` anew (a temporary file renamed over it: a link there is replaced, never followed)."""
+    tmp = _mkstemp(path.parent, path.name)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def run_report(out: str | os.PathLike, config: dict, *, cores: int = 1, echo=sys.stderr) -> Path:
@@ -177,40 +344,74 @@ def run_report(out: str | os.PathLike, config: dict, *, cores: int = 1, echo=sys
 
     root = workflow_root()
     out = Path(out).expanduser()
-    _prepare_folder(out, root)
+    _check_folder(out, root)
+    work = out / WORK_DIR
+    work.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        _sync(root / name, work / name)
     cfg_path = out / "svbop_report.yaml"
-    cfg_path.write_text("# written by svbop report: one model_outputs dataset (see workflow/docs/your_model.md)\n"
-                        + yaml.safe_dump(config, sort_keys=False))
+    _write_text(cfg_path, "# written by svbop report: one model_outputs dataset (see workflow/docs/your_model.md)\n"
+                + yaml.safe_dump(config, sort_keys=False))
     log_path = out / "svbop_report.log"
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(int(cores)), "--configfile", cfg_path.name]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(int(cores)), "--configfile", str(cfg_path.resolve())]
+    tmp_log = _mkstemp(out, "svbop_report.log")
+    with open(tmp_log, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
         for line in proc.stdout:
             log.write(line)
+            log.flush()
             if echo is not None and (" steps (" in line or line.startswith(("svbop:", "Error in rule"))):
                 print(f"svbop report: {line.rstrip()}", file=echo, flush=True)
         code = proc.wait()
+    os.replace(tmp_log, log_path)
     if code != 0:
-        lines = log_path.read_text().splitlines()
-        reason = next((ln.strip() for ln in reversed(lines) if "Error" in ln or "error:" in ln), "")
-        raise ValueError(f"the workflow failed (exit status {code}){': ' + reason if reason else ''}; "
+        raise ValueError(f"the workflow failed (exit status {code}){_failure_reason(log_path, work)}; "
                          f"Snakemake's output: {log_path}")
-    results = out / "results"
-    page = out / "report.html"
-    shutil.copyfile(results / "report.html", page)
+    results = work / "results"
     for name in ("tables", "figures"):  # the page links them relative to itself
-        link = out / name
-        if not link.is_symlink() and not link.exists():
-            link.symlink_to(Path("results") / name, target_is_directory=True)
+        if (results / name).is_dir():
+            _sync(results / name, out / name)
+    page = out / "report.html"
+    _sync(results / "report.html", page)
     return page
 
 
+def _failure_reason(log_path: Path, work: Path) -> str:
+    """The failed job's own last error line (its log under results/logs), else Snakemake's."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    for i, ln in enumerate(lines):
+        if ln.strip().startswith("log:") and i and any("Error in rule" in x for x in lines[max(0, i - 12):i]):
+            for logfile in ln.split(":", 1)[1].split("(check log file")[0].split(","):
+                p = work / logfile.strip()
+                if p.is_file():
+                    errs = [x.strip() for x in p.read_text(errors="replace").splitlines()
+                            if "Error" in x or "error:" in x]
+                    if errs:
+                        return f": {errs[-1]}"
+    reason = next((ln.strip() for ln in reversed(lines) if "Error" in ln or "error:" in ln), "")
+    return f": {reason}" if reason else ""
+
+
 def main(args) -> int:
-    """``svbop report`` (see :func:`svbop.cli.build_parser`)."""
+    """``svbop report`` (see :func:`svbop.cli.build_parser`): every check first, then the workflow."""
     t0 = time.perf_counter()
-    outputs = args.outputs
-    if outputs == "auto":
-        outputs = detect_outputs(args.test[0])
+    groups = {part: g for part in ("test", "validation", "calibration")
+              if (g := getattr(args, f"{part}_groups", None)) is not None}
+    check_options(epsilons=args.epsilon, cores=args.cores, name=args.name)
+    out = Path(args.output).expanduser()
+    _check_folder(out, workflow_root())
+    # the same checks report_config makes on the flags, before the files are read
+    report_config(test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
+                  class_names=args.class_names, hierarchy=args.hierarchy, name=args.name)
+    outputs, K, n = check_inputs(
+        test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
+        outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
+        hierarchy_format=args.hierarchy_format or "edges",
+    )
+    print(f"svbop report: read {n:,} rows x {K:,} classes ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    if args.outputs == "auto":
         print(f"svbop report: --outputs auto: the test scores are {outputs}"
               + (" (every row non-negative, summing to 1)" if outputs == "probabilities" else " (not rows of probabilities)"),
               file=sys.stderr)
@@ -220,12 +421,18 @@ def main(args) -> int:
               "test rows (10 % each, seeded, stratified); the page says which rows came from where", file=sys.stderr)
     config = report_config(
         test=args.test, validation=args.validation, calibration=args.calibration,
-        groups={part: g for part in ("test", "validation", "calibration")
-                if (g := getattr(args, f"{part}_groups", None)) is not None}, outputs=outputs,
+        groups=groups, outputs=outputs,
         calibrate=args.calibrate, class_names=args.class_names, hierarchy=args.hierarchy,
         hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=args.name,
         title=args.title,
     )
-    page = run_report(args.output, config, cores=args.cores)
+    from ..config import ConfigError, check_config, load_yaml, merge_configs, validate_config
+
+    try:  # the workflow's own config checks, here, before it starts
+        merged = merge_configs(load_yaml(workflow_root() / "config.yaml"), config)
+        check_config(validate_config(merged))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    page = run_report(out, config, cores=args.cores)
     print(f"svbop report: {page} ({time.perf_counter() - t0:.0f} s)")
     return 0
