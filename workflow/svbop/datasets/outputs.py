@@ -394,7 +394,9 @@ def read_model_outputs(
     if names is None and header_names is not None and not all(c.isdigit() for c in header_names):
         names = header_names
     if names is not None and len(names) != K:
-        raise ValueError(f"class_names: {len(names)} names but the scores have {K} columns")
+        where = (f"{resolve(root, class_names_file, 'class names file')}: {len(names)} class names"
+                 if class_names_file is not None else f"class_names: {len(names)} names")
+        raise ValueError(f"{where} but the scores have {K} columns (one name per class, in the scores' column order)")
     X = np.empty((sum(b[0].shape[0] for b in blocks), K), dtype=np.float64)
     lo = 0
     for S, lpath, y_raw in blocks:

@@ -76,8 +76,7 @@ def _kind_of(S) -> str:
 
 def _file_entry(files: dict, flag: str, name: str, path: str | os.PathLike) -> str:
     src = Path(path).expanduser()
-    if not src.is_file():
-        raise ValueError(f"{flag}: {path}: no such file (or not a regular file)")
+    _regular_file(flag, path)
     files[name] = {"path": str(src.resolve())}
     return name
 
@@ -246,9 +245,11 @@ def _regular_file(flag: str, path) -> None:
     try:
         mode = p.stat().st_mode
     except OSError as exc:
-        raise ValueError(f"{flag}: {path}: {exc.strerror.lower() if exc.strerror else 'cannot be read'}") from None
+        raise ValueError(f"{flag}: {path}: {(exc.strerror or 'cannot be read').lower()}") from None
     if not stat.S_ISREG(mode):
-        raise ValueError(f"{flag}: {path}: not a regular file (a folder, FIFO or device); give the file itself")
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+        raise ValueError(f"{flag}: {path}: is {kind}, not a regular file; give the file itself")
 
 
 def _check_folder(out: Path, root: Path) -> None:
