@@ -284,3 +284,22 @@ def test_a_later_config_files_list_replaces_the_built_in_one():
     merged = merge_configs(merge_configs(base, user), more)
     replace_file_lists(merged, [user, more])
     assert set(merged["datasets"]["caltech101"]["files"]) == {"101_ObjectCategories.tar.gz", "extra.txt"}
+
+
+def _model_outputs_entry(split):
+    return {"run": ["mine"], "datasets": {"mine": {
+        "files": {"s.npy": {"path": "/s.npy"}, "y.npy": {"path": "/y.npy"}},
+        "format": {"kind": "model_outputs", "outputs": "logits", "parts": {"all": {"scores": "s.npy", "labels": "y.npy"}}},
+        "split": split}}}
+
+
+def test_model_outputs_split_may_take_every_row_no_training_rows_are_kept():
+    """Issue 42: validation 0.2 + calibration 0.2 + test 0.6 = 1 is a model's outputs split (nothing is
+    trained on them); validation + calibration must still leave test rows, and the parts at most 1."""
+    config = validate_config(merge_configs(BASE, _model_outputs_entry({"validation": 0.2, "calibration": 0.2, "test": 0.6})))
+    check_config(config)
+    for split, shown in (({"validation": 0.5, "calibration": 0.5, "test": 0.2}, "validation 0.5 + calibration 0.5 + test 0.2 = 1.2"),
+                         ({"validation": 0.3, "calibration": 0.3, "test": 0.6}, "validation 0.3 + calibration 0.3 + test 0.6 = 1.2")):
+        message = _error(_model_outputs_entry(split), cross=True)
+        assert message == (f"config: datasets.mine.split: {shown} of the rows; a model's outputs need validation + "
+                           "calibration < 1 and the parts together at most 1 (no training rows are kept)"), message
