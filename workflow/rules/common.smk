@@ -4,6 +4,7 @@ import os
 
 import svbop
 import svbop.config
+import svbop.conformal
 import svbop.datasets
 import svbop.download
 import svbop.evaluation
@@ -120,6 +121,17 @@ wildcard_constraints:
 
 def dataset_config(wildcards):
     return config["datasets"][wildcards.dataset]
+
+
+def split_sizes(name):
+    """The split's sizes of a dataset (rule split_dataset); with split.calibration: auto (a model's outputs),
+    also rows_per_class: the calibration rows one conformal threshold per class needs at the run's smallest
+    epsilon (svbop.datasets.calibration_share)."""
+    sizes = {k: v for k, v in config["datasets"][name]["split"].items() if k != "seed"}
+    if sizes.get("calibration") == "auto":
+        sizes["rows_per_class"] = svbop.conformal.min_calibration_rows(
+            min([*METHOD_EPSILONS.values(), *ICP_EPSILONS.values()]))
+    return sizes
 
 
 def split_seed(name):
