@@ -350,6 +350,25 @@ def beyond_enabled():
     return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY)
 
 
+def model_page():
+    """Whether the report is the page about a model: every dataset of the run is a model's outputs and the
+    kinds of sets beyond the paper are configured (svbop report): its own sections instead of the paper's."""
+    return bool(DATASETS) and all(is_model_outputs(d) for d in DATASETS) and beyond_enabled()
+
+
+def coverage_epsilons():
+    """Every coverage level asked, as significance levels: methods.epsilon and baselines.icp_epsilon."""
+    return sorted({float(e) for e in [*METHOD_EPSILONS.values(), *ICP_EPSILONS.values()]})
+
+
+def model_page_files():
+    """What the page about a model reads beyond the paper's page (none for the paper's page)."""
+    if not model_page():
+        return []
+    return ["results/tables/choose_sets.csv",
+            *(f for d in DATASETS for f in (f"results/tables/class_coverage_{d}.tsv", f"results/{d}/examples.json"))]
+
+
 def beyond_skipped(dataset):
     """Methods beyond the paper that do not apply to a dataset: {method family: reason}."""
     out = {}
