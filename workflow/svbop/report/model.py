@@ -55,6 +55,11 @@ def utility_goal(spec_or_label: str) -> str:
     return f"best {inner if re.fullmatch(r'F[0-9.]+|P|R', inner) else f'u({inner})'} utility"
 
 
+def _as_shown(values: pd.Series) -> pd.Series:
+    """Numbers as the page writes them (``f"{v:.2f}"``, correctly rounded; numpy's ``round`` is not always)."""
+    return pd.Series([float(f"{v:.2f}") if v == v else math.nan for v in values.astype(float)], index=values.index)
+
+
 def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Sequence[str], *,
                 runners_up: int = 2) -> pd.DataFrame:
     """Which sets to use: per goal, the best method and its runners-up.
@@ -88,8 +93,8 @@ def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Seque
         method meets has one row with ``rank`` 0, method ``"none"`` and NaN numbers.
     """
     t = table.reset_index(drop=True)
-    cover = t["coverage_pct"].astype(float).round(2)
-    size = t["mean_size"].astype(float).round(2)
+    cover = _as_shown(t["coverage_pct"])
+    size = _as_shown(t["mean_size"])
     known = cover.notna() & size.notna()
     rows = []
 
@@ -103,7 +108,7 @@ def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Seque
             rows.append({"goal": goal, "rank": rank, "method": plain_name(t["method"].iloc[i]), "key": t["key"].iloc[i],
                          "family": t["family"].iloc[i], "coverage_pct": float(cover.iloc[i]),
                          "mean_set_size": float(size.iloc[i]),
-                         "utility_pct": float(round(t[utility_col].iloc[i], 2)) if utility_col else math.nan,
+                         "utility_pct": float(_as_shown(t[utility_col]).iloc[i]) if utility_col else math.nan,
                          "guaranteed_pct": float(t["target_coverage_pct"].iloc[i])})
 
     for eps in sorted({float(e) for e in epsilons}, reverse=True):
@@ -113,7 +118,7 @@ def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Seque
         add(coverage_goal(eps), ok, None)
     for spec in utilities:
         col = f"{utility_label(spec)}_pct"
-        u = t[col].astype(float).round(2) if col in t.columns else pd.Series(np.nan, index=t.index)
+        u = _as_shown(t[col]) if col in t.columns else pd.Series(np.nan, index=t.index)
         ok = [i for i in range(len(t)) if known.iloc[i] and u.notna().iloc[i]]
         ok.sort(key=lambda i: (-u.iloc[i], size.iloc[i], i))
         add(utility_goal(spec), ok, col)
