@@ -82,6 +82,9 @@ def test_the_model_page_has_its_own_sections_and_not_the_papers(model_run):
         assert paper_only not in sections
     assert 'id="compared"' not in page and "Claims checked" not in page and "Generalised reject option" not in page
     assert '<table class="table3" data-dataset="pets">' in page  # Table 3 is kept
+    downloads = re.search(r'<ul class="downloads">.*?</ul>', page, re.S).group(0)
+    assert 'href="tables/choose_sets.csv"' in downloads and 'href="tables/class_coverage_pets.tsv"' in downloads
+    assert "vs_paper" not in downloads and "claims" not in downloads
 
 
 def test_class_names_are_shown_wherever_a_class_is(model_run):

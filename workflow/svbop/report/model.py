@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .names import method_name, utility_label, utility_name
+from .names import utility_label, utility_name
 
-__all__ = ["CHOOSE_COLUMNS", "choose_sets", "coverage_goal", "describe_model", "plain_name", "plot_class_coverage",
+__all__ = ["CHOOSE_COLUMNS", "EXAMPLES", "choose_sets", "coverage_goal", "describe_model", "model_context", "plain_name",
+           "plot_class_coverage",
            "read_examples", "utility_goal", "write_choose_sets"]
 
 #: The columns of ``tables/choose_sets.csv``.
@@ -367,6 +368,8 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
     summaries : mapping, optional
         dataset -> summary (K, test rows, top-1).
     """
+    import base64
+
     from markupsafe import Markup
 
     from ..conformal import min_calibration_rows
@@ -431,14 +434,15 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
             worst = tested.sort_values([first, "n_test"], ascending=[True, False], kind="stable") if first else tested
             target = 100 * (1 - max(epsilons)) if epsilons else 90.0
             below = int((tested[first] < target - 1e-9).sum()) if first else 0
-            shown_rows = lambda df: [{"cls": int(r["class"]), "name": str(r["name"]), "n_test": int(r["n_test"]),
-                                      "n_cal": int(r["n_calibration"]),
-                                      "cells": [{"text": _pct(r[k], 1), "below": bool(r[k] < target - 1e-9)}
-                                                for k in keys]} for r in df.to_dict("records")]
+
+            def shown_rows(df: pd.DataFrame) -> list[dict[str, object]]:
+                return [{"cls": int(r["class"]), "name": str(r["name"]), "n_test": int(r["n_test"]),
+                         "n_cal": int(r["n_calibration"]),
+                         "cells": [{"text": _pct(r[k], 1), "below": bool(r[k] < target - 1e-9)} for k in keys]}
+                        for r in df.to_dict("records")]
+
             fig = plot_class_coverage(classes, {k: display.get(k, k) for k in keys}, [target],
                                       title=names.dataset(d))
-            import base64
-
             entry["classes"] = {
                 "methods": [html_name(display.get(k, k)) for k in keys], "keys": keys,
                 "first": html_name(display.get(first, first)) if first else "", "target": f"{target:g}",
@@ -464,7 +468,10 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
             given = data.get("class_names")
             if given:
                 class_name = {i: str(n) for i, n in enumerate(given)}
-            nm = lambda c: class_name.get(int(c), str(c))
+
+            def nm(c: object) -> str:
+                return class_name.get(int(c), str(c))
+
             for e in data["rows"]:
                 sets = []
                 for key in table["key"]:
