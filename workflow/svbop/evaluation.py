@@ -310,8 +310,9 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
             text = f"one q per group: {int(record['n_groups'])} groups by {by}"
             if small:  # those groups' rows get the one marginal threshold: no coverage guarantee within them
                 need = min_calibration_rows(float(record["epsilon"]))
-                text += (f" ({small} with fewer than {need} calibration rows, the fewest a group needs at epsilon "
-                         f"{float(record['epsilon']):g}: they get the marginal q = {float(record['quantile']):.4g}, "
+                text += (f" ({small} group{'s' if small != 1 else ''} with fewer than {need} calibration rows, the "
+                         f"fewest a group needs at epsilon {float(record['epsilon']):g}: they get the marginal "
+                         f"q = {float(record['quantile']):.4g}, "
                          "without coverage guaranteed within them)")
             return {"calibrated": text, "reached": True}
         if "quantile" in record:
