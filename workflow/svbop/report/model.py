@@ -422,9 +422,12 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
             classes = pd.read_csv(classes_path, sep="\t", dtype={"name": str}, keep_default_na=False,
                                   na_values={c: ["", "nan", "NaN"] for c in ("n_test",)})
             class_name = dict(zip(classes["class"].astype(int), classes["name"].astype(str)))
-            # the methods each class is shown under: the coverage goals' choices, ICP, SVBOP-Full
+            # the methods each class is shown under: the coverage goals' choices, ICP, class-conditional, SVBOP-Full
             keys = [g["rows"][0]["key"] for g in goals if g["coverage"] and g["rows"][0]["key"]]
             keys += [k for k in table["key"] if k.startswith("icp/")][:1]
+            # one threshold per class, where it could be calibrated: the sets that cover every class
+            keys += [k for k, f, c in zip(table["key"], table["family"], table["coverage_pct"])
+                     if f == "class_conditional" and c == c][:1]
             keys += [k for k in table["key"] if k.startswith("svbop_full/")][:1]
             keys = [k for k in dict.fromkeys(keys) if k in classes.columns][:5]
             for k in keys:
