@@ -204,3 +204,15 @@ def test_svbop_report_splits_its_calibration_rows_by_the_auto_share(tmp_path):
     pair = (str(tmp_path / "s.npy"), str(tmp_path / "y.npy"))
     assert report_config(test=pair)["datasets"]["model"]["split"] == {"calibration": "auto"}
     assert "split" not in report_config(test=pair, calibration=pair)["datasets"]["model"]
+
+
+def test_split_calibration_auto_is_for_model_outputs_only():
+    from svbop.config import ConfigError, check_config, load_yaml, merge_configs, validate_config
+    from test_workflow import ROOT
+
+    config = validate_config(merge_configs(load_yaml(ROOT / "config.yaml"), {"run": ["digits"], "datasets": {"digits": {
+        "source": {"builtin": "digits"}, "features": {"kind": "raw"}, "split": {"calibration": "auto"}}}}))
+    with pytest.raises(ConfigError) as info:  # the cross-field checks the Snakefile runs before any job
+        check_config(config)
+    assert str(info.value) == ("config: datasets.digits.split.calibration: 'auto' is for a model's outputs "
+                               "(format.kind: model_outputs); give a fraction or a row count")
