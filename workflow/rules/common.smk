@@ -124,9 +124,9 @@ def dataset_config(wildcards):
 
 
 def split_sizes(name):
-    """The split's sizes of a dataset (rule split_dataset); with split.calibration: auto (a model's outputs),
-    also rows_per_class: the calibration rows one conformal threshold per class needs at the run's smallest
-    epsilon (svbop.datasets.calibration_share)."""
+    """The split's sizes of a dataset, as split_dataset takes them. With split.calibration set to auto (a model's
+    outputs), also rows_per_class, the calibration rows one conformal threshold per class needs at the run's
+    smallest epsilon (svbop.datasets.calibration_share)."""
     sizes = {k: v for k, v in config["datasets"][name]["split"].items() if k != "seed"}
     if sizes.get("calibration") == "auto":
         sizes["rows_per_class"] = svbop.conformal.min_calibration_rows(
