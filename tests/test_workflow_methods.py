@@ -247,14 +247,19 @@ def test_classes_too_rare_to_calibrate_are_counted(tmp_path):
     predictor = svbop.ConformalSetPredictor(0.3, score="lac", class_conditional=True).fit(P[:40], y_cal)
     assert 0 < np.sum(np.isfinite(predictor.quantiles_)) < 6
     record = calibration_record(predictor, method="conformal_lac_cc", epsilon=0.3, n_calibration=40)
-    assert record["classes_unbounded"] == int(np.sum(~np.isfinite(predictor.quantiles_))) > 0
+    unbounded = int(np.sum(~np.isfinite(predictor.quantiles_)))
+    assert record["classes_unbounded"] == unbounded > 0
+    assert record["rows_needed_per_class"] == svbop.conformal.min_calibration_rows(0.3) == 3
     path = tmp_path / "c.json"
     path.write_text(json.dumps(record))
-    assert re.search(r"; q = inf for \d+ class", read_calibration(path)["calibrated"])
-    # too few rows for every class: said once, not as a range of infinities
+    # not a result: its sets would hold those classes on every row; the row says why and what it needs
+    assert read_calibration(path) == {"reached": False, "calibrated": (
+        f"not calibrated: {unbounded} of 6 classes have fewer than 3 calibration rows, the fewest a class needs for a "
+        "finite threshold at epsilon 0.3 (with fewer, q = inf: every set would hold that class); give at least 3 "
+        "calibration rows per class")}
     predictor = svbop.ConformalSetPredictor(0.01, score="lac", class_conditional=True).fit(P[:20], y[:20])
     path.write_text(json.dumps(calibration_record(predictor, method="conformal_lac_cc", epsilon=0.01, n_calibration=20)))
-    assert read_calibration(path)["calibrated"] == "q = inf for every class (6): too few calibration rows per class"
+    assert read_calibration(path)["calibrated"].startswith("not calibrated: 6 of 6 classes have fewer than 99 ")
 
 
 def test_a_credal_family_that_reaches_no_coverage_gives_a_row_without_numbers(tmp_path):

@@ -77,6 +77,7 @@ datasets:
         validation: {{scores: val_logits.npy, labels: val_labels.npy, groups: val_groups.txt}}
         test: {{scores: test_logits.npy, labels: test_labels.npy, groups: test_groups.txt}}
     hierarchy: {{format: edges, file: tree.txt}}
+    split: {{calibration: auto}}  # as svbop report splits it: 9 rows of each class (one threshold per class, 0.1)
   digits_cal:
     title: "Digits, liblinear on pixels, calibrated"
     source: {{builtin: digits}}
@@ -165,7 +166,9 @@ def test_calibration_made_the_logits_sets_larger_and_ece_lower(outputs_run):
     assert all(e["after"]["mean_size"] >= e["before"]["mean_size"] for e in record["sets"])
     summary = json.loads((workdir / "results" / "mo_npy" / "summary.json").read_text())
     assert summary["model_outputs"] is True and summary["D"] is None and summary["train_seconds"] is None
-    assert summary["N_train"] == 0 and summary["N_test"] == 540 and summary["N_calibration"] == 60
+    # split.calibration: auto: the fewest stratified rows of the 600 that give each of the 12 classes 9 (10 %: 60
+    # rows, 5 a class, would leave class-conditional LAC uncalibrated)
+    assert summary["N_train"] == 0 and summary["N_test"] == 461 and summary["N_calibration"] == 139
 
 
 def test_a_calibrated_liblinear_dataset_makes_every_set_from_the_calibrated_probabilities(outputs_run):

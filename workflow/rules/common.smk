@@ -4,6 +4,7 @@ import os
 
 import svbop
 import svbop.config
+import svbop.conformal
 import svbop.datasets
 import svbop.download
 import svbop.evaluation
@@ -125,6 +126,17 @@ wildcard_constraints:
 
 def dataset_config(wildcards):
     return config["datasets"][wildcards.dataset]
+
+
+def split_sizes(name):
+    """The split's sizes of a dataset, as split_dataset takes them. With split.calibration set to auto (a model's
+    outputs), also rows_per_class, the calibration rows one conformal threshold per class needs at the run's
+    smallest epsilon (svbop.datasets.calibration_share)."""
+    sizes = {k: v for k, v in config["datasets"][name]["split"].items() if k != "seed"}
+    if sizes.get("calibration") == "auto":
+        sizes["rows_per_class"] = svbop.conformal.min_calibration_rows(
+            min([*METHOD_EPSILONS.values(), *ICP_EPSILONS.values()]))
+    return sizes
 
 
 def split_seed(name):
@@ -341,6 +353,25 @@ def predictions(dataset):
 def beyond_enabled():
     """Whether any method beyond the paper is configured (config `methods:`)."""
     return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY)
+
+
+def model_page():
+    """Whether the report is the page about a model: every dataset of the run is a model's outputs and the
+    kinds of sets beyond the paper are configured (svbop report): its own sections instead of the paper's."""
+    return bool(DATASETS) and all(is_model_outputs(d) for d in DATASETS) and beyond_enabled()
+
+
+def coverage_epsilons():
+    """Every coverage level asked, as significance levels: methods.epsilon and baselines.icp_epsilon."""
+    return sorted({float(e) for e in [*METHOD_EPSILONS.values(), *ICP_EPSILONS.values()]})
+
+
+def model_page_files():
+    """What the page about a model reads beyond the paper's page (none for the paper's page)."""
+    if not model_page():
+        return []
+    return ["results/tables/choose_sets.csv",
+            *(f for d in DATASETS for f in (f"results/tables/class_coverage_{d}.tsv", f"results/{d}/examples.json"))]
 
 
 def beyond_skipped(dataset):

@@ -101,11 +101,11 @@ rule prepare_dataset:
 rule split_dataset:
     input:
         dataset="data/{dataset}/dataset.npz",
-        code=library_sources("datasets/splits", "datasets/outputs"),
+        code=library_sources("datasets/splits", "datasets/outputs", "datasets/calibration_share"),
     output:
         "data/{dataset}/split.npz",
     params:
-        sizes=lambda wc: {k: v for k, v in dataset_config(wc)["split"].items() if k != "seed"},
+        sizes=lambda wc: split_sizes(wc.dataset),
         seed=lambda wc: split_seed(wc.dataset),
         model_outputs=lambda wc: is_model_outputs(wc.dataset),
     log:

@@ -186,6 +186,52 @@ rule beyond_report:
         "../scripts/beyond_report.py"
 
 
+# The page about a model (every dataset of the run a model's outputs, svbop report): which sets to use, each
+# class's coverage by name and example rows, beside calibration, Table 3 and every kind of set.
+rule describe_model:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        dataset="data/{dataset}/dataset.npz",
+        split="data/{dataset}/split.npz",
+        sets=lambda wc: [*beyond_compared(wc.dataset).values(), *beyond_predictions(wc.dataset).values()],
+        calibration=lambda wc: list(beyond_calibration(wc.dataset).values()),
+        code=library_sources("report/model", "metrics", "io"),
+    output:
+        classes="results/tables/class_coverage_{dataset}.tsv",
+        examples="results/{dataset}/examples.json",
+    params:
+        methods=lambda wc: [*beyond_compared(wc.dataset), *beyond_predictions(wc.dataset)],
+        calibrated=lambda wc: list(beyond_calibration(wc.dataset)),
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/describe_model/{dataset}.log",
+    benchmark:
+        "results/benchmarks/describe_model/{dataset}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/describe_model.py"
+
+
+rule choose_sets:
+    input:
+        beyond=expand("results/{dataset}/beyond.tsv", dataset=DATASETS),
+        code=library_sources("report/model", "report/beyond", "report/names"),
+    output:
+        "results/tables/choose_sets.csv",
+    params:
+        utilities=config["utilities"],
+        epsilons=coverage_epsilons(),
+    log:
+        "results/logs/choose_sets/choose_sets.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/choose_sets.py"
+
+
 rule report_html:
     input:
         metrics=expand("results/{dataset}/metrics.tsv", dataset=DATASETS),
@@ -203,9 +249,11 @@ rule report_html:
         calibration=lambda wc: list(calibration_records().values()),
         # flat/hf/hsg `auto`: the tuning records, for Table 5 (rules/tune.smk)
         tuning=lambda wc: tuning_records(),
+        # the page about a model (every dataset a model's outputs): which sets to use, classes, example rows
+        model=lambda wc: model_page_files(),
         code=library_sources(
             "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
-            "report/beyond", "report/figures", "tuning",
+            "report/beyond", "report/figures", "report/model", "tuning",
         ),
     output:
         report(
@@ -229,6 +277,8 @@ rule report_html:
         partial=PARTIAL_REPORT,
         beyond_tables=lambda wc: [f"results/{d}/beyond.tsv" for d in DATASETS] if beyond_enabled() else [],
         beyond_skipped=lambda wc: {d: beyond_skipped(d) for d in DATASETS} if beyond_enabled() else {},
+        model_page=lambda wc: model_page(),
+        epsilons=coverage_epsilons(),
     log:
         "results/logs/report_html/report.log",
     benchmark:

@@ -15,6 +15,15 @@ illustrations = {
     name: {"records": files[0], "figure": files[1] if len(files) > 1 else None}
     for name, files in snakemake.params.illustrations.items()
 }
+model = None
+if snakemake.params.model_page:  # every dataset a model's outputs: the page about the model (rule describe_model)
+    files = list(snakemake.input.model)
+    model = {"epsilons": snakemake.params.epsilons,
+             "classes": {os.path.basename(f)[len("class_coverage_"):-len(".tsv")]: f for f in files if f.endswith(".tsv")},
+             "examples": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("examples.json")}}
+    paper_only = ("table2_vs_paper", "table3_vs_paper", "table4_vs_paper", "table5_vs_paper", "dataset_status", "claims")
+    tables = [t for t in tables if not os.path.basename(t).startswith(paper_only)]
+    tables += [f for f in files if f.endswith((".csv", ".tsv"))]
 build_report(
     out,
     summaries=snakemake.input.summaries,
@@ -39,6 +48,7 @@ build_report(
     calibration=dict(zip(snakemake.params.calibrated, snakemake.input.calibration)),
     # flat: {C: auto}: the values chosen on the validation rows, in Table 5 (rules/tune.smk)
     tuning=snakemake.params.tuned,
+    model=model,
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)

@@ -522,6 +522,9 @@ def check_dataset(name: str, cfg: Mapping[str, Any], weights: Mapping[str, Any] 
                 f"(known: {', '.join(weights) or 'none'}); or 'none' for random weights"
             )
     split = cfg.get("split") or {}
+    if split.get("calibration") == "auto" and not is_model_outputs(cfg):
+        raise ConfigError(f"config: {base}.split.calibration: 'auto' is for a model's outputs (format.kind: "
+                          "model_outputs); give a fraction or a row count")
     fractions = {k: v for k in _SPLIT_PARTS if isinstance(v := split.get(k), float) and 0 <= v < 1}
     if is_model_outputs(cfg):
         # no model is trained on a model's outputs: the parts may take every row (validation 0.2,

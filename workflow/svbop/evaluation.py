@@ -26,7 +26,7 @@ from .utilities import Utility, utility
 
 __all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
-           "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
+           "not_calibrated_text", "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
            "unreachable_record"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
@@ -252,6 +252,8 @@ def calibration_record(predictor, *, method: str, epsilon: float, n_calibration:
         q = float(predictor.quantile_)
         record["quantile"] = q if math.isfinite(q) else "inf"
         return record
+    from .conformal import min_calibration_rows
+
     q = np.asarray(per_class, dtype=np.float64)
     finite = q[np.isfinite(q)]
     record.update(
@@ -260,6 +262,8 @@ def calibration_record(predictor, *, method: str, epsilon: float, n_calibration:
         quantile_max=float(finite.max()) if finite.size else "inf",
         # classes with too few calibration rows for their (n_c + 1)(1 - epsilon)-th score: every set holds them
         classes_unbounded=int(q.size - finite.size),
+        n_classes=int(q.size),
+        rows_needed_per_class=int(min_calibration_rows(epsilon)),
     )
     return record
 
@@ -279,10 +283,12 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
     -------
     dict
         ``{"calibrated": text, "reached": bool}``; ``reached`` is False for an
-        :func:`unreachable_record` (text ``"not reachable: <reason>"``). Texts: ``"beta = 2.31"`` /
-        ``"delta = 1.87"`` for a coverage method,
-        ``"q = 0.934"`` for one threshold, ``"q = 0.81..1 (median 0.93)"`` for one per class
-        (``"; q = inf for 3 classes"`` added for classes with too few calibration rows).
+        :func:`unreachable_record` (text ``"not reachable: <reason>"``) and for one threshold per class
+        where a class has too few calibration rows for a finite one (:func:`not_calibrated_text`: its
+        sets would hold that class on every row, so they are not a result). Texts: ``"beta = 2.31"`` /
+        ``"delta = 1.87"`` for a coverage method, ``"q = 0.934"`` for one threshold,
+        ``"q = 0.81..1 (median 0.93)"`` for one per class, ``"one q per group: ..."`` for Mondrian sets
+        (naming the groups too small for their own threshold and the rows a group needs).
 
     Raises
     ------
@@ -298,9 +304,17 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
             return {"calibrated": f"{name} = {float(record['parameter']):.4g}", "reached": True}
         if "by" in record:  # Mondrian: one threshold per group (the marginal one for small groups)
             by = str(record["by"]).replace("_", " ")
-            return {"calibrated": f"one q per group: {int(record['n_groups'])} groups by {by} "
-                                  f"({int(record.get('small_groups', 0))} too small: marginal q = "
-                                  f"{float(record['quantile']):.4g})", "reached": True}
+            from .conformal import min_calibration_rows
+
+            small = int(record.get("small_groups", 0))
+            text = f"one q per group: {int(record['n_groups'])} groups by {by}"
+            if small:  # those groups' rows get the one marginal threshold: no coverage guarantee within them
+                need = min_calibration_rows(float(record["epsilon"]))
+                text += (f" ({small} group{'s' if small != 1 else ''} with fewer than {need} calibration rows, the "
+                         f"fewest a group needs at epsilon {float(record['epsilon']):g}: they get the marginal "
+                         f"q = {float(record['quantile']):.4g}, "
+                         "without coverage guaranteed within them)")
+            return {"calibrated": text, "reached": True}
         if "quantile" in record:
             return {"calibrated": f"q = {float(record['quantile']):.4g}", "reached": True}
         lo, mid, hi = (float(record[k]) for k in ("quantile_min", "quantile_median", "quantile_max"))
@@ -309,13 +323,26 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
         raise ValueError(f"{path}: neither 'parameter', 'quantile' nor 'quantile_min/median/max'") from None
     except (TypeError, ValueError):
         raise ValueError(f"{path}: the calibrated values are not numbers") from None
-    if not math.isfinite(lo):  # no class had enough calibration rows: every set holds every class
-        return {"calibrated": f"q = inf for every class ({unbounded}): too few calibration rows per class",
-                "reached": True}
-    text = f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})"
-    if unbounded:
-        text += f"; q = inf for {unbounded} class{'es' if unbounded > 1 else ''}"
-    return {"calibrated": text, "reached": True}
+    if unbounded:  # q = inf for these classes: every set would hold them, whatever the row
+        return {"calibrated": not_calibrated_text(record), "reached": False}
+    return {"calibrated": f"q = {lo:.4g}..{hi:.4g} (median {mid:.4g})", "reached": True}
+
+
+def not_calibrated_text(record: Mapping[str, object]) -> str:
+    """Why a class-conditional method could not be calibrated, from its :func:`calibration_record`:
+    ``"not calibrated: 86 of 100 classes have fewer than 9 calibration rows, the fewest a class needs for
+    a finite threshold at epsilon 0.1 (...)"``."""
+    from .conformal import min_calibration_rows
+
+    eps = float(record["epsilon"])
+    need = int(record.get("rows_needed_per_class") or min_calibration_rows(eps))
+    unbounded = int(record.get("classes_unbounded", 0))
+    K = record.get("n_classes")
+    of = f"{unbounded} of {int(K)}" if K is not None else f"{unbounded}"
+    cls = "class has" if unbounded == 1 and K is None else "classes have"
+    return (f"not calibrated: {of} {cls} fewer than {need} calibration rows, the fewest a class needs for a finite "
+            f"threshold at epsilon {eps:g} (with fewer, q = inf: every set would hold that class); give at least "
+            f"{need} calibration rows per class")
 
 
 def timing_columns(

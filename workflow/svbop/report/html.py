@@ -72,6 +72,8 @@ DOWNLOADS = {
     "dataset_status": "the status of every dataset (the first section)",
     "claims": "the paper's claims checked (evidence names datasets, utilities and methods by their keys)",
     "beyond_every_set": "beyond the paper: every kind of set's utilities, coverage, worst-class coverage and size",
+    "choose_sets": "which sets to use: per coverage level and utility, the best method and its runners-up",
+    "class_coverage": "every method's coverage of each class, with its test and calibration rows",
 }
 
 
@@ -588,6 +590,7 @@ def build_report(
     scaling: str | os.PathLike | Mapping[str, object] | None = None,
     calibration: Mapping[str, object] | None = None,
     tuning: Mapping[str, object] | None = None,
+    model: Mapping[str, object] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -658,6 +661,13 @@ def build_report(
         dataset -> its tuning record (``results/<dataset>/tuning/flat.json``), for the datasets whose
         ``flat`` has an ``auto`` value: Table 5 shows the chosen value with "auto: chose X from grid Y",
         marked † at a binding edge of its grid (:func:`svbop.report.compare.table5_vs_paper`).
+    model : mapping, optional
+        The page about a model (every dataset of the run a model's outputs; needs ``beyond``):
+        ``epsilons`` (the coverage levels asked), ``classes`` and ``examples`` (dataset -> the rule
+        describe_model's files). The page then leads with which sets to use, the classes and example
+        rows (:func:`svbop.report.model.model_context`) and leaves out the paper's sections (the
+        status of its datasets, its illustrations, Tables 4 and 5, its claims, the generalised reject
+        option). None: the paper's page.
 
     Returns
     -------
@@ -803,7 +813,8 @@ def build_report(
     grouped: dict[str, dict[str, object]] = {}  # one line per table, its formats side by side
     for text, href in dict(downloads or {}).items():
         stem = Path(text).stem
-        grouped.setdefault(stem, {"stem": stem, "what": DOWNLOADS.get(stem, ""), "files": []})["files"].append(
+        what = DOWNLOADS.get(stem) or next((v for k, v in DOWNLOADS.items() if stem.startswith(k + "_")), "")
+        grouped.setdefault(stem, {"stem": stem, "what": what, "files": []})["files"].append(
             {"text": text, "href": href})
     order = {stem: i for i, stem in enumerate(DOWNLOADS)}
     downloads = sorted(grouped.values(), key=lambda d: order.get(d["stem"], len(order)))
@@ -860,6 +871,16 @@ def build_report(
     context["model_outputs"] = [{"id": d["id"], "title": d["title"]} for d in datasets
                                 if d["summary"].get("model_outputs") is True]
     context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids)
+    context["model"] = None
+    if model is not None and beyond is not None:  # the page about a model: its own sections first
+        from .beyond import read_beyond
+        from .model import model_context
+
+        frame = beyond if isinstance(beyond, pd.DataFrame) else read_beyond(beyond, labels)
+        context["model"] = model_context(model, frame, labels, names, dataset_ids, config=config,
+                                         calibration={str(d): _read_calibration(src)
+                                                      for d, src in dict(calibration or {}).items()},
+                                         summaries=by_id)
     template_path = _resolve_template(template)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_path.parent)),

@@ -100,8 +100,9 @@ def report_config(
     """The workflow config of one ``model_outputs`` dataset made of these files.
 
     ``test``, ``validation`` and ``calibration`` are ``(scores, labels)`` pairs of file paths;
-    the parts not given are split off the test rows by the schema's default fractions (a warning
-    says so).  ``groups`` maps each given part to a file of one group per row (the parts' ``groups:``
+    the parts not given are split off the test rows (a warning says so): the validation rows by the
+    schema's default fraction, the calibration rows by ``split.calibration: auto``
+    (:mod:`svbop.datasets.calibration_share`: enough rows for one conformal threshold per class).  ``groups`` maps each given part to a file of one group per row (the parts' ``groups:``
     files, :mod:`svbop.datasets.outputs`): Mondrian LAC by that group is added, and the report shows
     each group's coverage.  Conformal sets (APS, RAPS, class-conditional LAC), Bayes-optimal sets with a coverage
     guarantee (F-beta, credal) at each ``epsilons``, Mondrian LAC by the predicted class and, with a
@@ -131,6 +132,8 @@ def report_config(
                                                 groups[part])
     fmt: dict = {"kind": "model_outputs", "outputs": outputs, "parts": parts}
     entry: dict = {"title": title or f"{name} (model outputs)", "files": files, "format": fmt, "calibrate": calibrate}
+    if calibration is None:  # split off the test rows: as many as one threshold per class needs (schema: auto)
+        entry["split"] = {"calibration": "auto"}
     if class_names is not None:
         fmt["class_names_file"] = _file_entry(files, "--class-names", f"class_names{_suffix(class_names)}", class_names)
     methods = {**DEFAULT_METHODS, "epsilon": [float(e) for e in epsilons],
