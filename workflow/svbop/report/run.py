@@ -421,8 +421,12 @@ def main(args) -> int:
               file=sys.stderr)
     if args.validation is None or args.calibration is None:
         missing = [p for p in ("validation", "calibration") if getattr(args, p) is None]
+        how = {"validation": "validation 10 %",
+               "calibration": "calibration the smallest share from 10 % to 50 % that gives every class the rows the "
+                              "conformal methods need"}
         print(f"svbop report: warning: no --{' or --'.join(missing)}: {' and '.join(missing)} rows are split off the "
-              "test rows (10 % each, seeded, stratified); the page says which rows came from where", file=sys.stderr)
+              f"test rows ({'; '.join(how[p] for p in missing)}; seeded, stratified); the page says which rows came "
+              "from where", file=sys.stderr)
     config = report_config(
         test=args.test, validation=args.validation, calibration=args.calibration,
         groups=groups, outputs=outputs,
