@@ -46,7 +46,8 @@ import numpy as np
 
 from .._npz import NpzReader
 from ..io import load_npy
-from ._files import MAX_LINE_BYTES, open_binary, read_text_lines, regular_file, resolve, undecodable_line
+from . import _files
+from ._files import open_binary, read_text_lines, regular_file, resolve, undecodable_line
 from .base import Dataset
 
 __all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "check_model_outputs", "detect_outputs", "read_model_outputs", "split_model_outputs", "split_origin"]
@@ -89,7 +90,7 @@ def _read_csv(path: Path, *, header: bool, sep: str | None, label_column, group_
     if sep is None:
         sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     try:  # the header is read as a row: pandas would rename a repeated name (a, a.1) without a word
-        with open_binary(path, max_line=MAX_LINE_BYTES) as fh:
+        with open_binary(path, max_line=_files.MAX_LINE_BYTES) as fh:
             frame = pd.read_csv(fh, sep=sep, header=None, dtype=str, keep_default_na=False, skip_blank_lines=True,
                                 encoding="utf-8")
     except UnicodeDecodeError:
@@ -290,24 +291,24 @@ def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Pat
 def check_outputs(S: np.ndarray, outputs: str, where: str) -> None:
     """Refuse non-finite scores and, for probabilities, negative values and rows not summing to 1."""
     for lo in range(0, S.shape[0], _BLOCK):
-        block = np.asarray(S[lo: lo + _BLOCK], dtype=np.float64)
-        finite = np.isfinite(block)
-        if not finite.all():
+        block = np.asarray(S[lo: lo + _BLOCK])  # in its own dtype: no float64 copy of a float32 matrix
+        if block.dtype.kind == "f" and not np.isfinite(block).all():
+            finite = np.isfinite(block)
             r, c = (int(v) for v in np.argwhere(~finite)[0])
-            raise ValueError(f"{where}: row {lo + r}, column {c}: {block[r, c]} (scores must be finite)")
+            raise ValueError(f"{where}: row {lo + r}, column {c}: {float(block[r, c])} (scores must be finite)")
         if outputs != "probabilities":
             continue
-        neg = block < 0
-        if neg.any():
-            r, c = (int(v) for v in np.argwhere(neg)[0])
+        if block.min() < 0:
+            block = block.astype(np.float64)
+            r, c = (int(v) for v in np.argwhere(block < 0)[0])
             raise ValueError(f"{where}: row {lo + r}, column {c}: negative probability {block[r, c]:.6g}"
                              f"{_logit_hint(block)}")
-        sums = block.sum(axis=1)
+        sums = np.add.reduce(block, axis=1, dtype=np.float64)
         off = np.abs(sums - 1.0) > SUM_TOLERANCE
         if off.any():
             r = int(np.flatnonzero(off)[0])
             raise ValueError(f"{where}: row {lo + r} sums to {sums[r]:.9g}, not 1 (within {SUM_TOLERANCE:g})"
-                             f"{_logit_hint(block)}")
+                             f"{_logit_hint(block.astype(np.float64))}")
 
 
 def _logit_hint(block: np.ndarray) -> str:
@@ -555,8 +556,9 @@ def _read_parts(root, parts, *, outputs, scores_key, label_column, header, sep, 
     if outputs == "auto":
         source = next((p for p in ("test", "all") if p in part_names), part_names[0])
         outputs = detect_outputs(blocks[part_names.index(source)][0])
-        for S, spath, _ in ((b[0], b[3], None) for b in blocks):
-            check_outputs(S, outputs, str(spath))
+        for p, (S, _, _, spath) in zip(part_names, blocks):
+            if not (p == source and outputs == "probabilities"):  # detect_outputs made these very checks
+                check_outputs(S, outputs, str(spath))
     if names is None and header_names is not None and not all(c.isdigit() for c in header_names):
         names = header_names
     if names is not None and len(names) != K:
