@@ -185,3 +185,14 @@ def test_check_config_parses_every_utility_string(tmp_path, capsys, text, key, w
     refused them only when it planned the jobs)."""
     err = _check_config_error(tmp_path, capsys, text)
     assert err.startswith(f"svbop: error: config: {key}: {why}"), err
+
+
+def test_a_fifo_given_as_a_config_file_is_refused_without_blocking(tmp_path):
+    """load_yaml (the Snakefile's and check-config's reader) opened a FIFO and waited for a writer."""
+    import os
+
+    fifo = tmp_path / "cfg.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError) as info:
+        load_yaml(fifo)
+    assert str(info.value) == f"{fifo}: is a FIFO (named pipe), not a regular file (a config file must be a file)"

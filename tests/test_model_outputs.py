@@ -448,3 +448,17 @@ def test_check_model_outputs_refuses_each_file_in_one_line_naming_it(tmp_path, c
     got = _one_line_error(lambda: check_model_outputs(parts, **options))
     assert got == message.format(t=tmp_path / "t.npy", names=tmp_path / "names.txt", yt=tmp_path / "yt.npy",
                                  g=tmp_path / "g.txt", v=tmp_path / "v.npy")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy", ".txt"])
+def test_load_matrix_refuses_a_fifo_and_a_device_naming_them(tmp_path, suffix):
+    """svbop predict's reader (svbop.io.load_matrix): a FIFO or /dev/zero said "no such file"."""
+    import os
+
+    from svbop.io import load_matrix
+
+    fifo, device = tmp_path / f"f{suffix}", tmp_path / f"z{suffix}"
+    os.mkfifo(fifo)
+    device.symlink_to("/dev/zero")
+    assert _one_line_error(lambda: load_matrix(fifo)) == f"{fifo}: is a FIFO (named pipe), not a regular file"
+    assert _one_line_error(lambda: load_matrix(device)) == f"{device}: is a character device, not a regular file"

@@ -92,7 +92,11 @@ def load_yaml(path: str | os.PathLike) -> Any:
     """
     import yaml
 
+    from .io import missing_or_not_regular
+
     path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO would block the read, a device never end
+        raise ConfigError(f"{path}: {missing_or_not_regular(path)} (a config file must be a file)")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

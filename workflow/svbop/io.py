@@ -206,7 +206,7 @@ def load_scores(path: str | os.PathLike, key: str | None = None, *, probabilitie
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+        raise ValueError(f"{path}: {missing_or_not_regular(path)}")
     suffix = path.suffix.lower()
     if suffix == ".npy":
         arr = load_npy(path, "probability file (.npy)")
