@@ -320,6 +320,27 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, head, options, 
     assert got == f"{tmp_path / 's.csv'}: {message}"
 
 
+def test_a_csv_header_with_an_unnamed_column_is_refused(tmp_path):
+    """pandas called it 'Unnamed: 0' and read a DataFrame's index column as the scores of a class."""
+    (tmp_path / "s.csv").write_text(",a,b\n0,0.5,0.5\n1,0.5,0.5\n")
+    (tmp_path / "y.txt").write_text("0\n1\n")
+    got = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.csv", "labels": "y.txt"}}, outputs="logits"))
+    assert got == (f"{tmp_path / 's.csv'}: column 1 has no name in the header (an index column? write the file without "
+                   "it, e.g. DataFrame.to_csv(index=False))")
+
+
+def test_byte_string_labels_and_groups_that_are_not_utf8_are_named_with_their_row(tmp_path):
+    parts = _scores_and_labels(tmp_path)
+    np.save(tmp_path / "yb.npy", np.array([b"a", b"b", b"\xe9", b"a"]))
+    parts["test"]["labels"] = "yb.npy"
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities", class_names=["a", "b", "c"]))
+    assert got == f"{tmp_path / 'yb.npy'}: row 2: label b'\\xe9' is not UTF-8 text"
+    parts["test"]["labels"] = "y.txt"
+    parts["test"]["groups"] = "yb.npy"
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities"))
+    assert got == f"{tmp_path / 'yb.npy'}: row 2: group b'\\xe9' is not UTF-8 text"
+
+
 @pytest.mark.parametrize("role", ["scores", "labels", "groups", "class_names_file"])
 @pytest.mark.parametrize("special", ["fifo", "device", "folder"])
 def test_special_files_are_refused_before_they_are_read(tmp_path, role, special):

@@ -32,7 +32,15 @@ Every check names the file, and the row or column where it applies: NaN or inf; 
 :data:`SUM_TOLERANCE` (the message suggests ``outputs: logits`` when the values look like
 logits); a different K than another part's; labels outside ``0 .. K - 1`` or unknown names; a
 row count that differs from the labels'; an empty part.  ``.npy`` and ``.npz`` headers are
-checked against the file's size before anything is allocated.
+checked against the file's size before anything is allocated, and object (pickle) arrays are
+refused.  Only regular files are opened (a FIFO would block, ``/dev/zero`` never ends); text files
+(CSV/TSV scores, labels, groups, class names) must be UTF-8, with lines of at most
+:data:`~svbop.datasets._files.MAX_LINE_BYTES` bytes.  Labels are checked in their own type before
+any cast (a message shows ``1e+20`` as the file has it); text labels are ASCII integers or class
+names.  A CSV header names every column once (pandas would rename a second ``a`` to ``a.1``).
+
+:func:`check_model_outputs` makes every one of these checks on the files of the parts without
+building the dataset (what ``svbop report`` runs before its workflow starts).
 """
 
 from __future__ import annotations
@@ -106,6 +114,9 @@ def _read_csv(path: Path, *, header: bool, sep: str | None, label_column, group_
         frame = frame.iloc[1:]
         seen: dict[str, int] = {}
         for j, c in enumerate(columns):
+            if not c.strip():
+                raise ValueError(f"{path}: column {j + 1} has no name in the header (an index column? write the file "
+                                 "without it, e.g. DataFrame.to_csv(index=False))")
             if c in seen:
                 raise ValueError(f"{path}: the header names {c!r} twice (columns {seen[c] + 1} and {j + 1}); every "
                                  "column needs a name of its own")
@@ -206,7 +217,8 @@ def _read_groups(path: Path) -> np.ndarray:
             raise ValueError(f"{path}: groups have shape {g.shape}; expected one group per row (1-D)")
         if g.dtype.kind not in "iuUSb":
             raise ValueError(f"{path}: groups have dtype {g.dtype}; expected integers or strings")
-        g = np.char.strip(np.asarray(_as_text(g, path, "group"), dtype=np.str_) if g.dtype.kind == "S" else g.astype(np.str_))
+        g = np.asarray(_as_text(g, path, "group"), dtype=np.str_) if g.dtype.kind == "S" else g.astype(np.str_)
+        g = np.char.strip(g)
         empty = np.flatnonzero(g == "")
         if empty.size:
             raise ValueError(f"{path}: row {int(empty[0])}: empty group")
@@ -243,9 +255,7 @@ def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Pat
     The range is checked in the labels' own type before any cast, so a message shows the value as
     the file gives it (``1e+20``, ``18446744073709551615``), never what a cast made of it.
     """
-    if y.dtype.kind == "b" or y.dtype.kind == "O":
-        raise ValueError(f"{path}: labels have dtype {y.dtype}; expected integers or class names")
-    if y.dtype.kind not in "fiuSU":
+    if y.dtype.kind not in "fiuSU":  # bool, object (never unpickled: refused on load), complex, dates...
         raise ValueError(f"{path}: labels have dtype {y.dtype}; expected integers or class names")
     if y.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
