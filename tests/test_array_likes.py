@@ -250,11 +250,22 @@ def test_cuda_tensors_give_the_numpy_results():
 
 
 def test_jax_arrays_give_the_numpy_results():
-    jnp = pytest.importorskip("jax.numpy", reason="jax is not installed (svbop does not depend on it)")
+    """jax (CPU) is in the test extra (pyproject.toml), so this runs wherever the README's test command does."""
+    jnp = pytest.importorskip("jax.numpy", reason="jax (the test extra: pip install -e '.[test]') is not installed")
+    from svbop.calibration import TemperatureScaling, calibration_metrics, fit_temperature, outputs_to_probabilities
+
     P, y = _problem(np.float32)
     Pj, yj = jnp.asarray(P), jnp.asarray(y)
+    assert type(Pj).__module__.startswith("jax")
     for fn in ("predict_sets_f1", "threshold_sets", "Conformal_raps", "predict_sets_hierarchical", "mean_scores"):
         _same(PUBLIC[fn](P, y), PUBLIC[fn](Pj, yj))
+    # calibration (svbop.calibration: "takes ... JAX arrays"): logits as a JAX array, labels too
+    z = np.log(np.maximum(P, 1e-6)).astype(np.float32) * 2.5
+    zj = jnp.asarray(z)
+    assert fit_temperature(zj, yj) == fit_temperature(z, y)
+    np.testing.assert_array_equal(outputs_to_probabilities(zj, temperature=1.7), outputs_to_probabilities(z, temperature=1.7))
+    np.testing.assert_array_equal(TemperatureScaling().fit(zj, yj).transform(zj), TemperatureScaling().fit(z, y).transform(z))
+    assert calibration_metrics(Pj, yj) == calibration_metrics(P, y)
 
 
 # --- what is refused, in one line naming the argument ---------------------------------------------

@@ -139,3 +139,40 @@ def test_rows_all_classified_right_keep_temperature_one_and_say_why():
     assert ts.temperature_ == 1.0 and ts.skipped_.startswith("every validation row's top class is its label")
     _, record = calibrate_parts({"validation": z, "test": z}, {"validation": y, "test": y})
     assert record["temperature"] == 1.0 and record["not_fitted"] == ts.skipped_
+
+
+def test_logits_of_magnitude_1e308_give_finite_probabilities_at_every_temperature():
+    """Issue 44: finite logits of 1e308 overflowed z / T and z - max z: NaN likelihood, T = 0.337 and NaN
+    probabilities in every row.  Now the curve is finite, the fit lands at the upper bound (the gaps are
+    1e308: only the softest temperature is right about the wrong rows) and every row is a distribution."""
+    import warnings
+
+    z = np.array([[1e308, -1e308, 0.0], [0.0, 1e308, -1e308], [-1e308, 0.0, 1e308], [1e308, 0.0, 0.0]])
+    y = [0, 0, 2, 1]  # two rows wrong: not separable, so a temperature is fitted
+    expected = np.array([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow or invalid-value warning escapes either
+        T = fit_temperature(z, y)
+        assert T == pytest.approx(100.0, rel=1e-3)
+        for t in (T, 0.5, 0.01, 1.0, 1e-300):
+            np.testing.assert_array_equal(outputs_to_probabilities(z, temperature=t), expected)
+        ts = TemperatureScaling().fit(z, y)
+        assert np.isfinite(ts.transform(z)).all()
+
+
+def test_the_fitted_temperature_scales_with_the_logits_up_to_the_largest_double():
+    """softmax(a z / (a T)) = softmax(z / T): logits scaled by 2**1000 (the scaled path) give the
+    temperature of the unscaled ones (the plain path) times 2**1000, with the bounds scaled alike."""
+    z, y, _ = _problem(300, K=6, seed=3)
+    a = 2.0**1000
+    t1 = fit_temperature(z, y)
+    t2 = fit_temperature(z * a, y, bounds=(0.01 * a, 100.0 * a))
+    assert 1.1 < t1 < 10
+    assert t2 / a == pytest.approx(t1, rel=1e-4)
+    np.testing.assert_allclose(outputs_to_probabilities(z * a, temperature=t1 * a), outputs_to_probabilities(z, temperature=t1),
+                               rtol=1e-12, atol=1e-300)
+
+
+def test_calibration_metrics_of_no_rows_is_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"^P: no rows \(calibration metrics need at least one labelled row\)$"):
+        calibration_metrics(np.zeros((0, 3)), np.zeros(0, dtype=np.int64))

@@ -80,7 +80,10 @@ def test_read_dataset_takes_the_configured_parts_and_a_hierarchy(tmp_path):
     ds = read_dataset(tmp_path, {"kind": "model_outputs", "outputs": "probabilities", "parts": {
         "validation": {"scores": "v.npy", "labels": "yv.npy"}, "test": {"scores": "t.npy", "labels": "yt.npy"}}},
         hierarchy={"format": "edges", "file": "tree.txt"}, name="mine")
-    assert ds.name == "mine" and ds.X.shape == (40, K) and ds.hierarchy is not None
+    assert ds.name == "mine" and ds.X.shape == (40, K)
+    h = ds.hierarchy  # classes 0..3 are the leaves, in column order; A holds 0 and 1, B holds 2 and 3
+    assert h.n_classes == K and h.node_names == ["0", "1", "2", "3", "root", "A", "B"]
+    assert h.parent.tolist() == [5, 5, 6, 6, -1, 4, 4]
     assert list(ds.part[:20]) == ["validation"] * 20 and list(ds.part[20:]) == ["test"] * 20
 
 
@@ -207,3 +210,276 @@ def test_the_schema_refuses_an_unknown_part_and_a_missing_outputs():
         with pytest.raises(ConfigError) as info:
             validate_config(merge_configs(BASE, {"run": ["mine"], "datasets": {"mine": entry}}))
         assert str(info.value).startswith("config: datasets.mine.format") and key in str(info.value), str(info.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 44: hostile files to the readers (text encodings, label values, CSV headers, special files)
+# ------------------------------------------------------------------------------------------------
+
+
+def _one_line_error(call):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def _scores_and_labels(tmp_path, n=4):
+    np.save(tmp_path / "s.npy", np.full((n, 3), 1 / 3))
+    (tmp_path / "y.txt").write_text("\n".join(str(i % 3) for i in range(n)) + "\n")
+    return {"test": {"scores": "s.npy", "labels": "y.txt"}}
+
+
+@pytest.mark.parametrize("key, name, what, data, line, byte", [
+    ("labels", "y1.txt", "labels", b"0\n1\n\xe9\n0\n", 3, "0xe9"),
+    ("groups", "g.txt", "groups", b"a\nb\nc\n\xff\n", 4, "0xff"),
+    ("class_names_file", "names.txt", "class names", b"cat\n\xffdog\neel\n", 2, "0xff"),
+])
+def test_a_text_file_that_is_not_utf8_is_named_with_its_line(tmp_path, key, name, what, data, line, byte):
+    parts = _scores_and_labels(tmp_path)
+    (tmp_path / name).write_bytes(data)
+    options = {"outputs": "probabilities"}
+    if key == "class_names_file":
+        options["class_names_file"] = name
+    else:
+        parts["test"][key] = name
+    message = _one_line_error(lambda: _read(tmp_path, parts, **options))
+    offset = data.index(bytes.fromhex(byte[2:]))
+    assert message == (f"{tmp_path / name}: line {line}: not UTF-8 text (byte {byte} at offset {offset}); "
+                       f"the {what} file must be UTF-8")
+
+
+def test_a_csv_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    (tmp_path / "s.csv").write_bytes(b"a,b,c\n0.2,0.3,0.5\n0.2,\xe90.3,0.5\n")
+    (tmp_path / "y.txt").write_text("0\n1\n")
+    message = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.csv", "labels": "y.txt"}},
+                                            outputs="probabilities"))
+    assert message == f"{tmp_path / 's.csv'}: line 3: not UTF-8 text (byte 0xe9); the scores file must be UTF-8"
+
+
+@pytest.mark.parametrize("labels, shown", [
+    (np.array([0, 1, 1e20, 0]), "1e+20"),
+    (np.array([0, 1, -1e300, 0]), "-1e+300"),
+    (np.array([0, 1, 2**64 - 1, 0], dtype=np.uint64), "18446744073709551615"),
+    (np.array([0, 1, 2**63 - 1, 0], dtype=np.int64), "9223372036854775807"),
+    (np.array([0, 1, 3, 0], dtype=np.uint8), "3"),
+    (np.array([0, 1, -2, 0], dtype=np.int8), "-2"),
+])
+def test_labels_out_of_range_are_shown_as_the_file_gives_them(tmp_path, labels, shown):
+    """A float label of 1e20 was cast first (shown as -9223372036854775808, with a RuntimeWarning) and a
+    uint64 of 2**64 - 1 shown as -1: the range is now checked in the labels' own type."""
+    import warnings
+
+    np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
+    np.save(tmp_path / "y.npy", labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        message = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.npy", "labels": "y.npy"}},
+                                                outputs="probabilities"))
+    assert message == f"{tmp_path / 'y.npy'}: row 2: label {shown} is outside 0..2"
+
+
+@pytest.mark.parametrize("value, message", [
+    ("²", "label '²' is a name but the classes have none; give class_names (or class_names_file) in the scores' "
+          "column order"),
+    ("٣", "label '٣' is a name but the classes have none; give class_names (or class_names_file) in the scores' "
+          "column order"),
+    ("99999999999999999999999", "label 99999999999999999999999 is outside 0..2"),
+    ("-7", "label -7 is outside 0..2"),
+])
+def test_text_labels_are_ascii_integers_or_names_and_named_with_their_row(tmp_path, value, message):
+    np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
+    (tmp_path / "y.txt").write_text(f"0\n1\n{value}\n0\n")
+    got = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.npy", "labels": "y.txt"}},
+                                        outputs="probabilities"))
+    assert got == f"{tmp_path / 'y.txt'}: row 2: {message}"
+
+
+def test_a_superscript_label_among_class_names_is_an_unknown_name(tmp_path):
+    np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
+    (tmp_path / "y.txt").write_text("a\nb\n²\nc\n")
+    got = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.npy", "labels": "y.txt"}},
+                                        outputs="probabilities", class_names=["a", "b", "c"]))
+    assert got == f"{tmp_path / 'y.txt'}: row 2: label '²' is not one of the 3 class names"
+
+
+@pytest.mark.parametrize("head, options, message", [
+    ("a,a,b", {}, "the header names 'a' twice (columns 1 and 2); every column needs a name of its own"),
+    ("label,a,b,label", {"label_column": "label"},
+     "the header names 'label' twice (columns 1 and 4); every column needs a name of its own"),
+])
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path, head, options, message):
+    """pandas renamed the second one (a.1, label.1): a class that does not exist, or labels read as scores."""
+    cells = {"a,a,b": "0.2,0.3,0.5", "label,a,b,label": "0,0.5,0.5,1"}[head]
+    (tmp_path / "s.csv").write_text(f"{head}\n{cells}\n{cells}\n")
+    parts = {"test": {"scores": "s.csv"}}
+    if "label_column" not in options:
+        (tmp_path / "y.txt").write_text("0\n1\n")
+        parts["test"]["labels"] = "y.txt"
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities", **options))
+    assert got == f"{tmp_path / 's.csv'}: {message}"
+
+
+def test_a_csv_header_with_an_unnamed_column_is_refused(tmp_path):
+    """pandas called it 'Unnamed: 0' and read a DataFrame's index column as the scores of a class."""
+    (tmp_path / "s.csv").write_text(",a,b\n0,0.5,0.5\n1,0.5,0.5\n")
+    (tmp_path / "y.txt").write_text("0\n1\n")
+    got = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.csv", "labels": "y.txt"}}, outputs="logits"))
+    assert got == (f"{tmp_path / 's.csv'}: column 1 has no name in the header (an index column? write the file without "
+                   "it, e.g. DataFrame.to_csv(index=False))")
+
+
+def test_byte_string_labels_and_groups_that_are_not_utf8_are_named_with_their_row(tmp_path):
+    parts = _scores_and_labels(tmp_path)
+    np.save(tmp_path / "yb.npy", np.array([b"a", b"b", b"\xe9", b"a"]))
+    parts["test"]["labels"] = "yb.npy"
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities", class_names=["a", "b", "c"]))
+    assert got == f"{tmp_path / 'yb.npy'}: row 2: label b'\\xe9' is not UTF-8 text"
+    parts["test"]["labels"] = "y.txt"
+    parts["test"]["groups"] = "yb.npy"
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities"))
+    assert got == f"{tmp_path / 'yb.npy'}: row 2: group b'\\xe9' is not UTF-8 text"
+
+
+@pytest.mark.parametrize("role", ["scores", "labels", "groups", "class_names_file"])
+@pytest.mark.parametrize("special", ["fifo", "device", "folder"])
+def test_special_files_are_refused_before_they_are_read(tmp_path, role, special):
+    """A FIFO hung the reader and /dev/zero (behind a .csv link) was read until memory ran out."""
+    import os
+
+    parts = _scores_and_labels(tmp_path)
+    suffix = {"scores": ".csv", "labels": ".txt", "groups": ".txt", "class_names_file": ".txt"}[role]
+    path = tmp_path / f"special{suffix}"
+    if special == "fifo":
+        os.mkfifo(path)
+        kind = "a FIFO (named pipe)"
+    elif special == "device":
+        path.symlink_to("/dev/zero")
+        kind = "a character device"
+    else:
+        path.mkdir()
+        kind = "a folder"
+    options = {"outputs": "probabilities"}
+    if role == "class_names_file":
+        options["class_names_file"] = path.name
+    else:
+        parts["test"][role] = path.name
+    what = {"scores": "scores file", "labels": "labels file", "groups": "groups file",
+            "class_names_file": "class names file"}[role]
+    got = _one_line_error(lambda: _read(tmp_path, parts, **options))
+    assert got == f"{path}: is {kind}, not a regular file (the {what} must be a file)"
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz"])
+def test_a_fifo_npy_is_refused_by_the_array_loaders_too(tmp_path, suffix):
+    import os
+
+    from svbop.io import NpzReader, load_npy
+
+    path = tmp_path / f"f{suffix}"
+    os.mkfifo(path)
+    loader = (lambda: load_npy(path)) if suffix == ".npy" else (lambda: NpzReader(path))
+    assert _one_line_error(loader) == f"{path}: is a FIFO (named pipe), not a regular file"
+
+
+def test_a_text_line_longer_than_the_bound_is_refused_after_a_bounded_read(tmp_path, monkeypatch):
+    """A file of no line breaks is refused once MAX_LINE_BYTES pass without one (here lowered to 1 MiB)."""
+    from svbop.datasets import _files
+
+    monkeypatch.setattr(_files, "MAX_LINE_BYTES", 1 << 20)
+    parts = _scores_and_labels(tmp_path)
+    (tmp_path / "y.txt").write_bytes(b"0\n1\n" + b"0" * (3 << 20))
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities"))
+    assert got.startswith(f"{tmp_path / 'y.txt'}: line 3 is longer than 1 MiB (no line break in ")
+    assert got.endswith(" bytes): not a text file of lines")
+    (tmp_path / "s.csv").write_bytes(b"a,b,c\n" + b"0" * (3 << 20))
+    got = _one_line_error(lambda: _read(tmp_path, {"test": {"scores": "s.csv", "labels": "y.txt"}}, outputs="logits"))
+    assert got.startswith(f"{tmp_path / 's.csv'}: line 2 is longer than 1 MiB")
+
+
+@pytest.mark.parametrize("role", ["scores", "labels", "groups"])
+def test_object_arrays_are_refused_naming_the_file_and_never_unpickled(tmp_path, role):
+    parts = _scores_and_labels(tmp_path)
+    evil = np.array([0, 1, {"x": 1}, 0], dtype=object) if role != "scores" else np.empty((4, 3), dtype=object)
+    np.save(tmp_path / "evil.npy", evil, allow_pickle=True)
+    parts["test"][role] = "evil.npy"
+    got = _one_line_error(lambda: _read(tmp_path, parts, outputs="probabilities"))
+    assert got == (f"{tmp_path / 'evil.npy'} ({role} file): holds Python objects (dtype object); only plain arrays are "
+                   "read, never pickles")
+
+
+# ------------------------------------------------------------------------------------------------
+# check_model_outputs: every file checked before any work starts (what svbop report calls)
+# ------------------------------------------------------------------------------------------------
+
+
+def _files(tmp_path, P, y, groups=None, names=None):
+    np.save(tmp_path / "t.npy", P)
+    np.save(tmp_path / "yt.npy", y)
+    parts = {"test": {"scores": tmp_path / "t.npy", "labels": tmp_path / "yt.npy"}}
+    if groups is not None:
+        (tmp_path / "g.txt").write_text("\n".join(groups) + "\n")
+        parts["test"]["groups"] = tmp_path / "g.txt"
+    if names is not None:
+        (tmp_path / "names.txt").write_text("\n".join(names) + "\n")
+    return parts
+
+
+def test_check_model_outputs_reports_what_it_read_and_resolves_auto(tmp_path):
+    from svbop.datasets.outputs import check_model_outputs
+
+    z, y = _logits(30)
+    parts = _files(tmp_path, _probs(z).astype(np.float32), y, groups=[f"g{i % 3}" for i in range(30)], names=NAMES)
+    got = check_model_outputs(parts, class_names_file=tmp_path / "names.txt")
+    assert got == {"outputs": "probabilities", "n_classes": K, "class_names": NAMES, "rows": {"test": 30},
+                   "groups": True}
+    np.save(tmp_path / "t.npy", z)
+    assert check_model_outputs(parts)["outputs"] == "logits"
+    assert check_model_outputs(parts, outputs="logits")["class_names"] is None
+
+
+@pytest.mark.parametrize("case, message", [
+    ("nan", "{t}: row 3, column 1: nan (scores must be finite)"),
+    ("names", "{names}: 3 class names but the scores have 4 columns (one name per class, in the scores' column order)"),
+    ("label", "{yt}: row 5: label 4 is outside 0..3"),
+    ("groups", "{g}: 29 groups but {t} has 30 rows"),
+    ("validation", "{v}: row 0 sums to 2, not 1 (within 1e-06); these look like logits (unnormalised scores): "
+                   "set outputs: logits"),
+])
+def test_check_model_outputs_refuses_each_file_in_one_line_naming_it(tmp_path, case, message):
+    from svbop.datasets.outputs import check_model_outputs
+
+    z, y = _logits(30)
+    P = _probs(z)
+    groups = [f"g{i % 3}" for i in range(30)]
+    names = NAMES
+    if case == "nan":
+        P[3, 1] = np.nan
+    elif case == "names":
+        names = NAMES[:3]
+    elif case == "label":
+        y[5] = 4
+    elif case == "groups":
+        groups = groups[:29]
+    parts = _files(tmp_path, P, y, groups=groups, names=names)
+    options = {"class_names_file": tmp_path / "names.txt"}
+    if case == "validation":  # auto decides probabilities on the test part; validation must then be too
+        np.save(tmp_path / "v.npy", 2 * P)
+        parts["validation"] = {"scores": tmp_path / "v.npy", "labels": tmp_path / "yt.npy", "groups": tmp_path / "g.txt"}
+    got = _one_line_error(lambda: check_model_outputs(parts, **options))
+    assert got == message.format(t=tmp_path / "t.npy", names=tmp_path / "names.txt", yt=tmp_path / "yt.npy",
+                                 g=tmp_path / "g.txt", v=tmp_path / "v.npy")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy", ".txt"])
+def test_load_matrix_refuses_a_fifo_and_a_device_naming_them(tmp_path, suffix):
+    """svbop predict's reader (svbop.io.load_matrix): a FIFO or /dev/zero said "no such file"."""
+    import os
+
+    from svbop.io import load_matrix
+
+    fifo, device = tmp_path / f"f{suffix}", tmp_path / f"z{suffix}"
+    os.mkfifo(fifo)
+    device.symlink_to("/dev/zero")
+    assert _one_line_error(lambda: load_matrix(fifo)) == f"{fifo}: is a FIFO (named pipe), not a regular file"
+    assert _one_line_error(lambda: load_matrix(device)) == f"{device}: is a character device, not a regular file"

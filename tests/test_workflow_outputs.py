@@ -18,6 +18,12 @@ from test_workflow import _copy_workflow, _snakemake
 K = 12
 
 
+def report_results(out: Path) -> Path:
+    """The pipeline's results/ folder of a `svbop report -o OUT` run (the one place that knows where
+    svbop report keeps its workflow's files: OUT/.svbop/results)."""
+    return out / ".svbop" / "results"
+
+
 def _write_outputs(folder: Path) -> None:
     """Over-confident logits (temperature 2.5) of a 12-class problem with a 3 x 4 class tree."""
     rng = np.random.default_rng(7)
@@ -215,13 +221,35 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
     # --test-groups/--validation-groups: the coverage of each of the user's groups, by name
     table = re.search(r'<table class="group-coverage" data-dataset="mo_npy".*?</table>', html, re.S).group(0)
     assert re.findall(r'<tr data-group="([^"]+)">', table) == ["even", "odd"]
-    ours = pd.read_csv(out / ".svbop" / "results" / "tables" / "table3_utilities.csv")
+    ours = pd.read_csv(report_results(out) / "tables" / "table3_utilities.csv")
     pipeline = pd.read_csv(workdir / "results" / "tables" / "table3_utilities.csv")
     pipeline = pipeline[pipeline["dataset"] == "mo_npy"].reset_index(drop=True)
     assert len(ours) == len(pipeline) > 0
     pd.testing.assert_frame_equal(ours, pipeline)
+    # the numbers, not only the config: SVBOP-Full's utilities in Table 3 are those of svbop.predict_sets on
+    # the calibrated test probabilities that svbop report's run stored, under every utility of the run
+    _table3_full_matches_predict_sets(ours, report_results(out) / "mo_npy" / "scores" / "flat.npz")
     # nothing was written beside the output folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]
+
+
+def _table3_full_matches_predict_sets(table3: pd.DataFrame, scores: Path) -> None:
+    """Every svbop_full row of a long Table 3 (optimised utility ``param``, evaluated under ``eval_utility``)
+    equals the mean utility in % of ``predict_sets(P_test, param)`` on ``y_test`` of ``scores``."""
+    from svbop import predict_sets, set_utility, utility
+    from svbop.config import load_yaml
+    from svbop.io import load_score_arrays
+    from test_workflow import ROOT
+
+    P, y = load_score_arrays(scores, "P_test", "y_test")
+    specs = {utility(spec).label: spec for spec in load_yaml(ROOT / "config.yaml")["utilities"]}
+    full = table3[table3["method"] == "svbop_full"]
+    assert sorted(set(full["param"])) == sorted(specs) and sorted(set(full["eval_utility"])) == sorted(specs)
+    assert len(full) == len(specs) ** 2
+    sets = {label: predict_sets(P, spec) for label, spec in specs.items()}
+    for row in full.itertuples():
+        expected = 100.0 * float(np.mean(set_utility(sets[row.param], y, specs[row.eval_utility])))
+        assert row.utility_pct == pytest.approx(expected, abs=1e-6), row
 
 
 @pytest.mark.parametrize("groups, message", [

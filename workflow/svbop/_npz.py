@@ -71,6 +71,27 @@ def inflate_problem(inflated: int, compressed: int, bounds: tuple[float, int] | 
     )
 
 
+def missing_or_not_regular(path: Path) -> str:
+    """Why ``path`` is not a file to read: ``"no such file"``, or ``"is a FIFO (named pipe), not a
+    regular file"`` (a FIFO would block a reader, a device such as ``/dev/zero`` never ends)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "no such file"
+    return f"is {file_kind(mode)}, not a regular file"
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, from its ``st_mode``: ``"a FIFO (named pipe)"``, ``"a folder"``..."""
+    import stat
+
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 def check_npy_header(fh, size: int, where: str) -> tuple[tuple[int, ...], np.dtype]:
     """Read and check an ``.npy`` header from ``fh`` against the ``size`` bytes the array occupies.
 
@@ -138,7 +159,7 @@ class NpzReader:
     def __init__(self, path: str | os.PathLike, what: str = "file") -> None:
         self.path, self.what = Path(path), what
         if not self.path.is_file():
-            raise ValueError(f"{self.path}: no such file")
+            raise ValueError(f"{self.path}: {missing_or_not_regular(self.path)}")
         with open(self.path, "rb") as fh:
             head = fh.read(4)
         if not head.startswith(b"PK"):  # numpy would try it as a pickle and say so

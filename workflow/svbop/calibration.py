@@ -85,11 +85,45 @@ def _logits(block: np.ndarray, outputs: str) -> np.ndarray:
     return z
 
 
-def _softmax_inplace(z: np.ndarray) -> np.ndarray:
+#: Below this ``max |z| / T`` the logits are divided by T as they are; above it, ``z / T`` or
+#: ``z - max z`` could overflow (finite logits reach 1.8e308), and :func:`_shifted` scales them.
+_PLAIN_LIMIT = 1e300
+
+
+def _scale(Z: np.ndarray, outputs: str, t_min: float) -> float:
+    """The power of two ``c`` the logits are divided by before they are shifted and tempered: 1 when
+    ``max |z| / t_min`` stays below :data:`_PLAIN_LIMIT` (every ordinary model), else ``2**e >= max |z|``
+    (at most ``2**1023``), so that ``z / c - max(z) / c`` lies in ``[-4, 0]`` and never overflows."""
+    if outputs == "probabilities" or Z.size == 0:
+        top = -_LOG_TINY  # log P lies in [-708, 0]
+    else:
+        top = max(float(np.max(Z)), -float(np.min(Z)))
+    if not math.isfinite(top):
+        raise ValueError("scores: non-finite logits (NaN or inf)")
+    if top / t_min < _PLAIN_LIMIT:
+        return 1.0
+    return math.ldexp(1.0, min(1023, math.frexp(top)[1]))
+
+
+def _shifted(z: np.ndarray, T: float, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """``s = (z - max z) / T`` per row (in ``[-inf, 0]``, never NaN, never a warning) and ``d / T`` with
+    ``d = (z - max z) / c`` (finite: the log-likelihood divided by ``c``).  ``z`` is overwritten."""
+    if c != 1.0:
+        z /= c
     z -= z.max(axis=1, keepdims=True)
-    np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
-    return z
+    z /= T
+    if c == 1.0:
+        return z, z
+    with np.errstate(over="ignore"):  # a gap beyond 1.8e308 is exp(-inf) = 0: the right probability
+        s = z * c
+    return s, z
+
+
+def _softmax_inplace(s: np.ndarray) -> np.ndarray:
+    """softmax of rows whose largest entry is 0 (:func:`_shifted`); -inf entries get probability 0."""
+    np.exp(s, out=s)
+    s /= s.sum(axis=1, keepdims=True)
+    return s
 
 
 def outputs_to_probabilities(scores, *, outputs: str = "logits", temperature: float = 1.0,
@@ -108,12 +142,13 @@ def outputs_to_probabilities(scores, *, outputs: str = "logits", temperature: fl
     """
     Z = _as_scores(scores, "scores")
     T = _check_temperature(temperature)
+    if outputs not in ("logits", "probabilities"):
+        raise ValueError(f"outputs: expected 'logits' or 'probabilities', got {outputs!r}")
+    c = _scale(Z, outputs, T)
     out = np.empty(Z.shape, dtype=dtype)
     for lo in range(0, Z.shape[0], _BLOCK_ROWS):
-        z = _logits(Z[lo: lo + _BLOCK_ROWS], outputs)
-        if T != 1.0:
-            z /= T
-        out[lo: lo + _BLOCK_ROWS] = _softmax_inplace(z)
+        s, _ = _shifted(_logits(Z[lo: lo + _BLOCK_ROWS], outputs), T, c)
+        out[lo: lo + _BLOCK_ROWS] = _softmax_inplace(s)
     return out
 
 
@@ -127,29 +162,26 @@ def _check_temperature(temperature) -> float:
     return T
 
 
-def _nll_curve(Z: np.ndarray, y: np.ndarray, outputs: str):
-    """A function T -> mean NLL of softmax(z / T), over blocks of rows (z recomputed per block,
-    so memory stays at one block besides the input)."""
+def _nll_curve(Z: np.ndarray, y: np.ndarray, outputs: str, t_min: float):
+    """A function T -> mean NLL of softmax(z / T), divided by the scale ``c`` of :func:`_scale` (1 for
+    every ordinary model; a positive constant, so its minimiser is the NLL's), over blocks of rows.
+
+    Per row, ``NLL / c = log(sum exp((z - max z) / T)) / c - (z_y - max z) / (c T)``: the first term
+    lies in ``[0, log K / c]`` and the second is finite however large the logits, so the curve is
+    finite at every temperature (logits of 1e308 included)."""
     n = Z.shape[0]
-    blocks = []
-    if Z.shape[0] * Z.shape[1] <= 4 * 10**7:  # up to 320 MB of float64 logits: keep them
-        z = _logits(Z, outputs)
-        blocks.append((z, z[np.arange(n), y]))
-    else:
-        blocks = None
+    c = _scale(Z, outputs, t_min)
+    keep = Z.shape[0] * Z.shape[1] <= 4 * 10**7  # up to 320 MB of float64 logits: convert them once
+    whole = _logits(Z, outputs) if keep else None
 
     def nll(T: float) -> float:
         total = 0.0
-        if blocks is not None:
-            it = blocks
-        else:
-            it = ((zb, zb[np.arange(zb.shape[0]), y[lo: lo + _BLOCK_ROWS]])
-                  for lo in range(0, n, _BLOCK_ROWS) for zb in (_logits(Z[lo: lo + _BLOCK_ROWS], outputs),))
-        for z, zy in it:
-            s = z / T
-            m = s.max(axis=1)
-            lse = m + np.log(np.exp(s - m[:, None]).sum(axis=1))
-            total += float(np.sum(lse - zy / T))
+        for lo in range(0, n, n if keep else _BLOCK_ROWS):
+            z = whole.copy() if keep else _logits(Z[lo: lo + _BLOCK_ROWS], outputs)
+            s, d = _shifted(z, T, c)
+            dy = d[np.arange(s.shape[0]), y[lo: lo + s.shape[0]]]
+            lse = np.log(np.exp(s).sum(axis=1))
+            total += float(np.sum(lse / c - dy))
         return total / n
 
     return nll
@@ -200,7 +232,7 @@ def fit_temperature(scores, y, *, outputs: str = "logits", bounds: tuple[float, 
         raise ValueError(f"bounds: expected 0 < low < high, got {bounds!r}")
     if separable(Z, yy):
         return lo
-    nll = _nll_curve(Z, yy, outputs)
+    nll = _nll_curve(Z, yy, outputs, lo)
     res = minimize_scalar(lambda t: nll(math.exp(t)), bounds=(math.log(lo), math.log(hi)), method="bounded",
                           options={"xatol": xatol})
     return float(math.exp(res.x))
@@ -269,9 +301,17 @@ def expected_calibration_error(P, y, n_bins: int = ECE_BINS) -> float:
 
 
 def calibration_metrics(P, y, n_bins: int = ECE_BINS) -> dict[str, object]:
-    """``{"nll", "ece", "top1_pct", "reliability"}`` of probabilities ``P`` on labels ``y``."""
+    """``{"nll", "ece", "top1_pct", "reliability"}`` of probabilities ``P`` on labels ``y``.
+
+    Raises
+    ------
+    ValueError
+        ``"P: no rows (calibration metrics need at least one labelled row)"``.
+    """
     curve = reliability_curve(P, y, n_bins)
     n = sum(curve["count"])
+    if n == 0:
+        raise ValueError("P: no rows (calibration metrics need at least one labelled row)")
     ece = float(sum(c * abs(a - f) for c, a, f in zip(curve["count"], curve["accuracy"], curve["confidence"])) / n)
     top1 = float(sum(c * a for c, a in zip(curve["count"], curve["accuracy"])) / n)
     return {"nll": negative_log_likelihood(P, y), "ece": ece, "top1_pct": 100.0 * top1, "reliability": curve}

@@ -40,8 +40,11 @@ __all__ = [
     "DOWNLOAD_SIDECAR_SUFFIXES",
     "RESERVED_DATASET_KEYS",
     "SCHEMA",
+    "UTILITY_KEYS",
     "check_config",
     "check_dataset",
+    "check_tuning",
+    "check_utilities",
     "check_yaml",
     "has_group_column",
     "has_hierarchy",
@@ -90,7 +93,11 @@ def load_yaml(path: str | os.PathLike) -> Any:
     """
     import yaml
 
+    from .io import missing_or_not_regular
+
     path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO would block the read, a device never end
+        raise ConfigError(f"{path}: {missing_or_not_regular(path)} (a config file must be a file)")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -248,6 +255,8 @@ def _describe(error, config: Mapping[str, Any]) -> str:
     if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         sign = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}[v]
         return f"{_key(path)}: expected a value {sign} {value}, got {_short(inst)}"
+    if v == "maxItems" and isinstance(inst, list):
+        return f"{_key(path)}: {len(inst):,} values; at most {value} are allowed"
     if v in ("minItems", "maxItems", "minProperties", "maxProperties", "uniqueItems"):
         return f"{_key(path)}: {error.message if len(error.message) < 120 else v + ' ' + str(value)}"
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
@@ -267,7 +276,27 @@ def _validator(schema: Mapping[str, Any]):
                     instance.setdefault(name, copy.deepcopy(sub["default"]))
         yield from properties(validator, props, instance, subschema)
 
-    return validators.extend(Draft202012Validator, {"properties": set_defaults})(schema)
+    unique_items = Draft202012Validator.VALIDATORS["uniqueItems"]
+
+    def unique_hashable(validator, unique, instance, subschema):
+        """uniqueItems in one pass over hashable items (jsonschema's check can take quadratic time: a
+        100,000-value grid kept check-config busy for minutes); other items as jsonschema checks them."""
+        if not unique or not isinstance(instance, list):
+            return
+        seen = set()
+        try:
+            for item in instance:
+                key = (type(item) is bool, item)  # JSON: true is not 1, but 1 is 1.0
+                if key in seen:
+                    from jsonschema.exceptions import ValidationError
+
+                    yield ValidationError(f"{_short(instance)} has non-unique elements")
+                    return
+                seen.add(key)
+        except TypeError:  # a list or mapping among the items
+            yield from unique_items(validator, unique, instance, subschema)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults, "uniqueItems": unique_hashable})(schema)
 
 
 #: The smallest positive normal double: a number closer to 0 (a subnormal, e.g. ``5e-324``) has
@@ -630,7 +659,70 @@ def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = Non
     """
     known = dict(config.get("datasets") or {})
     names = list(config.get("run") or []) if datasets is None else list(datasets)
+    check_utilities(config)
     for name in names:
         if name not in known:
             raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
         check_dataset(name, known[name], config.get("weights"))
+        check_tuning(name, known[name], config.get("tuning"))
+
+
+#: Every key whose value is a utility spec, or a list of them (checked by :func:`check_utilities`).
+UTILITY_KEYS = (
+    ("utilities",),
+    ("methods", "hierarchical", "utilities"),
+    ("report", "illustrations", "entropy", "utilities"),
+    ("report", "illustrations", "image_top", "utility"),
+    ("report", "illustrations", "text_top", "utility"),
+)
+
+
+def check_utilities(config: Mapping[str, Any]) -> None:
+    """Parse every utility spec of the config with :func:`svbop.utility` (the schema checks only its
+    shape: ``"nosuch"`` and ``"fbeta:beta=-1"`` pass it).
+
+    Raises
+    ------
+    ConfigError
+        ``"config: methods.hierarchical.utilities[1]: unknown utility 'nosuch' ..."``: the key and
+        the parser's reason.
+    """
+    from .utilities import utility
+
+    for path in UTILITY_KEYS:
+        node: Any = config
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is None:
+            continue
+        if isinstance(node, (list, tuple)):
+            specs = [([*path, i], v) for i, v in enumerate(node)]
+        else:
+            specs = [(list(path), node)]
+        for where, spec in specs:
+            try:
+                utility(spec)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"config: {_key(where)}: {exc}") from None
+
+
+def check_tuning(name: str, cfg: Mapping[str, Any], tuning: Mapping[str, Any] | None) -> None:
+    """The grids one dataset's ``auto`` keys plan: each within :data:`svbop.tuning.MAX_GRID_VALUES`
+    values (integers within the fixed keys' cap) and each tuned model within
+    :data:`svbop.tuning.MAX_TUNING_POINTS` points (jobs).
+
+    Raises
+    ------
+    ConfigError
+        ``"config: tuning.C_grid, tuning.eps_grid: flat would be tuned over 4,096 points ... (datasets.<name>)"``.
+    """
+    from .tuning import tuning_points
+
+    entry = {"flat": {} if is_model_outputs(cfg) else cfg.get("flat") or {}}  # no flat model of a model's outputs
+    for model in ("hf", "hsg"):  # a model that is not built plans no job
+        if (cfg.get(model) or {}).get("enabled"):
+            entry[model] = cfg[model]
+    try:
+        tuning_points(entry, tuning)
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc} (datasets.{name})") from None

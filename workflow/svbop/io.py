@@ -13,6 +13,7 @@ import numpy as np
 
 from ._npz import (  # noqa: F401 - re-exported: svbop.io is where callers find them
     INFLATE_FLOOR_MB, INFLATE_RATIO, UNREADABLE_NPZ, NpzReader, check_npy_header, inflate_bounds, inflate_problem,
+    file_kind, missing_or_not_regular,
 )
 from .sets import SetPredictions
 
@@ -36,7 +37,7 @@ def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+        raise ValueError(f"{path}: {missing_or_not_regular(path)}")
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
@@ -205,7 +206,7 @@ def load_scores(path: str | os.PathLike, key: str | None = None, *, probabilitie
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+        raise ValueError(f"{path}: {missing_or_not_regular(path)}")
     suffix = path.suffix.lower()
     if suffix == ".npy":
         arr = load_npy(path, "probability file (.npy)")

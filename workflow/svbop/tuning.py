@@ -49,6 +49,10 @@ __all__ = [
     "HF_AXES",
     "HF_TUNED_KEYS",
     "HSG_TUNED_KEYS",
+    "MAX_GRID_VALUES",
+    "MAX_GRID_INTEGER",
+    "MAX_TUNING_POINTS",
+    "tuning_points",
     "NOT_YET",
     "TUNED_KEYS",
     "choice_text",
@@ -91,6 +95,14 @@ FLAT_AXES = {"C": 1, "eps": -1}
 #: the HNSW graph's M and efConstruction shape the index, which is built once per dataset.
 NOT_YET = ("hsg.M", "hsg.efC")
 
+#: The most values one grid of ``tuning`` may hold (the schema's ``maxItems``): each is one job or more.
+MAX_GRID_VALUES = 64
+#: The largest integer a grid of integers (``hsg_k_grid``, ``hsg_ef_grid``, ``max_leaves_grid``) may
+#: hold: the cap of the fixed keys they stand for (``hsg.k``, ``hsg.ef``, ``hf.max_leaves``).
+MAX_GRID_INTEGER = 2**31 - 1
+#: The most grid points (one job each) one tuned model may ask for: the flat model, each tree, HSG.
+MAX_TUNING_POINTS = 1024
+
 #: Probabilities are floored here before the logarithm (a class given probability 0 costs 36.8 nats, not inf).
 _FLOOR = 1e-16
 
@@ -107,12 +119,17 @@ def _grid(tuning: Mapping[str, Any] | None, key: str, default: Sequence[float], 
     what = f"integers >= {minimum}" if integer else "numbers > 0"
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
         raise ValueError(f"tuning.{key}: expected a non-empty list of {what}, got {raw!r}")
+    if len(values) > MAX_GRID_VALUES:
+        raise ValueError(f"tuning.{key}: {len(values):,} values; a grid holds at most {MAX_GRID_VALUES} (one job or "
+                         "more each)")
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"tuning.{key}: expected finite {what}, got {v!r}")
         if integer and (v != int(v) or v < minimum):
             raise ValueError(f"tuning.{key}: expected {what}, got {v!r}")
+        if integer and v > MAX_GRID_INTEGER:
+            raise ValueError(f"tuning.{key}: {v!r} is above {MAX_GRID_INTEGER} (the cap of the key it tunes)")
         out.append(int(v) if integer else float(v))
     labels = [value_label(v) for v in out]
     if len(set(labels)) != len(labels):
@@ -765,4 +782,33 @@ def resolve_hsg(hsg: Mapping[str, Any], tuned: Sequence[str | os.PathLike] | str
     for key in HSG_TUNED_KEYS:
         if out.get(key) == AUTO:
             out[key] = None if record[key] is None else int(record[key])
+    return out
+
+
+def tuning_points(dataset: Mapping[str, Any], tuning: Mapping[str, Any] | None) -> dict[str, int]:
+    """How many grid points (jobs) each tuned model of a dataset's entry asks for: ``{"flat": 27,
+    "hf kmeans": 162, "hsg": 36}`` (models with nothing ``auto`` left out).
+
+    Raises
+    ------
+    ValueError
+        A bad grid or fixed value (:func:`flat_grid`, :func:`hf_grid`, :func:`hsg_grid`), or a model
+        whose points exceed :data:`MAX_TUNING_POINTS`, naming the grids that multiply.
+    """
+    out = {}
+    hf = dataset.get("hf") or {}
+    models = [("flat", TUNED_KEYS, lambda: flat_grid(dataset.get("flat") or {}, tuning), dataset.get("flat") or {})]
+    for tree in (hf.get("trees") or ("kmeans",)) if hf else ():
+        keys = {k: HF_TUNED_KEYS[k] for k in tree_keys(tree)}
+        models.append((f"hf {tree}", keys, lambda tree=tree: hf_grid(hf, tuning, tree), hf))
+    models.append(("hsg", HSG_TUNED_KEYS, lambda: hsg_grid(dataset.get("hsg") or {}, tuning), dataset.get("hsg") or {}))
+    for name, keys, grid, entry in models:
+        points = grid()
+        if not points:
+            continue
+        if len(points) > MAX_TUNING_POINTS:
+            grids = [f"tuning.{g}" for k, g in keys.items() if entry.get(k) == AUTO]
+            raise ValueError(f"{', '.join(grids)}: {name} would be tuned over {len(points):,} points (one job each); at "
+                             f"most {MAX_TUNING_POINTS:,} per model: shorten the grids")
+        out[name] = len(points)
     return out

@@ -7,6 +7,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 import zlib
 from pathlib import Path
 from collections.abc import Mapping, Sequence
@@ -14,16 +15,40 @@ from typing import IO
 
 import numpy as np
 
-from ..io import inflate_bounds, inflate_problem
+from ..io import file_kind, inflate_bounds, inflate_problem
 
 __all__ = [
     "resolve", "open_binary", "is_compressed", "open_text", "part_list", "encode_labels", "describe_parts",
-    "part_array", "shorten", "OptionHint", "SEPARATORS", "separator_in", "share",
+    "part_array", "shorten", "OptionHint", "SEPARATORS", "separator_in", "share", "MAX_LINE_BYTES", "regular_file",
+    "read_text_lines",
 ]
 
 _OPENERS = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
 #: Largest piece a line is read in (so that the decompression bound is checked within a long line).
 _LINE_PIECE = 1 << 20
+#: Longest line a text file may have (bytes, decompressed): a text reader stops with a ValueError
+#: at the first longer line, so that a file with no line breaks (binary data, ``/dev/zero`` behind a
+#: link) is refused after 64 MiB instead of read until memory runs out.  A scores CSV line of
+#: 100,000 classes is about 2 MB.
+MAX_LINE_BYTES = 64 << 20
+
+
+def regular_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """``path`` when it is a regular file (links followed); else a one-line ValueError naming it.
+
+    A FIFO would block the reader forever and a device (``/dev/zero``) never ends: both are refused
+    before anything is opened.
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read this {what} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{path}: is {file_kind(mode)}, not a regular file (the {what} must be a file)")
+    return path
 
 
 def resolve(root: str | os.PathLike | None, name: str | os.PathLike, what: str = "file") -> Path:
@@ -60,11 +85,26 @@ class _NamedErrors(io.BufferedIOBase):
     bomb is refused after a bounded amount of data, not when memory runs out.
     """
 
-    def __init__(self, raw: IO[bytes], path: Path, source: IO[bytes] | None = None) -> None:
+    def __init__(self, raw: IO[bytes], path: Path, source: IO[bytes] | None = None, max_line: int | None = None) -> None:
         super().__init__()
         self._raw, self._path, self._source = raw, path, source
         self._inflated = 0
         self._bounds = inflate_bounds() if source is not None else (0.0, 0)
+        self._max_line = max_line
+        self._run = 0  # bytes since the last line break
+        self._lines = 0  # line breaks read so far
+
+    def _check_line(self, data) -> None:
+        """Refuse a line longer than ``max_line`` bytes as soon as that many bytes pass without a break."""
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._run += len(data)
+        else:
+            self._lines += data.count(b"\n")
+            self._run = len(data) - cut - 1
+        if self._run > self._max_line:
+            raise ValueError(f"{self._path}: line {self._lines + 1} is longer than {self._max_line >> 20} MiB (no line break "
+                             f"in {self._run:,} bytes): not a text file of lines")
 
     def _call(self, method, *args):
         try:
@@ -79,13 +119,15 @@ class _NamedErrors(io.BufferedIOBase):
                 problem = inflate_problem(self._inflated, self._source.tell(), self._bounds)
                 if problem is not None:
                     raise ValueError(f"{self._path}: {problem}")
+        if self._max_line is not None and not isinstance(out, int):
+            self._check_line(out)
         return out
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int | None = -1) -> bytes:
-        if (size is None or size < 0) and self._source is not None:
+        if (size is None or size < 0) and (self._source is not None or self._max_line is not None):
             pieces = []  # in pieces, so that the bound is checked while reading
             while piece := self._call(self._raw.read, _LINE_PIECE):
                 pieces.append(piece)
@@ -93,16 +135,20 @@ class _NamedErrors(io.BufferedIOBase):
         return self._call(self._raw.read, -1 if size is None else size)
 
     def read1(self, size: int = -1) -> bytes:
-        if (size is None or size < 0) and self._source is not None:
+        if (size is None or size < 0) and (self._source is not None or self._max_line is not None):
             size = _LINE_PIECE
         return self._call(getattr(self._raw, "read1", self._raw.read), size)
 
     def readinto(self, buffer) -> int:
+        if self._max_line is not None:
+            data = self.read(len(memoryview(buffer).cast("B")))
+            memoryview(buffer).cast("B")[: len(data)] = data
+            return len(data)
         return self._call(self._raw.readinto, buffer)
 
     def readline(self, size: int | None = -1) -> bytes:
         size = -1 if size is None else size
-        if self._source is None:
+        if self._source is None and self._max_line is None:
             return self._call(self._raw.readline, size)
         pieces: list[bytes] = []  # a long line in pieces, so that the bound is checked within it
         got = 0
@@ -123,28 +169,43 @@ class _NamedErrors(io.BufferedIOBase):
         super().close()
 
 
-def open_binary(path: str | os.PathLike) -> IO[bytes]:
+def open_binary(path: str | os.PathLike, max_line: int | None = None) -> IO[bytes]:
     """Open a file for reading bytes, decompressing ``.gz``, ``.bz2`` and ``.xz`` by extension.
 
-    Read errors (a truncated or mislabelled compressed file) raise ``ValueError("<path>: ...")``,
-    and so does decompressed data that breaks the decompression bound of
-    :func:`svbop.io.inflate_bounds` (more than ``SVBOP_INFLATE_RATIO`` times the compressed
-    bytes read so far, beyond ``SVBOP_INFLATE_FLOOR_MB``).
+    Only a regular file is opened: a FIFO, a device or a folder raises ``ValueError("<path>: is a
+    FIFO (named pipe), not a regular file ...")`` without blocking (it is opened non-blocking and
+    checked before the first read).  Read errors (a truncated or mislabelled compressed file) raise
+    ``ValueError("<path>: ...")``, and so does decompressed data that breaks the decompression bound
+    of :func:`svbop.io.inflate_bounds` (more than ``SVBOP_INFLATE_RATIO`` times the compressed
+    bytes read so far, beyond ``SVBOP_INFLATE_FLOOR_MB``), and, with ``max_line``, a line (of the
+    decompressed bytes) longer than ``max_line`` bytes.
     """
     path = Path(path)
     opener = _OPENERS.get(path.suffix.lower())
     try:
-        source = open(path, "rb")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
+        if isinstance(exc, IsADirectoryError):
+            raise ValueError(f"{path}: is a folder, not a regular file") from None
         raise ValueError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path}: is {file_kind(mode)}, not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        source = open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
     if opener is None:
-        return _NamedErrors(source, path)
+        return _NamedErrors(source, path, max_line=max_line)
     try:
         raw = opener(fileobj=source) if opener is gzip.GzipFile else opener(source)
     except READ_ERRORS as exc:
         source.close()
         raise ValueError(f"{path}: cannot open ({type(exc).__name__}: {exc})") from None
-    return _NamedErrors(raw, path, source)
+    return _NamedErrors(raw, path, source, max_line=max_line)
 
 
 def is_compressed(path: str | os.PathLike) -> bool:
@@ -152,9 +213,54 @@ def is_compressed(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in _OPENERS
 
 
-def open_text(path: str | os.PathLike, encoding: str = "utf-8") -> IO[str]:
-    """Open a (possibly compressed) text file; undecodable bytes raise with the file named by the caller."""
-    return io.TextIOWrapper(open_binary(path), encoding=encoding, newline=None)
+def open_text(path: str | os.PathLike, encoding: str = "utf-8", max_line: int | None = MAX_LINE_BYTES) -> IO[str]:
+    """Open a (possibly compressed) text file; undecodable bytes raise with the file named by the caller.
+
+    A line longer than ``max_line`` bytes (:data:`MAX_LINE_BYTES`) raises a ValueError naming the file
+    and the line (``None``: no bound).
+    """
+    return io.TextIOWrapper(open_binary(path, max_line=max_line), encoding=encoding, newline=None)
+
+
+def read_text_lines(path: str | os.PathLike, what: str = "value") -> list[str]:
+    """The lines of a UTF-8 text file (possibly compressed), without their line breaks (``\\n``,
+    ``\\r\\n`` or ``\\r``); trailing empty lines dropped.
+
+    Raises
+    ------
+    ValueError
+        ``"<path>: line <n>: not UTF-8 text (byte 0xe9 ...); the <what> file must be UTF-8"``, a line
+        longer than :data:`MAX_LINE_BYTES`, or any error of :func:`open_binary` (not a regular file...).
+    """
+    path = Path(path)
+    with open_binary(path, max_line=MAX_LINE_BYTES) as fh:
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start:,}); "
+                         f"the {what} file must be UTF-8") from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    while lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def undecodable_line(path: str | os.PathLike, encoding: str = "utf-8") -> tuple[int, int] | None:
+    """``(line number, offending byte)`` of the first line of ``path`` that is not ``encoding``, or None."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder(encoding)()
+    with open_binary(path, max_line=MAX_LINE_BYTES) as fh:
+        for i, raw in enumerate(fh, 1):
+            try:
+                decoder.decode(raw)
+            except UnicodeDecodeError as exc:
+                return i, raw[exc.start] if exc.start < len(raw) else 0
+    return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,15 @@ Every check names the file, and the row or column where it applies: NaN or inf; 
 :data:`SUM_TOLERANCE` (the message suggests ``outputs: logits`` when the values look like
 logits); a different K than another part's; labels outside ``0 .. K - 1`` or unknown names; a
 row count that differs from the labels'; an empty part.  ``.npy`` and ``.npz`` headers are
-checked against the file's size before anything is allocated.
+checked against the file's size before anything is allocated, and object (pickle) arrays are
+refused.  Only regular files are opened (a FIFO would block, ``/dev/zero`` never ends); text files
+(CSV/TSV scores, labels, groups, class names) must be UTF-8, with lines of at most
+:data:`~svbop.datasets._files.MAX_LINE_BYTES` bytes.  Labels are checked in their own type before
+any cast (a message shows ``1e+20`` as the file has it); text labels are ASCII integers or class
+names.  A CSV header names every column once (pandas would rename a second ``a`` to ``a.1``).
+
+:func:`check_model_outputs` makes every one of these checks on the files of the parts without
+building the dataset (what ``svbop report`` runs before its workflow starts).
 """
 
 from __future__ import annotations
@@ -46,10 +54,11 @@ import numpy as np
 
 from .._npz import NpzReader
 from ..io import load_npy
-from ._files import open_text, resolve
+from . import _files
+from ._files import open_binary, read_text_lines, regular_file, resolve, undecodable_line
 from .base import Dataset
 
-__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "read_model_outputs", "split_model_outputs", "split_origin"]
+__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "check_model_outputs", "detect_outputs", "read_model_outputs", "split_model_outputs", "split_origin"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +71,14 @@ SUM_TOLERANCE = 1e-6
 _BLOCK = 8192
 
 
+def _user_file(root, name, what: str) -> Path:
+    """``root / name``, which must be a regular file: a FIFO would hang the reader and a device
+    (``/dev/zero``) never ends, so both are refused before anything is opened."""
+    return regular_file(resolve(root, name, what), what)
+
+
 def _read_names(path: Path) -> list[str]:
-    with open_text(path) as fh:
-        names = [line.rstrip("\r\n") for line in fh]
-    while names and names[-1] == "":
-        names.pop()
+    names = read_text_lines(path, "class names")
     if not names:
         raise ValueError(f"{path}: no class names (expected one per line)")
     empty = [i for i, n in enumerate(names) if not n.strip()]
@@ -85,13 +97,32 @@ def _read_csv(path: Path, *, header: bool, sep: str | None, label_column, group_
 
     if sep is None:
         sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
-    try:
-        frame = pd.read_csv(path, sep=sep, header=0 if header else None, dtype=str, keep_default_na=False,
-                            skip_blank_lines=True)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    try:  # the header is read as a row: pandas would rename a repeated name (a, a.1) without a word
+        with open_binary(path, max_line=_files.MAX_LINE_BYTES) as fh:
+            frame = pd.read_csv(fh, sep=sep, header=None, dtype=str, keep_default_na=False, skip_blank_lines=True,
+                                encoding="utf-8")
+    except UnicodeDecodeError:
+        where = undecodable_line(path)
+        at = f"line {where[0]}: " if where else ""
+        byte = f" (byte {where[1]:#04x})" if where else ""
+        raise ValueError(f"{path}: {at}not UTF-8 text{byte}; the scores file must be UTF-8") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise ValueError(f"{path}: not a readable {'tab' if sep == chr(9) else repr(sep)}-separated file "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
-    columns = [str(c) for c in frame.columns]
+    if header:
+        columns = [str(c) for c in frame.iloc[0].tolist()] if len(frame) else []
+        frame = frame.iloc[1:]
+        seen: dict[str, int] = {}
+        for j, c in enumerate(columns):
+            if not c.strip():
+                raise ValueError(f"{path}: column {j + 1} has no name in the header (an index column? write the file "
+                                 "without it, e.g. DataFrame.to_csv(index=False))")
+            if c in seen:
+                raise ValueError(f"{path}: the header names {c!r} twice (columns {seen[c] + 1} and {j + 1}); every "
+                                 "column needs a name of its own")
+            seen[c] = j
+    else:
+        columns = [str(c) for c in frame.columns]
     taken = {}  # option -> column index, resolved before any column is dropped
     for option, column in (("label_column", label_column), ("group_column", group_column)):
         if column is None:
@@ -162,10 +193,7 @@ def _read_scores(path: Path, *, scores_key: str | None, header: bool, sep: str |
 
 def _read_lines(path: Path, what: str) -> np.ndarray:
     """One value per line (stripped; trailing empty lines dropped); an empty one is refused naming its line."""
-    with open_text(path) as fh:
-        lines = [line.rstrip("\r\n") for line in fh]
-    while lines and lines[-1] == "":
-        lines.pop()
+    lines = read_text_lines(path, what + "s")
     empty = [i for i, v in enumerate(lines) if not v.strip()]
     if empty:
         raise ValueError(f"{path}: line {empty[0] + 1}: empty {what}")
@@ -189,7 +217,8 @@ def _read_groups(path: Path) -> np.ndarray:
             raise ValueError(f"{path}: groups have shape {g.shape}; expected one group per row (1-D)")
         if g.dtype.kind not in "iuUSb":
             raise ValueError(f"{path}: groups have dtype {g.dtype}; expected integers or strings")
-        g = np.char.strip(g.astype(np.str_))
+        g = np.asarray(_as_text(g, path, "group"), dtype=np.str_) if g.dtype.kind == "S" else g.astype(np.str_)
+        g = np.char.strip(g)
         empty = np.flatnonzero(g == "")
         if empty.size:
             raise ValueError(f"{path}: row {int(empty[0])}: empty group")
@@ -197,66 +226,99 @@ def _read_groups(path: Path) -> np.ndarray:
     return _read_lines(path, "group")
 
 
+def _is_int_text(v: str) -> bool:
+    """Whether ``v`` is a decimal integer written in ASCII digits (``'²'`` and ``'٣'`` are not labels)."""
+    return v.isascii() and v.lstrip("-").isdigit() and v.count("-") <= 1 and not v.endswith("-")
+
+
+def _as_text(y: np.ndarray, path: Path, what: str) -> list[str]:
+    """String (``U``) or byte-string (``S``, decoded as UTF-8) values as a list of str; bytes that are
+    not UTF-8 are refused naming the row."""
+    if y.dtype.kind == "U":
+        return y.tolist()
+    out = []
+    for i, v in enumerate(y.tolist()):
+        try:
+            out.append(v.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: row {i}: {what} {v!r} is not UTF-8 text") from None
+    return out
+
+
+def _out_of_range(path: Path, i: int, shown: str, K: int) -> ValueError:
+    return ValueError(f"{path}: row {i}: label {shown} is outside 0..{K - 1}")
+
+
 def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Path) -> np.ndarray:
-    """Labels as int64 in 0..K-1: integers (or integer strings) directly, names via ``names``."""
-    if y.dtype.kind == "b" or y.dtype.kind == "O":
+    """Labels as int64 in 0..K-1: integers (or integer strings) directly, names via ``names``.
+
+    The range is checked in the labels' own type before any cast, so a message shows the value as
+    the file gives it (``1e+20``, ``18446744073709551615``), never what a cast made of it.
+    """
+    if y.dtype.kind not in "fiuSU":  # bool, object (never unpickled: refused on load), complex, dates...
         raise ValueError(f"{path}: labels have dtype {y.dtype}; expected integers or class names")
     if y.dtype.kind == "f":
-        finite = np.isfinite(y)
-        if not finite.all() or not np.all(y == np.round(y)):
-            i = int(np.flatnonzero(~finite | (y != np.round(np.where(finite, y, 0))))[0])
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(y) | (y != np.round(y))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{path}: row {i}: label {float(y[i])!r} is not an integer class index")
-        y = y.astype(np.int64)
-    if y.dtype.kind in "SU":
-        y = y.astype(np.str_)
-        if names is not None:
-            index = {n: i for i, n in enumerate(names)}
-            out = np.empty(len(y), dtype=np.int64)
-            for i, v in enumerate(y.tolist()):
-                j = index.get(v)
-                if j is None:
-                    if v.lstrip("-").isdigit() and not any(n.lstrip("-").isdigit() for n in names):
-                        j = int(v)
-                        if not 0 <= j < K:
-                            raise ValueError(f"{path}: row {i}: label {j} is outside 0..{K - 1}")
-                    else:
-                        raise ValueError(f"{path}: row {i}: label {v!r} is not one of the {K} class names")
-                out[i] = j
-            return out
-        if not all(v.lstrip("-").isdigit() for v in y.tolist()):
-            i = next(i for i, v in enumerate(y.tolist()) if not v.lstrip("-").isdigit())
-            raise ValueError(f"{path}: row {i}: label {str(y[i])!r} is a name but the classes have none; give class_names "
+        out = np.flatnonzero((y < 0) | (y >= K))
+        if out.size:
+            i = int(out[0])
+            raise _out_of_range(path, i, repr(float(y[i])), K)
+        return y.astype(np.int64)
+    if y.dtype.kind in "iu":
+        out = np.flatnonzero((y < 0) | (y >= K)) if y.dtype.kind == "i" else np.flatnonzero(y >= K)
+        if out.size:
+            i = int(out[0])
+            raise _out_of_range(path, i, str(int(y[i])), K)
+        return y.astype(np.int64)
+    values = _as_text(y, path, "label")
+    index = {n: i for i, n in enumerate(names)} if names is not None else None
+    numeric_names = names is not None and any(_is_int_text(n) for n in names)
+    if index is None:  # a name among the labels is named before any number's range
+        i = next((i for i, v in enumerate(values) if not _is_int_text(v)), None)
+        if i is not None:
+            raise ValueError(f"{path}: row {i}: label {values[i]!r} is a name but the classes have none; give class_names "
                              f"(or class_names_file) in the scores' column order")
-        y = y.astype(np.int64)
-    y = y.astype(np.int64, copy=False)
-    bad = np.flatnonzero((y < 0) | (y >= K))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"{path}: row {i}: label {int(y[i])} is outside 0..{K - 1}")
-    return y
+    out = np.empty(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        j = index.get(v) if index is not None else None
+        if j is None:
+            if not _is_int_text(v) or numeric_names:
+                if index is not None:
+                    raise ValueError(f"{path}: row {i}: label {v!r} is not one of the {K} class names")
+                raise ValueError(f"{path}: row {i}: label {v!r} is a name but the classes have none; give class_names "
+                                 f"(or class_names_file) in the scores' column order")
+            j = int(v)
+            if not 0 <= j < K:
+                raise _out_of_range(path, i, v, K)
+        out[i] = j
+    return out
 
 
 def check_outputs(S: np.ndarray, outputs: str, where: str) -> None:
     """Refuse non-finite scores and, for probabilities, negative values and rows not summing to 1."""
     for lo in range(0, S.shape[0], _BLOCK):
-        block = np.asarray(S[lo: lo + _BLOCK], dtype=np.float64)
-        finite = np.isfinite(block)
-        if not finite.all():
+        block = np.asarray(S[lo: lo + _BLOCK])  # in its own dtype: no float64 copy of a float32 matrix
+        if block.dtype.kind == "f" and not np.isfinite(block).all():
+            finite = np.isfinite(block)
             r, c = (int(v) for v in np.argwhere(~finite)[0])
-            raise ValueError(f"{where}: row {lo + r}, column {c}: {block[r, c]} (scores must be finite)")
+            raise ValueError(f"{where}: row {lo + r}, column {c}: {float(block[r, c])} (scores must be finite)")
         if outputs != "probabilities":
             continue
-        neg = block < 0
-        if neg.any():
-            r, c = (int(v) for v in np.argwhere(neg)[0])
+        if block.min() < 0:
+            block = block.astype(np.float64)
+            r, c = (int(v) for v in np.argwhere(block < 0)[0])
             raise ValueError(f"{where}: row {lo + r}, column {c}: negative probability {block[r, c]:.6g}"
                              f"{_logit_hint(block)}")
-        sums = block.sum(axis=1)
+        sums = np.add.reduce(block, axis=1, dtype=np.float64)
         off = np.abs(sums - 1.0) > SUM_TOLERANCE
         if off.any():
             r = int(np.flatnonzero(off)[0])
             raise ValueError(f"{where}: row {lo + r} sums to {sums[r]:.9g}, not 1 (within {SUM_TOLERANCE:g})"
-                             f"{_logit_hint(block)}")
+                             f"{_logit_hint(block.astype(np.float64))}")
 
 
 def _logit_hint(block: np.ndarray) -> str:
@@ -321,8 +383,116 @@ def read_model_outputs(
         ``"<file>: line <n>: empty group"``, ``"<file>: <m> groups but <scores> has <n> rows"``,
         ``"parts.<part>.groups: missing (...)"`` when only some parts give groups.
     """
-    if outputs not in OUTPUT_KINDS:
-        raise ValueError(f"outputs: expected one of {', '.join(OUTPUT_KINDS)}, got {outputs!r}")
+    parts_read = _read_parts(root, parts, outputs=outputs, scores_key=scores_key, label_column=label_column,
+                             header=header, sep=sep, class_names=class_names, class_names_file=class_names_file,
+                             group_column=group_column)
+    K, names, part_names, outputs = parts_read.K, parts_read.names, parts_read.part_names, parts_read.outputs
+    blocks = parts_read.blocks
+    X = np.empty((sum(b[0].shape[0] for b in blocks), K), dtype=np.float64)
+    lo = 0
+    for S, _ in blocks:
+        X[lo: lo + S.shape[0]] = S
+        lo += S.shape[0]
+    y = np.concatenate(parts_read.labels)
+    groups = parts_read.groups
+    given = [p for p, g in zip(part_names, groups) if g is not None]
+    part = np.repeat(np.asarray(part_names, dtype=np.str_), [b[0].shape[0] for b in blocks])
+    description = (f"a model's {outputs} on held-out rows (model_outputs): "
+                   + "; ".join(f"{p}: {b[0].shape[0]:,} rows from {Path(str(b[1])).name}" for p, b in zip(part_names, blocks)))
+    logger.info("model outputs: %d rows, %d classes (%s), parts %s", X.shape[0], K, outputs,
+                {p: int(b[0].shape[0]) for p, b in zip(part_names, blocks)})
+    return Dataset(name="", X=X, y=y, class_names=names or [str(c) for c in range(K)], description=description,
+                   x_kind="dense", part=part, groups=np.concatenate(groups).astype(object) if given else None)
+
+
+def check_model_outputs(
+    parts: Mapping[str, object],
+    *,
+    outputs: str = "auto",
+    root: str | os.PathLike | None = None,
+    scores_key: str | None = None,
+    label_column: str | int | None = None,
+    header: bool = True,
+    sep: str | None = None,
+    class_names: Sequence[str] | None = None,
+    class_names_file: str | os.PathLike | None = None,
+    group_column: str | int | None = None,
+) -> dict[str, object]:
+    """Read and check every file of a model's outputs completely, without building the dataset.
+
+    The checks of :func:`read_model_outputs`, all of them, before any work is started on the files
+    (``svbop report`` calls it before the workflow runs): every file is a regular file (a FIFO or a
+    device is refused before it is opened) and text files are UTF-8 with lines of at most
+    :data:`~svbop.datasets._files.MAX_LINE_BYTES` bytes; ``.npy``/``.npz`` headers are checked against
+    the file's size and object (pickle) arrays are refused; scores are a 2-D numeric matrix with
+    ``K >= 2`` columns, the same ``K`` in every part, finite, and, for probabilities, non-negative
+    rows summing to 1; labels are integers in ``0 .. K - 1`` or class names, one per score row;
+    groups are one non-empty value per score row, in every part or none; class names are ``K``
+    distinct non-empty names.  Memory: the files' arrays, no float64 copy of the scores.
+
+    Parameters
+    ----------
+    parts : mapping
+        Part name (``validation``, ``calibration``, ``test``, ``all``) to ``{"scores": path,
+        "labels": path, "groups": path}`` (``groups`` optional), as for :func:`read_model_outputs`.
+    outputs : {"auto", "probabilities", "logits"}
+        ``auto``: ``probabilities`` when every row of the test scores (the ``all`` scores without
+        a test part) is finite, non-negative and sums to 1 within :data:`SUM_TOLERANCE`, else
+        ``logits``; the other parts are then checked as that.
+    root, scores_key, label_column, header, sep, class_names, class_names_file, group_column
+        As for :func:`read_model_outputs`.  Paths are used as given (``root`` None), so the
+        messages name the user's own paths.
+
+    Returns
+    -------
+    dict
+        ``outputs`` (as resolved), ``n_classes``, ``class_names`` (list, or None when the files
+        give none), ``rows`` (part name -> row count) and ``groups`` (whether groups are given).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file (as given) and the row, line or column where it applies, or the
+        option (``outputs``, ``parts.<part>.<key>``, ``class_names``) at fault.
+    """
+    got = _read_parts(root, parts, outputs=outputs, scores_key=scores_key, label_column=label_column, header=header,
+                      sep=sep, class_names=class_names, class_names_file=class_names_file, group_column=group_column)
+    return {"outputs": got.outputs, "n_classes": got.K, "class_names": got.names,
+            "rows": {p: int(b[0].shape[0]) for p, b in zip(got.part_names, got.blocks)},
+            "groups": any(g is not None for g in got.groups)}
+
+
+def detect_outputs(S: np.ndarray) -> str:
+    """``"probabilities"`` when every row of ``S`` is finite, non-negative and sums to 1 within
+    :data:`SUM_TOLERANCE`, else ``"logits"`` (in blocks of rows: no float64 copy of the matrix)."""
+    S = np.asarray(S)
+    if S.ndim != 2 or S.size == 0 or S.dtype.kind not in "fiu":
+        return "logits"
+    for lo in range(0, S.shape[0], _BLOCK):
+        block = S[lo: lo + _BLOCK]
+        if block.dtype.kind == "f" and not np.isfinite(block).all():
+            return "logits"
+        if block.min() < 0:
+            return "logits"
+        if np.abs(np.add.reduce(block, axis=1, dtype=np.float64) - 1.0).max() > SUM_TOLERANCE:
+            return "logits"
+    return "probabilities"
+
+
+class _Parts:
+    """What :func:`_read_parts` read: per part its scores, labels (int64 in 0..K-1) and groups."""
+
+    def __init__(self, outputs, K, names, part_names, blocks, labels, groups):
+        self.outputs, self.K, self.names, self.part_names = outputs, K, names, part_names
+        self.blocks, self.labels, self.groups = blocks, labels, groups
+
+
+def _read_parts(root, parts, *, outputs, scores_key, label_column, header, sep, class_names, class_names_file,
+                group_column) -> _Parts:
+    """Every file of every part read and checked (the work of :func:`read_model_outputs` and
+    :func:`check_model_outputs`); ``outputs="auto"`` is resolved on the test (or all) scores."""
+    if outputs not in OUTPUT_KINDS and outputs != "auto":
+        raise ValueError(f"outputs: expected one of {', '.join(OUTPUT_KINDS)} (or auto), got {outputs!r}")
     if not isinstance(parts, Mapping) or not parts:
         raise ValueError(f"parts: expected a mapping of split name ({', '.join(OUTPUT_PARTS)}) to files")
     unknown = [p for p in parts if p not in OUTPUT_PARTS]
@@ -338,7 +508,8 @@ def read_model_outputs(
         if len(set(names)) != len(names):
             raise ValueError(f"class_names: {next(c for c in names if names.count(c) > 1)!r} is listed twice")
     elif class_names_file is not None:
-        names = _read_names(resolve(root, class_names_file, "class names file"))
+        names_path = _user_file(root, class_names_file, "class names file")
+        names = _read_names(names_path)
     blocks, labels, groups, part_names, first = [], [], [], [], None
     header_names = None
     for part, spec in parts.items():
@@ -351,7 +522,7 @@ def read_model_outputs(
             raise ValueError(f"parts.{part}.{extra[0]}: unknown key (known: scores, labels, groups)")
         if "groups" in spec and group_column is not None:
             raise ValueError(f"parts.{part}: both group_column and a groups file; give one")
-        spath = resolve(root, spec["scores"], "scores file")
+        spath = _user_file(root, spec["scores"], "scores file")
         S, y_col, g_col, cols = _read_scores(spath, scores_key=scores_key, header=bool(header), sep=sep,
                                              label_column=label_column, group_column=group_column)
         if S.ndim != 2:
@@ -370,7 +541,8 @@ def read_model_outputs(
             if header_names is not None and cols != header_names:
                 raise ValueError(f"{spath}: its column names differ from those of {first[0]}")
             header_names = cols
-        check_outputs(S, outputs, str(spath))
+        if outputs != "auto":
+            check_outputs(S, outputs, str(spath))
         if y_col is not None:
             if "labels" in spec:
                 raise ValueError(f"parts.{part}: both label_column and a labels file; give one")
@@ -378,44 +550,39 @@ def read_model_outputs(
         else:
             if "labels" not in spec:
                 raise ValueError(f"parts.{part}.labels: missing (or set label_column for a CSV/TSV scores file)")
-            lpath = resolve(root, spec["labels"], "labels file")
+            lpath = _user_file(root, spec["labels"], "labels file")
             y_raw = _read_labels(lpath)
         if len(y_raw) != S.shape[0]:
             raise ValueError(f"{lpath}: {len(y_raw)} labels but {spath} has {S.shape[0]} rows")
         if "groups" in spec:
-            gpath = resolve(root, spec["groups"], "groups file")
+            gpath = _user_file(root, spec["groups"], "groups file")
             g_col = _read_groups(gpath)
             if len(g_col) != S.shape[0]:
                 raise ValueError(f"{gpath}: {len(g_col)} groups but {spath} has {S.shape[0]} rows")
         groups.append(g_col)
-        blocks.append((S, lpath, y_raw))
+        blocks.append((S, lpath, y_raw, spath))
         part_names.append(part)
     K = first[1]
+    if outputs == "auto":
+        source = next((p for p in ("test", "all") if p in part_names), part_names[0])
+        outputs = detect_outputs(blocks[part_names.index(source)][0])
+        for p, (S, _, _, spath) in zip(part_names, blocks):
+            if not (p == source and outputs == "probabilities"):  # detect_outputs made these very checks
+                check_outputs(S, outputs, str(spath))
     if names is None and header_names is not None and not all(c.isdigit() for c in header_names):
         names = header_names
     if names is not None and len(names) != K:
-        where = (f"{resolve(root, class_names_file, 'class names file')}: {len(names)} class names"
-                 if class_names_file is not None else f"class_names: {len(names)} names")
-        raise ValueError(f"{where} but the scores have {K} columns (one name per class, in the scores' column order)")
-    X = np.empty((sum(b[0].shape[0] for b in blocks), K), dtype=np.float64)
-    lo = 0
-    for S, lpath, y_raw in blocks:
-        X[lo: lo + S.shape[0]] = S
-        labels.append(_labels_to_indices(np.asarray(y_raw), K, names, lpath))
-        lo += S.shape[0]
-    y = np.concatenate(labels)
+        if class_names_file is not None:
+            raise ValueError(f"{names_path}: {len(names)} class names but the scores have {K} columns (one name per class, in "
+                             "the scores' column order)")
+        raise ValueError(f"class_names: {len(names)} names but the scores have {K} columns")
+    labels = [_labels_to_indices(np.asarray(y_raw), K, names, lpath) for _, lpath, y_raw, _ in blocks]
     given = [p for p, g in zip(part_names, groups) if g is not None]
     if given and len(given) != len(part_names):
         missing = next(p for p, g in zip(part_names, groups) if g is None)
         raise ValueError(f"parts.{missing}.groups: missing (parts.{given[0]} gives groups: give every part a groups "
                          f"file, or none)")
-    part = np.repeat(np.asarray(part_names, dtype=np.str_), [b[0].shape[0] for b in blocks])
-    description = (f"a model's {outputs} on held-out rows (model_outputs): "
-                   + "; ".join(f"{p}: {b[0].shape[0]:,} rows from {Path(str(b[1])).name}" for p, b in zip(part_names, blocks)))
-    logger.info("model outputs: %d rows, %d classes (%s), parts %s", X.shape[0], K, outputs,
-                {p: int(b[0].shape[0]) for p, b in zip(part_names, blocks)})
-    return Dataset(name="", X=X, y=y, class_names=names or [str(c) for c in range(K)], description=description,
-                   x_kind="dense", part=part, groups=np.concatenate(groups).astype(object) if given else None)
+    return _Parts(outputs, K, names, part_names, [(b[0], b[3]) for b in blocks], labels, groups)
 
 
 def split_model_outputs(y: np.ndarray, part: np.ndarray, sizes: Mapping[str, object], *, seed: int = 0) -> dict[str, np.ndarray]:

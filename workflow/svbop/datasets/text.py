@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ._files import (
-    SEPARATORS, OptionHint, describe_parts, encode_labels, open_binary, part_array, part_list, resolve, separator_in,
+    MAX_LINE_BYTES, SEPARATORS, OptionHint, describe_parts, encode_labels, open_binary, part_array, part_list, resolve, separator_in,
     share, shorten,
 )
 from .base import Dataset
@@ -72,7 +72,7 @@ def _read_one(path: Path, columns: list, sep: str, encoding: str,
     lines: list[int] = []
     csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # long texts and sequences
     try:
-        with io.TextIOWrapper(open_binary(path), encoding=encoding, newline="") as fh:
+        with io.TextIOWrapper(open_binary(path, max_line=MAX_LINE_BYTES), encoding=encoding, newline="") as fh:
             reader = csv.reader(fh, delimiter=sep, strict=True)
             end = 0
             header: list[str] | None = None

@@ -50,28 +50,10 @@ DEFAULT_METHODS = {"conformal": ["aps", "raps"], "class_conditional": ["lac"], "
 def detect_outputs(path: str | os.PathLike) -> str:
     """``"probabilities"`` when every row of the scores file is non-negative and sums to 1 within
     :data:`svbop.datasets.outputs.SUM_TOLERANCE`, else ``"logits"``."""
-    from ..datasets.outputs import _read_scores
+    from ..datasets.outputs import _read_scores, detect_outputs as detect
 
     S, *_ = _read_scores(Path(path), scores_key=None, header=True, sep=None, label_column=None)
-    return _kind_of(S)
-
-
-def _kind_of(S) -> str:
-    from ..datasets.outputs import SUM_TOLERANCE
-
-    S = np.asarray(S)
-    if S.ndim != 2 or S.size == 0 or S.dtype.kind not in "fiu":
-        return "logits"  # the reader names the problem when the dataset is read
-    lo = hi = None
-    mins, sums = [], []
-    for start in range(0, S.shape[0], 8192):  # bounded temporaries on large matrices
-        block = np.asarray(S[start:start + 8192], dtype=np.float64)
-        if not np.all(np.isfinite(block)):
-            return "logits"
-        mins.append(block.min())
-        sums.append(np.abs(block.sum(axis=1) - 1.0).max())
-    lo, hi = min(mins), max(sums)
-    return "probabilities" if lo >= 0 and hi <= SUM_TOLERANCE else "logits"
+    return detect(S)
 
 
 def _file_entry(files: dict, flag: str, name: str, path: str | os.PathLike) -> str:
@@ -208,7 +190,7 @@ def check_inputs(
     ValueError
         One line naming the user's own file (and the row, line or column).
     """
-    from ..datasets.outputs import check_outputs, read_model_outputs
+    from ..datasets.outputs import check_model_outputs
 
     parts = {}
     for part, pair in (("validation", validation), ("calibration", calibration), ("test", test)):
@@ -224,20 +206,14 @@ def check_inputs(
         _regular_file("--class-names", class_names)
     if hierarchy is not None:
         _regular_file("--hierarchy", hierarchy)
-    data = read_model_outputs(None, parts, outputs="logits", class_names_file=class_names)
-    part = np.asarray(data.part).astype(str)
-    if outputs == "auto":
-        outputs = _kind_of(data.X[part == "test"])
-    elif outputs == "probabilities":
-        for name, pair in parts.items():
-            check_outputs(data.X[part == name], "probabilities", pair["scores"])
-    K = int(data.X.shape[1])
+    found = check_model_outputs(parts, outputs=outputs, class_names_file=class_names)
+    K = int(found["n_classes"])
     if hierarchy is not None:
         from ..datasets.hierarchies import read_hierarchy
 
-        read_hierarchy(None, {"format": hierarchy_format, "file": str(hierarchy)}, list(data.class_names),
-                       where="--hierarchy")
-    return outputs, K, int(data.X.shape[0])
+        names = found["class_names"] or [str(c) for c in range(K)]
+        read_hierarchy(None, {"format": hierarchy_format, "file": str(hierarchy)}, list(names), where="--hierarchy")
+    return str(found["outputs"]), K, int(sum(found["rows"].values()))
 
 
 def _regular_file(flag: str, path) -> None:
