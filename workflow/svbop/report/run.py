@@ -32,7 +32,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 
 from .._resources import WORKFLOW_FILES, workflow_root
 
