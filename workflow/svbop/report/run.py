@@ -32,7 +32,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-
 from .._resources import WORKFLOW_FILES, workflow_root
 
 __all__ = ["WORKFLOW_FILES", "OUTPUT_NAMES", "WORK_DIR", "check_inputs", "check_options", "detect_outputs",
