@@ -1,4 +1,4 @@
-"""svbop.hierarchical_conformal: conformal sets that are unions of at most c nodes of a tree.
+"""svbop.conformal.hierarchical: conformal sets that are unions of at most c nodes of a tree.
 
 The oracle transcribes the module's definition literally: every union of at most ``c`` nodes is
 enumerated; ``S_k`` is the smallest one containing the ``k`` most probable classes (ties to the
@@ -16,7 +16,7 @@ import pytest
 
 import svbop
 from svbop.datasets import Hierarchy
-from svbop.hierarchical_conformal import (
+from svbop.conformal.hierarchical import (
     HierarchicalConformalScore,
     hierarchical_conformal_sets,
     hierarchical_scores,

@@ -20,7 +20,12 @@ LIBRARY = "workflow/svbop"
 
 def library_sources(*modules):
     """Library files a rule depends on, so that a code change reruns what it affects."""
-    return [f"{LIBRARY}/{m}.py" for m in ("__init__",) + modules]
+    out = []
+    for m in ("__init__",) + modules:  # a package (svbop/conformal/) stands for all its modules
+        package = os.path.join(LIBRARY, m)
+        out += sorted(os.path.join(package, f) for f in os.listdir(package) if f.endswith(".py")) \
+            if os.path.isdir(package) else [f"{LIBRARY}/{m}.py"]
+    return out
 
 
 # --- the experiment's axes ------------------------------------------------------------------

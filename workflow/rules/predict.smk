@@ -280,7 +280,7 @@ rule predict_top_s:
 rule predict_icp:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets"),
+        code=library_sources("baselines", "conformal", "_prefix", "sets"),
     output:
         "results/{dataset}/predictions/icp/{epsilon}.npz",
     params:
@@ -310,7 +310,7 @@ rule predict_conformal:
         scores="results/{dataset}/scores/flat.npz",
         # the class hierarchy of the conformal hierarchy-restricted sets
         dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if wc.score.startswith("hierarchical_") else [],
-        code=library_sources("baselines", "conformal", "_conformal_common", "hierarchical_conformal", "_prefix", "sets",
+        code=library_sources("baselines", "conformal", "_prefix", "sets",
                              "evaluation"),
     output:
         sets="results/{dataset}/predictions/conformal_{score}/{epsilon}.npz",
@@ -342,7 +342,7 @@ rule predict_conformal:
 use rule predict_conformal as predict_coverage with:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets", "search", "utilities",
+        code=library_sources("baselines", "conformal", "_prefix", "sets", "search", "utilities",
                              "_kernels", "evaluation"),
     output:
         sets="results/{dataset}/predictions/coverage_{family}/{epsilon}.npz",
@@ -368,7 +368,7 @@ use rule predict_conformal as predict_mondrian with:
     input:
         scores="results/{dataset}/scores/flat.npz",
         dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if wc.by == "predicted_top_node" else [],
-        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets", "metrics", "evaluation"),
+        code=library_sources("baselines", "conformal", "_prefix", "sets", "metrics", "evaluation"),
     output:
         sets="results/{dataset}/predictions/mondrian_{mscore}_{by}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/mondrian_{mscore}_{by}/{epsilon}.json",

@@ -559,7 +559,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     conformity_score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}, default "lac"
         The predictor's ``score`` (see above; named as in MAPIE, since ``score`` is the
         scikit-learn method that reports the mean set utility).  ``"hierarchical"``: sets that are
-        unions of at most ``max_nodes`` nodes of ``hierarchy`` (:mod:`svbop.hierarchical_conformal`).
+        unions of at most ``max_nodes`` nodes of ``hierarchy`` (:mod:`svbop.conformal.hierarchical`).
     hierarchy : svbop.datasets.Hierarchy, optional
         ``"hierarchical"`` only: a class tree whose leaves ``0 .. K-1`` are the estimator's
         ``classes_`` in their sorted order.

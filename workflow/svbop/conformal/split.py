@@ -1,0 +1,524 @@
+"""Split-conformal set prediction, :class:`ConformalSetPredictor`: every score (LAC, APS, RAPS,
+F-beta, credal, hierarchical) with marginal, class-conditional or group-conditional (Mondrian)
+calibration."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
+from ..metrics import check_groups as _check_groups
+from ..metrics import check_labels
+from ..search import predict_sets
+from ..utilities import Utility
+from ._common import _NORMAL_MIN, _epsilon, _no_calibration_rows, _order_statistic
+from .class_conditional import _class_quantiles
+from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
+    _RankedCalibration
+from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
+from .scores import PREDICTOR_SCORES, _calibration_scores, _every_class, _score_sets, conformal_quantile, \
+    conformal_sets
+
+__all__ = ["ConformalSetPredictor"]
+
+@dataclass(frozen=True)
+class _Calibration:
+    """One calibration's result: the threshold ``quantile`` (for ``fbeta``/``credal`` the family
+    ``parameter`` and its ``utility``), per-class thresholds when class-conditional, or every class."""
+
+    quantile: float
+    quantiles: np.ndarray | None = None
+    parameter: float | None = None
+    utility: Utility | None = None
+    every_class_: bool = False
+
+    @classmethod
+    def every_class(cls) -> "_Calibration":
+        return cls(math.inf, every_class_=True)
+
+
+
+class ConformalSetPredictor:
+    r"""Split-conformal set predictor: LAC, APS, RAPS, class-conditional, or Bayes-optimal sets.
+
+    Classes of a row are ranked by decreasing ``P(c|x)`` (normalised per row), ties by class
+    index; ``o(c)`` is the 1-based rank.  Scores ``s(x, c)`` (large: non-conforming):
+
+    * ``"lac"``: ``1 - P(c|x)`` (the paper's ICP; unchanged);
+    * ``"aps"``: ``sum of P(c'|x)`` over the classes ``c'`` ranked at or before ``c``;
+    * ``"raps"``: the APS score ``+ lam * max(0, o(c) - k_reg)``.
+
+    ``fit`` computes the calibration scores ``s(x_i, y_i)``, and ``q`` is their
+    ``k``-th smallest with ``k = ceil((n+1)(1-epsilon))`` (exact arithmetic); **``q = inf`` when
+    ``k > n``** (too few calibration rows for this ``epsilon``: every class is kept).  ``predict``
+    returns ``{c : s(x, c) <= q}`` in ranked order.  With ``class_conditional=True`` (Mondrian
+    conformal prediction), each class ``c`` gets its own ``q_c`` from the calibration rows with
+    ``y_i = c`` and the set is ``{c : s(x, c) <= q_c}``: coverage at least ``1 - epsilon`` holds
+    *for every class*; **a class with no calibration rows (or too few) has ``q_c = inf``: it is
+    in every set.**  Class-conditional sets are not prefixes of the ranking in general.  An
+    empty set stays empty (``empty="keep"``) or becomes the top-ranked class (``"top1"``, default:
+    adding a class only raises coverage).
+
+    Arithmetic: for APS, RAPS and class-conditional LAC, a row is divided by its float64 sum
+    (numpy's ``sum``) and the cumulative sums run along the ranking, the same operations at
+    calibration and at prediction, so a test point equal to a calibration point gets exactly
+    that point's scores.  Scores equal in exact arithmetic can still differ in their last bits
+    between two rows (a row's total mass rounds to ``1.0`` in one and ``0.9999999999999999`` in
+    another), so **a class is kept when ``s(x, c) <= q + tol * max(1, |q|)``** with
+    ``tol = 4 K 2**-52`` (:func:`_score_tolerance`; MAPIE compares with an absolute 1e-8): the
+    last class is never dropped by rounding, and the classes the tolerance adds only raise
+    coverage.  (Marginal LAC keeps the paper's implementation, :func:`conformal_quantile` and
+    :func:`conformal_sets`.)
+
+    **Bayes-optimal sets with coverage** (``score="fbeta"`` or ``"credal"``).  Let
+    ``S(x; t)`` be :func:`svbop.predict_sets` for the family member with parameter ``t``
+    (F-beta with ``beta = t``; credal with ``delta = t`` at the fixed ``gamma > 0``), with its
+    tie rule (ties within ``tie_rtol`` go to the larger set).
+
+    *Nestedness.*  Every ``S(x; t)`` is a prefix of the same ranking, of size
+    ``m(t) = max{s : A_s(t)}`` where ``A_s(t)`` says ``U_s >= (1 - rho) U_j`` for all ``j < s``,
+    ``U_s = g_t(s) C_s`` and ``C_s`` the mass of the first ``s`` classes.  For ``j < s``,
+
+    * F-beta: ``U_s/U_j = (C_s/C_j) (j + beta^2)/(s + beta^2)``, increasing in ``beta``
+      (derivative of ``(j+b)/(s+b)`` is ``(s-j)/(s+b)^2 > 0``);
+    * credal, ``g(s) = delta/s - gamma/s^2``: ``U_s/U_j = (C_s j^2 / (C_j s^2)) h(delta)`` with
+      ``h = (delta s - gamma)/(delta j - gamma)`` and ``h' = gamma (j - s)/(delta j - gamma)^2
+      < 0`` for ``gamma > 0``: decreasing in ``delta``, so **credal sets shrink as delta grows**.
+      (``gamma = 0`` makes the sets independent of ``delta``; ``gamma < 0`` reverses the
+      direction: both are refused.)
+
+    So each pairwise condition, hence each ``A_s``, holds on a closed half-line of the parameter
+    (closed: the inequalities are non-strict and continuous), and ``m(t)`` is monotone:
+    non-decreasing in ``beta``, non-increasing in ``delta``.  The sets are nested, and
+    ``{t : y in S(x; t)} = {t : m(t) >= o(y)}`` is a closed half-line.
+
+    *Score and calibration.*  The score of ``(x, y)`` is the end of that half-line: for F-beta
+    ``V = min{beta : y in S(x; beta)}``, for credal ``V = max{delta : y in S(x; delta)}``
+    (``-inf`` if no ``delta`` in ``[gamma, delta_max]`` covers ``y``; ``delta_max`` is the largest
+    delta with ``0 <= g <= 1``).  ``parameter_`` is the ``k``-th smallest F-beta score (the
+    ``k``-th *largest* credal score, the quantile on the other side), found without computing
+    each score: it is the smallest ``beta`` (largest ``delta``) at which at least ``k``
+    calibration sets contain their label, located by bisection over all float64 values of the
+    parameter, which ends at two adjacent floats; the final ``parameter_`` is the end at which
+    the count was evaluated as ``>= k``.  ``predict(P)`` is exactly
+    ``svbop.predict_sets(P, utility_)``.
+
+    *Coverage.*  For a test pair exchangeable with the ``n`` calibration pairs,
+    ``y in S(x; parameter_)`` iff ``V <= parameter_`` (F-beta; ``>=`` for credal) by
+    nestedness, and ``parameter_`` is the ``k``-th order statistic of ``V_1..V_n``.  By
+    exchangeability the rank of ``V_{n+1}`` among ``V_1..V_{n+1}`` is uniform (ties broken
+    at random), so ``P(V_{n+1} <= V_(k)) >= k/(n+1) >= 1 - epsilon``.  The argument is in
+    exact arithmetic; the computed expected utilities round in their last bits, which can move
+    a switch point of ``m(t)`` by a few ulps of ``t`` but never the count at ``parameter_``,
+    which is evaluated (if the fast count and ``predict_sets`` disagree there, the bisection is
+    redone counting every row with ``predict_sets`` at every step, so that the count at the
+    result is always an evaluated ``>= k``).
+
+    *Labels of probability 0.*  Such a class adds no mass, so it enters ``S(x; t)`` only through
+    the tie tolerance (for F-beta near ``beta^2 ~ 1/tie_rtol``), where rounding can make its
+    coverage non-monotone in ``t``.  **Its score is defined as never covered**: ``V = +inf``
+    for F-beta (only the every-class member ``parameter_ = 1.4e154`` holds it), ``V = -inf``
+    for credal; the bisection runs on the other rows.  Float32 probabilities (the pipeline's)
+    often hold exact zeros: when more than ``n - k`` calibration labels have probability 0,
+    the ``k``-th smallest F-beta score is ``+inf`` and F-beta returns every class.
+    When ``k > n``: F-beta returns every class (``quantile_ = inf``,
+    ``parameter_ = 1.4e154``, where ``beta^2`` overflows and ``g = 1``); credal cannot keep
+    every class and ``fit`` raises ``ValueError``, as it does when even ``delta = gamma`` (the
+    largest credal sets) covers fewer than ``k`` calibration rows.
+
+    **Group-conditional (Mondrian) calibration** (``fit(P_cal, y_cal, groups=g)``, every score).
+    The calibration rows are split by group and each group ``h`` gets its own calibration from
+    its ``n_h`` rows alone (the same single-threshold fit as the marginal one: ``q_h``, or the
+    family parameter ``t_h``); ``predict(P, groups=g_test)`` gives a row of group ``h`` the set
+    ``S(x; q_h)``.  The groups must be known at test time (a metadata column, the predicted
+    class, the top-level hierarchy node of the predicted class: anything computed from ``x`` or
+    given beside it; not the label).
+
+    *Coverage in every group.*  Let the test pair be exchangeable with the ``n_h`` calibration
+    pairs of its group (for instance, all pairs i.i.d.: conditional on the groups, the pairs of
+    group ``h`` are i.i.d. from the distribution of the pairs of group ``h``).  The proof above,
+    applied to the ``n_h + 1`` scores of group ``h``, gives ``P(y in S(x) | group = h) >=
+    ceil((n_h+1)(1-epsilon))/(n_h+1) >= 1 - epsilon`` for every group ``h`` separately, whatever
+    the other groups (Vovk et al. 2005, Mondrian conformal prediction).  The quantile of a group
+    is finite only when ``n_h >= 1/epsilon - 1`` (:func:`min_calibration_rows`: 9 rows at
+    ``epsilon = 0.1``).  A smaller group gets, as ``small_groups`` says, the marginal
+    calibration (``"marginal"``, the default: no per-group guarantee for that group, only a set
+    of the usual size) or every class (``"full"``: coverage 1, the guarantee kept trivially); one
+    :class:`GroupCalibrationWarning` names those groups and their counts.  A group not seen in
+    ``fit`` gets the marginal calibration (one warning per ``predict`` call names them).
+    ``class_conditional=True`` is the Mondrian calibration by the label (whose groups are not
+    known at test time: each candidate class is tested against its own threshold); it is not
+    combined with ``groups``.  A credal fit can fail in a group as it can marginally (too few
+    rows covered even at ``delta = gamma``): the error names the group.
+
+    Parameters
+    ----------
+    epsilon : float
+        Significance level in (0, 1): coverage at least ``1 - epsilon``.
+    score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}
+        ``"hierarchical"``: sets that are unions of at most ``max_nodes`` nodes of ``hierarchy``
+        (the authors' conformal hierarchy-restricted sets, Mortier, Javanmardi, Sale, Hullermeier and
+        Waegeman, PMLR vol. 300; their CSVPHF without randomisation, with a running maximum of the
+        cover masses so that the score implies coverage: :mod:`svbop.conformal.hierarchical` states
+        the variant, why it departs from theirs, and proves ``P(y in C(x)) >= 1 - epsilon``).
+        ``max_nodes >= K`` gives APS's sets.  Groups (Mondrian) work as for every score;
+        ``predict(..., return_nodes=True)`` also returns each row's nodes.
+    class_conditional : bool, default False
+        One threshold per class (``lac``, ``aps``, ``raps`` only).
+    k_reg : int, default 1
+        RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only; any ``k_reg >= K``
+        penalises nothing).
+    lam : float, default 0.0
+        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only; 0 gives APS).  0 or a
+        normal double-precision number (at least 2.2e-308): subnormal values are refused.
+    empty : {"top1", "keep"}
+        What an empty set becomes (F-beta and credal sets are never empty).
+    gamma : float, optional
+        The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only), a normal
+        double-precision number (at least 2.2e-308), as the utility's parameters are.
+    small_groups : {"marginal", "full"}, default "marginal"
+        With ``fit(..., groups=...)``: what a group with fewer than
+        :func:`min_calibration_rows` calibration rows gets (the marginal calibration, or every
+        class).
+    hierarchy : svbop.datasets.Hierarchy, optional
+        ``score="hierarchical"`` only (required there): a class tree whose leaves are the columns.
+    max_nodes : int, default 1
+        ``score="hierarchical"`` only: the most nodes a set may join.
+
+    Attributes
+    ----------
+    quantile_ : float
+        Calibrated threshold ``q`` (for class-conditional sets: the largest ``q_c``; for
+        ``fbeta``/``credal``: ``parameter_``, or ``inf`` when ``k > n``).
+    quantiles_ : ndarray of shape (n_classes,)
+        Per-class thresholds ``q_c`` (``class_conditional=True`` only).
+    parameter_ : float
+        ``fbeta``: beta; ``credal``: delta.
+    utility_ : Utility
+        The family member with ``parameter_`` (``fbeta``/``credal`` only).
+    n_classes_ : int
+        Number of classes seen in ``fit``.
+    groups_ : ndarray
+        The sorted group labels seen in ``fit`` (``fit(..., groups=...)`` only, as the next three).
+    group_counts_ : ndarray of int
+        Calibration rows of each group of ``groups_``.
+    group_quantiles_ : ndarray of float
+        Each group's threshold (``fbeta``/``credal``: parameter); a small group's is the marginal
+        one (``small_groups="marginal"``) or ``inf`` (``"full"``).
+    small_groups_ : ndarray
+        The groups of ``groups_`` with too few rows for their own threshold.
+
+    Examples
+    --------
+    >>> import numpy as np, svbop
+    >>> rng = np.random.default_rng(0)
+    >>> P = rng.dirichlet(np.ones(5), size=200); y = rng.integers(0, 5, 200)
+    >>> aps = svbop.ConformalSetPredictor(0.1, score="aps").fit(P[:100], y[:100])
+    >>> len(aps.predict(P[100:]))
+    100
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        score: str = "lac",
+        class_conditional: bool = False,
+        k_reg: int = 1,
+        lam: float = 0.0,
+        empty: str = "top1",
+        gamma: float | None = None,
+        small_groups: str = "marginal",
+        hierarchy=None,
+        max_nodes: int = 1,
+    ) -> None:
+        _epsilon(epsilon)
+        if not isinstance(score, str) or score not in PREDICTOR_SCORES:
+            raise ValueError(f"score must be one of {', '.join(PREDICTOR_SCORES)}; got {score!r}")
+        if score == "hierarchical":
+            from ..datasets.base import Hierarchy
+            from .hierarchical import _max_nodes
+
+            if not isinstance(hierarchy, Hierarchy):
+                raise ValueError("score='hierarchical' needs hierarchy= (a svbop.datasets.Hierarchy whose leaves are "
+                                 f"the classes), got {type(hierarchy).__name__}")
+            max_nodes = _max_nodes(max_nodes)
+        elif hierarchy is not None or max_nodes != 1:
+            raise ValueError(f"hierarchy and max_nodes are for score='hierarchical'; score={score!r} takes neither")
+        if not isinstance(class_conditional, (bool, np.bool_)):
+            raise ValueError(f"class_conditional must be True or False, got {class_conditional!r}")
+        if class_conditional and score not in ("lac", "aps", "raps"):
+            raise ValueError(f"class_conditional=True is for score 'lac', 'aps' or 'raps', not {score!r}")
+        if isinstance(k_reg, (bool, np.bool_)) or not isinstance(k_reg, (int, np.integer)) or k_reg < 0:
+            raise ValueError(f"k_reg must be an integer >= 0, got {k_reg!r}")
+        if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, (int, float, np.integer, np.floating)) or not (
+            lam == 0 or _NORMAL_MIN <= lam <= np.finfo(np.float64).max
+        ):
+            raise ValueError(
+                f"lam must be a finite number >= 0, and 0 or at least {_NORMAL_MIN:.4g} (not subnormal), got {lam!r}"
+            )
+        if score != "raps" and (lam != 0 or k_reg != 1):
+            raise ValueError(f"k_reg and lam are RAPS parameters; score={score!r} takes neither (use score='raps')")
+        if empty not in ("top1", "keep"):
+            raise ValueError(f"empty must be 'top1' or 'keep', got {empty!r}")
+        if score == "credal":
+            if gamma is None:
+                raise ValueError("score='credal' needs gamma (the credal family's fixed gamma > 0)")
+            if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, (int, float, np.integer, np.floating)):
+                raise ValueError(f"gamma must be a number > 0, got {gamma!r}")
+            if 0 < gamma < _NORMAL_MIN:
+                raise ValueError(
+                    f"gamma must be a double-precision number >= {_NORMAL_MIN:.4g} (not subnormal), got {gamma!r}"
+                )
+            if not 0 < gamma <= np.finfo(np.float64).max:
+                raise ValueError(
+                    f"gamma must be finite and > 0, got {gamma!r}: at gamma = 0 the credal sets do not depend on"
+                    " delta, and at gamma < 0 they grow with it (see the class docstring)"
+                )
+        elif gamma is not None:
+            raise ValueError(f"gamma is the credal family's parameter; score={score!r} takes none")
+        if not isinstance(small_groups, str) or small_groups not in SMALL_GROUPS:
+            raise ValueError(f"small_groups must be 'marginal' or 'full', got {small_groups!r}")
+        self.epsilon = epsilon
+        self.score = score
+        self.class_conditional = bool(class_conditional)
+        self.k_reg = int(k_reg)
+        self.lam = float(lam)
+        self.empty = empty
+        self.gamma = None if gamma is None else float(gamma)
+        self.small_groups = small_groups
+        self.hierarchy = hierarchy
+        self.max_nodes = int(max_nodes)
+
+    def fit(self, P_cal, y_cal, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
+        """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,).
+
+        Parameters
+        ----------
+        P_cal : array-like of shape (n, K)
+        y_cal : array-like of shape (n,)
+        groups : array-like of shape (n,), optional
+            Group of every calibration row (integers, strings or booleans; known at test time, e.g.
+            a metadata column or the predicted class): one threshold (F-beta/credal: one
+            parameter) per group, so that coverage is at least ``1 - epsilon`` *within every
+            group* (Mondrian calibration; see the class docstring).  ``predict`` then needs the
+            groups of its rows.
+        """
+        P_cal = as_score_matrix(P_cal, "P_cal")
+        y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
+        eps = _epsilon(self.epsilon)
+        _no_calibration_rows(P_cal)
+        if groups is not None:
+            if self.class_conditional:
+                raise ValueError(
+                    "groups cannot be combined with class_conditional=True (one threshold per class already is a"
+                    " Mondrian calibration by the label); pass one or the other"
+                )
+            groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
+        for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
+                     "small_groups_", "_group_cals", "_group_index"):
+            self.__dict__.pop(attr, None)
+        K = P_cal.shape[1]
+        marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes)
+        self.quantile_ = marginal.quantile
+        for attr, value in (("quantiles_", marginal.quantiles), ("parameter_", marginal.parameter),
+                            ("utility_", marginal.utility)):
+            if value is not None:
+                setattr(self, attr, value)
+        self.n_classes_ = K
+        if groups is not None:
+            self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes)
+        return self
+
+    def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int) -> "_Calibration":
+        """One calibration (threshold or family parameter) from the rows ``P``, ``y``.
+
+        The single-threshold fit that the marginal, the per-class and the per-group (Mondrian)
+        calibrations share: a new score adds its branch here and in :meth:`_predict_with`, and
+        gets group-conditional calibration from :meth:`_fit_groups` for free.
+        """
+        K = P.shape[1]
+        if self.score == "hierarchical":
+            from .hierarchical import hierarchical_scores
+
+            s = hierarchical_scores(P, y, self.hierarchy, self.max_nodes, chunk_bytes=chunk_bytes)
+            return _Calibration(_order_statistic(s, eps))
+        if self.score in ("fbeta", "credal"):
+            return self._fit_family(P, y, eps, K, chunk_bytes)
+        if self.score == "lac" and not self.class_conditional:
+            return _Calibration(conformal_quantile(P, y, eps))
+        s = _calibration_scores(P, y, self.score, self.k_reg, self.lam, chunk_bytes)
+        if self.class_conditional:
+            quantiles = _class_quantiles(s, y, K, eps)
+            return _Calibration(float(quantiles.max()), quantiles=quantiles)
+        return _Calibration(_order_statistic(s, eps))
+
+    def _fit_groups(self, P, y, groups, eps, marginal, chunk_bytes) -> None:
+        """One :meth:`_calibrate` per group; groups too small for a finite quantile follow ``small_groups``."""
+        labels, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        need = min_calibration_rows(eps)
+        cals, small = [], []
+        for j, label in enumerate(labels.tolist()):
+            if counts[j] < need:
+                small.append(j)
+                cals.append(marginal if self.small_groups == "marginal" else _Calibration.every_class())
+                continue
+            rows = order[bounds[j] : bounds[j + 1]]
+            try:
+                cals.append(self._calibrate(P[rows], y[rows], eps, chunk_bytes))
+            except ValueError as e:
+                raise ValueError(f"group {label!r} ({counts[j]} calibration rows): {e}") from None
+        if small:
+            what = "the marginal threshold" if self.small_groups == "marginal" else "every class"
+            warnings.warn(
+                f"{len(small)} of {labels.size} group(s) have fewer calibration rows than the {need} that"
+                f" epsilon={self.epsilon} needs: {_group_list(labels[small], counts[small])}; they get {what}"
+                f" (small_groups={self.small_groups!r})",
+                GroupCalibrationWarning,
+                stacklevel=3,
+            )
+        self.groups_ = labels
+        self.group_counts_ = counts.astype(np.int64)
+        self.group_quantiles_ = np.array([c.quantile for c in cals], dtype=np.float64)
+        self.small_groups_ = labels[small]
+        self._group_cals = tuple(cals)
+        self._group_index = {label: j for j, label in enumerate(labels.tolist())}
+
+    def _bisect(self, P, y, k, lo, hi, chunk_bytes):
+        """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
+        result covers fewer than ``k`` labels (rounding made the two scans disagree, or coverage
+        not monotone in the last bits of the parameter), again with ``predict_sets`` itself,
+        counting every row at every step: its result's count is then one evaluated (``>= k``)."""
+        n = y.size
+        fast = _RankedCalibration(P, y, chunk_bytes)
+        # F-beta is (1/x)-convex and decreasing for every beta (the paper's Section 2.2; its
+        # properties hold with equality), so predict_sets stops early and so can the count
+        early = self.score == "fbeta"
+        t = _calibrate_parameter(lambda r, u: fast.covered(r, u, early), n, k, self.score, self.gamma, lo, hi)
+        del fast
+        if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
+            t = _calibrate_parameter(
+                lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi, verified=True
+            )
+        return t
+
+    def _fit_family(self, P, y, eps, K, chunk_bytes) -> "_Calibration":
+        n = y.size
+        k = math.ceil((n + 1) * (1 - eps))
+        # A label of probability 0 enters a Bayes-optimal set only through the tie tolerance, where
+        # its coverage need not be monotone in the parameter: its score is taken as never covered
+        # (F-beta: +inf; credal: -inf), and only the other rows are bisected on.
+        labelled = np.flatnonzero(P[np.arange(n), y] != 0)
+        if labelled.size < n:
+            P, y = P[labelled], y[labelled]
+        if self.score == "fbeta":
+            if k > labelled.size:  # the k-th smallest score is +inf: only every class covers
+                quantile, parameter = math.inf, _FBETA_EVERY_CLASS
+            else:
+                parameter = quantile = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
+            return _Calibration(quantile, parameter=parameter, utility=_family_utility("fbeta", parameter, None))
+        else:
+            gamma = self.gamma
+            if k > n:
+                raise ValueError(
+                    f"score='credal': {n} calibration rows are too few for epsilon={self.epsilon} (the quantile is"
+                    " infinite, i.e. every class, which no credal utility predicts); add rows or raise epsilon"
+                )
+            delta_max = _credal_delta_max(gamma, K)
+            if not (k <= labelled.size and _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k):
+                zeros = f" ({n - labelled.size} of them have a label of probability 0)" if labelled.size < n else ""
+                raise ValueError(
+                    f"score='credal' with gamma={gamma}: even the largest credal sets (delta = gamma) contain the"
+                    f" label of fewer than {k} of the {n} calibration rows{zeros} needed for epsilon={self.epsilon};"
+                    " use score='fbeta' or a larger epsilon"
+                )
+            parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
+            return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
+
+    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        """Conformal sets of the rows of ``P`` (classes in decreasing probability).
+
+        ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
+        row gets its group's threshold; a group not seen in ``fit`` gets the marginal one (one
+        :class:`GroupCalibrationWarning` per call names them).
+        """
+        if not hasattr(self, "quantile_"):
+            raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
+        if return_nodes and self.score != "hierarchical":
+            raise ValueError(f"return_nodes is for score='hierarchical' (its sets are unions of nodes), not {self.score!r}")
+        P = as_score_matrix(P, "P")
+        if P.shape[1] != self.n_classes_:
+            raise ValueError(f"P has {P.shape[1]} classes but the predictor was calibrated on {self.n_classes_}")
+        grouped = hasattr(self, "groups_")
+        if groups is None:
+            if grouped:
+                raise ValueError(
+                    "groups is required: the predictor was calibrated per group (fit(P_cal, y_cal, groups=...))"
+                )
+            return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes)
+        if not grouped:
+            raise ValueError(
+                "groups given to predict but the predictor was calibrated without groups: pass"
+                " fit(P_cal, y_cal, groups=...) too"
+            )
+        groups = _check_groups(groups, P.shape[0], "groups", "P")
+        labels, inverse = np.unique(groups, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        where = [self._group_index.get(label) for label in labels.tolist()]
+        unseen = [j for j, w in enumerate(where) if w is None]
+        if unseen:
+            counts = np.bincount(inverse, minlength=labels.size)
+            warnings.warn(
+                f"{len(unseen)} group(s) not seen in fit: {_group_list(labels[unseen], counts[unseen])};"
+                " their rows get the marginal threshold",
+                GroupCalibrationWarning,
+                stacklevel=2,
+            )
+        marginal = self._marginal()
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=labels.size))])
+        parts, nodes = [], [None] * P.shape[0]
+        for j, w in enumerate(where):
+            rows = order[bounds[j] : bounds[j + 1]]
+            cal = marginal if w is None else self._group_cals[w]
+            out = self._predict_with(cal, P[rows], chunk_bytes, return_nodes)
+            if return_nodes:
+                out, part_nodes = out
+                for r, v in zip(rows.tolist(), part_nodes):
+                    nodes[r] = v
+            parts.append((rows, out))
+        merged = _merge_rows(parts, P.shape[0], P.shape[1])
+        return (merged, nodes) if return_nodes else merged
+
+    def _marginal(self) -> "_Calibration":
+        return _Calibration(
+            self.quantile_,
+            quantiles=getattr(self, "quantiles_", None),
+            parameter=getattr(self, "parameter_", None),
+            utility=getattr(self, "utility_", None),
+        )
+
+    def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int, return_nodes: bool = False):
+        """The sets of the rows of ``P`` under one calibration (see :meth:`_calibrate`); with
+        ``return_nodes`` (hierarchical score only) also each row's nodes."""
+        if self.score == "hierarchical":
+            from .hierarchical import hierarchical_conformal_sets
+
+            q = math.inf if cal.every_class_ else cal.quantile
+            return hierarchical_conformal_sets(P, q, self.hierarchy, self.max_nodes, empty=self.empty,
+                                               return_nodes=return_nodes, chunk_bytes=chunk_bytes)
+        if cal.every_class_:
+            return _every_class(P, chunk_bytes)
+        if self.score in ("fbeta", "credal"):
+            return predict_sets(P, cal.utility, chunk_bytes=chunk_bytes)
+        if self.score == "lac" and not self.class_conditional:
+            return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
+        q = cal.quantiles if self.class_conditional else cal.quantile
+        return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
