@@ -158,7 +158,7 @@ def test_at_least_K_nodes_is_aps(dtype):
     P, y = calibrated(rng, 400, K)
     P[:50, :3] = P[:50, :1]  # equal probabilities: ties by class index
     P = P.astype(dtype)
-    aps = svbop.ConformalSetPredictor(0.1, score="aps").fit(P[:200], y[:200])
+    aps = svbop.ConformalSetPredictor(0.1, score="aps", randomized=False).fit(P[:200], y[:200])
     for c in (K, K + 5):
         hc = HierarchicalConformalScore(h, max_nodes=c).fit_quantile(P[:200], y[:200], 0.1)
         assert hc.quantile_ == aps.quantile_
@@ -332,7 +332,7 @@ def test_the_hierarchical_score_is_refused_without_its_hierarchy_and_its_options
     with pytest.raises(ValueError, match=r"^score='hierarchical' needs hierarchy="):
         svbop.ConformalSetPredictor(0.1, score="hierarchical")
     with pytest.raises(ValueError, match=r"^hierarchy and max_nodes are for score='hierarchical'; score='aps'"):
-        svbop.ConformalSetPredictor(0.1, score="aps", hierarchy=h)
+        svbop.ConformalSetPredictor(0.1, score="aps", randomized=False, hierarchy=h)
     with pytest.raises(ValueError, match=r"^return_nodes is for score='hierarchical'"):
         svbop.ConformalSetPredictor(0.1).fit(np.full((20, 12), 1 / 12), np.arange(20) % 12).predict(
             np.full((2, 12), 1 / 12), return_nodes=True)

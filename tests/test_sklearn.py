@@ -614,7 +614,7 @@ def test_compare_the_four_in_one_cross_validate(digits):
         (ConformalSetClassifier(lr(), calibration_size=0), r"calibration_size must be a fraction"),
         (ConformalSetClassifier(lr(), cv="prefit", calibrate="sigmoid"), r"calibrate='sigmoid' needs cv='split'"),
         (ConformalSetClassifier(lr(), conformity_score="bogus"),
-         r"score must be one of lac, aps, raps, fbeta, credal, hierarchical; got 'bogus'"),
+         r"score must be one of lac, aps, raps, saps, topk, margin, fbeta, credal, hierarchical; got 'bogus'"),
         (ConformalSetClassifier(lr(), conformity_score="fbeta", class_conditional=True),
          r"class_conditional=True is for score"),
         (ConformalSetClassifier(lr(), lam=0.5), r"k_reg and lam are RAPS parameters"),

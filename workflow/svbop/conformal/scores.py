@@ -41,13 +41,18 @@ def conformal_quantile(P_cal, y_cal, epsilon: float) -> float:
     y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
     eps = _epsilon(epsilon)
     _no_calibration_rows(P_cal)
-    _, total = row_stats(P_cal, 0, "P_cal")
-    scores = 1.0 - P_cal[np.arange(y_cal.size), y_cal] / total
+    scores = _lac_scores(P_cal, y_cal)
     n = scores.size
     k = math.ceil((n + 1) * (1 - eps))
     if k > n:
         return math.inf
     return float(np.partition(scores, k - 1)[k - 1])
+
+
+def _lac_scores(P: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The ICP scores ``1 - P(y|x)/sum_c P(c|x)`` of :func:`conformal_quantile`."""
+    _, total = row_stats(P, 0, "P_cal")
+    return 1.0 - P[np.arange(y.size), y] / total
 
 
 def conformal_sets(
@@ -89,43 +94,99 @@ def conformal_sets(
 
 # --- conformal scores beyond LAC, class-conditional sets, Bayes-optimal sets with coverage ---------
 
-#: Conformity scores of :class:`ConformalSetPredictor`.
-CONFORMAL_SCORES = ("lac", "aps", "raps", "fbeta", "credal")
-#: Every score of :class:`ConformalSetPredictor`: the five above, and the hierarchy-restricted sets of
+#: Scores compared with a threshold ``q`` along the ranking of a row (non-decreasing in the rank):
+#: ``lac`` ``1 - P(c|x)``; ``aps`` the mass of the ranks up to ``c``'s; ``raps`` APS plus
+#: ``lam * max(0, o(c) - k_reg)``; ``saps`` (Huang et al. 2024) ``P_max`` for the top class and
+#: ``P_max + lam * (o(c) - 1)`` below it; ``topk`` the rank ``o(c)``; ``margin`` the largest other
+#: probability minus ``P(c|x)``.  (The randomised APS, RAPS and SAPS scores are in
+#: :class:`ConformalSetPredictor`'s docstring.)
+RANKED_SCORES = ("lac", "aps", "raps", "saps", "topk", "margin")
+#: The scores with a randomised variant (``randomized=True``, their default).
+RANDOMIZED_SCORES = ("aps", "raps", "saps")
+#: Conformity scores of :class:`ConformalSetPredictor`: the ranked scores and the Bayes-optimal families.
+CONFORMAL_SCORES = (*RANKED_SCORES, "fbeta", "credal")
+#: Every score of :class:`ConformalSetPredictor`: the above, and the hierarchy-restricted sets of
 #: :mod:`svbop.conformal.hierarchical` (``score="hierarchical"``, with ``hierarchy`` and ``max_nodes``).
 PREDICTOR_SCORES = (*CONFORMAL_SCORES, "hierarchical")
 
 
-def _ranked_scores(V: np.ndarray, score: str, k_reg: int, lam: float) -> np.ndarray:
+def _ranked_scores(V: np.ndarray, score: str, k_reg: int, lam: float, U: np.ndarray | None = None) -> np.ndarray:
     """Scores of the classes in ranked order: ``V[i, j]`` is the normalised probability of the class
     of rank ``j + 1`` of row ``i`` (decreasing, ties by class index).  Calibration and prediction
-    both call this on the same values in the same order, so their scores agree exactly."""
+    both call this on the same values in the same order, so their scores agree exactly (the
+    compiled kernel of :mod:`svbop.conformal._ranked` does the same operations in the same order).
+
+    ``U`` (one per row): the randomised APS/RAPS score ``cum - U * V`` and SAPS score; ``None``
+    gives the deterministic ones (APS/RAPS ``U = 0``, SAPS ``U = 1``).  ``margin`` needs the first
+    two ranks of every row (all ranks for ``K = 1``)."""
+    o = np.arange(1, V.shape[1] + 1)
     if score == "lac":
         return 1.0 - V
+    if score == "topk":
+        return np.broadcast_to(o.astype(np.float64), V.shape).copy()
+    if score == "margin":
+        v1 = V[:, :1]
+        S = v1 - V
+        if V.shape[1]:
+            S[:, 0] = (V[:, 1] if V.shape[1] > 1 else 0.0) - V[:, 0]
+        return S
+    if score == "saps":
+        u = np.ones(V.shape[0]) if U is None else U
+        S = V[:, :1] + lam * ((o - 2) + u[:, None])
+        if V.shape[1]:
+            S[:, 0] = u * V[:, 0]
+        return S
     cum = np.cumsum(V, axis=1)  # sequential: the same for any width of V
+    if U is not None:
+        cum = cum - U[:, None] * V
     if score == "raps":
-        cum = cum + lam * np.maximum(0, np.arange(1, V.shape[1] + 1) - k_reg)
+        cum = cum + lam * np.maximum(0, o - k_reg)
     return cum
 
 
-def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, lam: float, chunk_bytes: int):
-    """The score ``s(x_i, y_i)`` of every calibration row (LAC, APS or RAPS).
+def _label_ranks(Xn: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The 1-based rank of each row's label (decreasing value, ties by class index)."""
+    above = (Xn > t[:, None]).sum(axis=1)
+    tied = ((Xn == t[:, None]) & (np.arange(Xn.shape[1]) < y[:, None])).sum(axis=1)
+    return above + tied + 1
 
-    Only the classes ranked at or before ``y_i`` (those with ``P >= P(y_i|x_i)``) are sorted.
+
+def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, lam: float, chunk_bytes: int,
+                        U: np.ndarray | None = None):
+    """The score ``s(x_i, y_i)`` of every calibration row (any of :data:`RANKED_SCORES`; ``U`` one
+    uniform per row for the randomised scores).
+
+    For APS and RAPS only the classes ranked at or before ``y_i`` (those with ``P >= P(y_i|x_i)``)
+    are sorted; the other scores need no sort (the label's rank, the row's two largest values).
     """
     k_reg = min(k_reg, P.shape[1])  # ranks stop at K: a larger k_reg is K (and stays a small integer)
     out = np.empty(y.size)
     for row0, Xn in _normalised_chunks(P, "P_cal", chunk_bytes):
-        yc = y[row0 : row0 + Xn.shape[0]]
-        t = Xn[np.arange(yc.size), yc]
+        r = Xn.shape[0]
+        yc = y[row0 : row0 + r]
+        t = Xn[np.arange(r), yc]
+        u = None if U is None else U[row0 : row0 + r]
+        if score == "lac":
+            out[row0 : row0 + r] = 1.0 - t
+            continue
+        if score in ("saps", "topk", "margin"):
+            o = _label_ranks(Xn, yc, t)
+            if score == "topk":
+                out[row0 : row0 + r] = o
+            elif score == "margin":
+                Xn[np.arange(r), yc] = -np.inf
+                out[row0 : row0 + r] = (Xn.max(axis=1) if Xn.shape[1] > 1 else 0.0) - t
+            else:
+                v1 = Xn.max(axis=1)
+                uu = np.ones(r) if u is None else u
+                out[row0 : row0 + r] = np.where(o == 1, uu * v1, v1 + lam * ((o - 2) + uu))
+            continue
         for heads in sorted_heads(Xn, t):
-            S = _ranked_scores(heads.values, score, k_reg, lam)
+            S = _ranked_scores(heads.values, score, k_reg, lam, None if u is None else u[heads.rows])
             # y is among the heads (its own value is >= t) and, before any padding, found first
             pos = np.argmax(heads.classes == yc[heads.rows][:, None], axis=1)
             out[row0 + heads.rows] = S[np.arange(pos.size), pos]
     return out
-
-
 
 
 def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
@@ -227,6 +288,62 @@ def _aps_prefixes(Xn, q, decide, first):
     return ind, ptr
 
 
+
+
+def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes):
+    """Yield ``(row0, mask, X)``: the sets ``{c : s(x, c) <= min(q_row, q_class[c])}`` of chunks of
+    rows of ``P`` as boolean masks, and the values that rank each row (for the sets' order).
+
+    ``q_row``: one threshold per row (array of ``P``'s rows) or for all; ``q_class``: one per class
+    or ``None``; ``U``: the randomised scores' uniforms (one per row) or ``None``.  Marginal and
+    per-row LAC keep :func:`conformal_sets`' arithmetic (``1 - P/total <= q``, no tolerance);
+    every other score compares with ``q`` widened by :func:`_score_tolerance`, as
+    :func:`_score_sets` does.  An empty set becomes the top class when ``empty="top1"``.
+    """
+    from ._ranked import CODES, ranked_mask
+
+    n, K = P.shape
+    q_row = np.broadcast_to(np.asarray(q_row, dtype=np.float64), (n,))
+    top1 = empty == "top1"
+    if score == "lac" and q_class is None:
+        rows = max(1, int(chunk_bytes) // max(1, K * 8))
+        for row0 in range(0, n, rows):
+            X = np.ascontiguousarray(P[row0 : row0 + rows])
+            _, total = row_stats(X, row0, "P")
+            X = X.astype(np.float64, copy=False)
+            mask = 1.0 - X / total[:, None] <= q_row[row0 : row0 + X.shape[0], None]
+            if top1:
+                mask[np.arange(X.shape[0]), X.argmax(axis=1)] |= ~mask.any(axis=1)
+            yield row0, mask, X
+        return
+    q_row = _with_tolerance(q_row, K) if q_row.size else q_row
+    qc = np.empty(0) if q_class is None else _with_tolerance(q_class, K)
+    k_reg = min(k_reg, K)
+    for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
+        r = Xn.shape[0]
+        if score == "lac":  # per class: no ranking needed
+            mask = (1.0 - Xn <= qc) & (1.0 - Xn <= q_row[row0 : row0 + r, None])
+            if top1:
+                mask[np.arange(r), Xn.argmax(axis=1)] |= ~mask.any(axis=1)
+        else:
+            mask = np.zeros((r, K), dtype=bool)
+            u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
+            ranked_mask(Xn, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, k_reg, float(lam),
+                        np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+        yield row0, mask, Xn
+
+
+def _mask_sets(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes) -> SetPredictions:
+    """:func:`_mask_chunks`' sets as :class:`SetPredictions`, classes in ranked order."""
+    from ._ranked import mask_sets
+
+    P = as_score_matrix(P, "P")
+    indices, sizes = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
+    for _, mask, X in _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes):
+        ind, size = mask_sets(mask, X)
+        indices.append(ind)
+        sizes.append(size)
+    return SetPredictions(np.concatenate(indices), np.concatenate([[0], np.cumsum(np.concatenate(sizes))]), P.shape[1])
 
 
 def _every_class(P: np.ndarray, chunk_bytes: int) -> SetPredictions:

@@ -21,10 +21,13 @@ from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
 from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
-from .scores import PREDICTOR_SCORES, _calibration_scores, _every_class, _score_sets, conformal_quantile, \
-    conformal_sets
+from .scores import PREDICTOR_SCORES, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_scores, _every_class, _mask_chunks, \
+    _lac_scores, _mask_sets, _score_sets, conformal_quantile, conformal_sets
 
 __all__ = ["ConformalSetPredictor"]
+
+#: The default SAPS weight ``lam`` (TorchCP's; Huang et al. tune it on held-out rows).
+_SAPS_LAM = 0.2
 
 @dataclass(frozen=True)
 class _Calibration:
@@ -36,6 +39,7 @@ class _Calibration:
     parameter: float | None = None
     utility: Utility | None = None
     every_class_: bool = False
+    clusters: np.ndarray | None = None
 
     @classmethod
     def every_class(cls) -> "_Calibration":
@@ -227,14 +231,17 @@ class ConformalSetPredictor:
         self,
         epsilon: float,
         score: str = "lac",
-        class_conditional: bool = False,
+        class_conditional: bool | str = False,
         k_reg: int = 1,
-        lam: float = 0.0,
-        empty: str = "top1",
+        lam: float | None = None,
+        empty: str | None = None,
         gamma: float | None = None,
         small_groups: str = "marginal",
         hierarchy=None,
         max_nodes: int = 1,
+        randomized: bool | None = None,
+        random_state: int | None = None,
+        n_clusters: int | None = None,
     ) -> None:
         _epsilon(epsilon)
         if not isinstance(score, str) or score not in PREDICTOR_SCORES:
@@ -249,20 +256,48 @@ class ConformalSetPredictor:
             max_nodes = _max_nodes(max_nodes)
         elif hierarchy is not None or max_nodes != 1:
             raise ValueError(f"hierarchy and max_nodes are for score='hierarchical'; score={score!r} takes neither")
-        if not isinstance(class_conditional, (bool, np.bool_)):
-            raise ValueError(f"class_conditional must be True or False, got {class_conditional!r}")
-        if class_conditional and score not in ("lac", "aps", "raps"):
-            raise ValueError(f"class_conditional=True is for score 'lac', 'aps' or 'raps', not {score!r}")
+        if not (isinstance(class_conditional, (bool, np.bool_)) or class_conditional == "clustered"):
+            raise ValueError(f"class_conditional must be True, False or 'clustered', got {class_conditional!r}")
+        if class_conditional and score not in RANKED_SCORES:
+            raise ValueError(f"class_conditional={class_conditional!r} is for score"
+                             f" {', '.join(map(repr, RANKED_SCORES))}, not {score!r}")
         if isinstance(k_reg, (bool, np.bool_)) or not isinstance(k_reg, (int, np.integer)) or k_reg < 0:
             raise ValueError(f"k_reg must be an integer >= 0, got {k_reg!r}")
-        if isinstance(lam, (bool, np.bool_)) or not isinstance(lam, (int, float, np.integer, np.floating)) or not (
-            lam == 0 or _NORMAL_MIN <= lam <= np.finfo(np.float64).max
+        if lam is not None and (
+            isinstance(lam, (bool, np.bool_)) or not isinstance(lam, (int, float, np.integer, np.floating))
+            or not (lam == 0 or _NORMAL_MIN <= lam <= np.finfo(np.float64).max)
         ):
             raise ValueError(
                 f"lam must be a finite number >= 0, and 0 or at least {_NORMAL_MIN:.4g} (not subnormal), got {lam!r}"
             )
-        if score != "raps" and (lam != 0 or k_reg != 1):
+        if score == "saps":
+            if k_reg != 1:
+                raise ValueError(f"k_reg is a RAPS parameter; score='saps' takes lam (its weight) only, got k_reg={k_reg!r}")
+            lam = _SAPS_LAM if lam is None else lam
+            if lam == 0:
+                raise ValueError("lam, the SAPS weight of a rank, must be > 0 (at 0 every rank below the first scores"
+                                 " the same); got 0")
+        elif score != "raps" and ((lam is not None and lam != 0) or k_reg != 1):
             raise ValueError(f"k_reg and lam are RAPS parameters; score={score!r} takes neither (use score='raps')")
+        lam = 0.0 if lam is None else lam
+        if randomized is None:
+            randomized = score in RANDOMIZED_SCORES
+        if not isinstance(randomized, (bool, np.bool_)):
+            raise ValueError(f"randomized must be True or False, got {randomized!r}")
+        if randomized and score not in RANDOMIZED_SCORES:
+            raise ValueError(f"randomized=True is for score 'aps', 'raps' or 'saps', not {score!r}")
+        if random_state is not None and (isinstance(random_state, (bool, np.bool_))
+                                         or not isinstance(random_state, (int, np.integer)) or random_state < 0):
+            raise ValueError(f"random_state must be None or an integer >= 0, got {random_state!r}")
+        if n_clusters is not None:
+            if class_conditional != "clustered":
+                raise ValueError("n_clusters is for class_conditional='clustered'")
+            if isinstance(n_clusters, (bool, np.bool_)) or not isinstance(n_clusters, (int, np.integer)) \
+                    or n_clusters < 1:
+                raise ValueError(f"n_clusters must be None (the rule of Ding et al.) or an integer >= 1, got"
+                                 f" {n_clusters!r}")
+        if empty is None:  # randomised sets may be empty: their coverage is exact only then
+            empty = "keep" if randomized else "top1"
         if empty not in ("top1", "keep"):
             raise ValueError(f"empty must be 'top1' or 'keep', got {empty!r}")
         if score == "credal":
@@ -285,7 +320,7 @@ class ConformalSetPredictor:
             raise ValueError(f"small_groups must be 'marginal' or 'full', got {small_groups!r}")
         self.epsilon = epsilon
         self.score = score
-        self.class_conditional = bool(class_conditional)
+        self.class_conditional = "clustered" if class_conditional == "clustered" else bool(class_conditional)
         self.k_reg = int(k_reg)
         self.lam = float(lam)
         self.empty = empty
@@ -293,6 +328,22 @@ class ConformalSetPredictor:
         self.small_groups = small_groups
         self.hierarchy = hierarchy
         self.max_nodes = int(max_nodes)
+        self.randomized = bool(randomized)
+        self.random_state = None if random_state is None else int(random_state)
+        self.n_clusters = None if n_clusters is None else int(n_clusters)
+
+    def _uniforms(self, stream: int, n: int) -> np.ndarray:
+        """``n`` uniforms in [0, 1) of ``stream`` (0: calibration rows, 1: test rows, 2: the clustered
+        split) from the seed of the last ``fit``: the same rows get the same draws every call."""
+        return np.random.default_rng(np.random.SeedSequence(self.seed_, spawn_key=(stream,))).random(n)
+
+    @property
+    def _kernel_path(self) -> bool:
+        """Whether ``predict`` computes masks with the compiled kernel (the scores and calibrations
+        added in issue 43); deterministic LAC, APS and RAPS keep the partial-sorting engine."""
+        return self.score in RANKED_SCORES and (
+            self.randomized or self.score in ("saps", "topk", "margin") or self.class_conditional == "clustered"
+        )
 
     def fit(self, P_cal, y_cal, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
         """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,).
@@ -320,65 +371,96 @@ class ConformalSetPredictor:
                 )
             groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index"):
+                     "small_groups_", "_group_cals", "_group_index", "clusters_"):
             self.__dict__.pop(attr, None)
+        self.seed_ = self.random_state if self.random_state is not None else int(np.random.SeedSequence().entropy)
         K = P_cal.shape[1]
-        marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes)
+        U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
+        if groups is not None and self.score in (*RANKED_SCORES, "hierarchical"):
+            s = self._scores(P_cal, y_cal, chunk_bytes, U)
+            marginal = _Calibration(_order_statistic(s, eps))
+        else:
+            s = None
+            marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes, U)
         self.quantile_ = marginal.quantile
         for attr, value in (("quantiles_", marginal.quantiles), ("parameter_", marginal.parameter),
-                            ("utility_", marginal.utility)):
+                            ("utility_", marginal.utility), ("clusters_", marginal.clusters)):
             if value is not None:
                 setattr(self, attr, value)
         self.n_classes_ = K
         if groups is not None:
-            self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes)
+            self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes, s)
         return self
 
-    def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int) -> "_Calibration":
-        """One calibration (threshold or family parameter) from the rows ``P``, ``y``.
+    def _scores(self, P, y, chunk_bytes, U):
+        """The calibration scores of the threshold scores (ranked and hierarchical)."""
+        if self.score == "hierarchical":
+            from .hierarchical import hierarchical_scores
+
+            return hierarchical_scores(P, y, self.hierarchy, self.max_nodes, chunk_bytes=chunk_bytes)
+        if self.score == "lac" and not self.class_conditional:  # conformal_quantile's arithmetic
+            return _lac_scores(P, y)
+        return _calibration_scores(P, y, self.score, self.k_reg, self.lam, chunk_bytes, U)
+
+    def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int, U=None) -> "_Calibration":
+        """One calibration (threshold or family parameter) from the rows ``P``, ``y`` (``U``: their
+        uniforms for the randomised scores).
 
         The single-threshold fit that the marginal, the per-class and the per-group (Mondrian)
         calibrations share: a new score adds its branch here and in :meth:`_predict_with`, and
         gets group-conditional calibration from :meth:`_fit_groups` for free.
         """
         K = P.shape[1]
-        if self.score == "hierarchical":
-            from .hierarchical import hierarchical_scores
-
-            s = hierarchical_scores(P, y, self.hierarchy, self.max_nodes, chunk_bytes=chunk_bytes)
-            return _Calibration(_order_statistic(s, eps))
         if self.score in ("fbeta", "credal"):
             return self._fit_family(P, y, eps, K, chunk_bytes)
         if self.score == "lac" and not self.class_conditional:
             return _Calibration(conformal_quantile(P, y, eps))
-        s = _calibration_scores(P, y, self.score, self.k_reg, self.lam, chunk_bytes)
+        s = self._scores(P, y, chunk_bytes, U)
+        if self.class_conditional == "clustered":
+            from .clustered import clustered_quantiles
+
+            quantiles, clusters = clustered_quantiles(s, y, K, eps, self.n_clusters, self._uniforms(2, y.size),
+                                                      self.seed_)
+            return _Calibration(float(quantiles.max()), quantiles=quantiles, clusters=clusters)
         if self.class_conditional:
             quantiles = _class_quantiles(s, y, K, eps)
             return _Calibration(float(quantiles.max()), quantiles=quantiles)
         return _Calibration(_order_statistic(s, eps))
 
-    def _fit_groups(self, P, y, groups, eps, marginal, chunk_bytes) -> None:
-        """One :meth:`_calibrate` per group; groups too small for a finite quantile follow ``small_groups``."""
+    def _fit_groups(self, P, y, groups, eps, marginal, chunk_bytes, s=None) -> None:
+        """One calibration per group; groups too small for a finite quantile follow ``small_groups``.
+
+        Threshold scores (``s``, every calibration row's score, given): every group's order
+        statistic at once (one sort of the scores by group), whatever the number of groups.  The
+        Bayes-optimal families: one :meth:`_calibrate` per group large enough.
+        """
         labels, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
         inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(counts)])
         need = min_calibration_rows(eps)
-        cals, small = [], []
-        for j, label in enumerate(labels.tolist()):
-            if counts[j] < need:
-                small.append(j)
-                cals.append(marginal if self.small_groups == "marginal" else _Calibration.every_class())
-                continue
-            rows = order[bounds[j] : bounds[j + 1]]
-            try:
-                cals.append(self._calibrate(P[rows], y[rows], eps, chunk_bytes))
-            except ValueError as e:
-                raise ValueError(f"group {label!r} ({counts[j]} calibration rows): {e}") from None
-        if small:
+        small = np.flatnonzero(counts < need)
+        fallback = marginal if self.small_groups == "marginal" else _Calibration.every_class()
+        if s is not None:
+            q = _class_quantiles(s, inverse, labels.size, eps)
+            q[small] = fallback.quantile
+            cals = None
+        else:
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.concatenate([[0], np.cumsum(counts)])
+            cals = []
+            for j, label in enumerate(labels.tolist()):
+                if counts[j] < need:
+                    cals.append(fallback)
+                    continue
+                rows = order[bounds[j] : bounds[j + 1]]
+                try:
+                    cals.append(self._calibrate(P[rows], y[rows], eps, chunk_bytes))
+                except ValueError as e:
+                    raise ValueError(f"group {label!r} ({counts[j]} calibration rows): {e}") from None
+            q = np.array([c.quantile for c in cals], dtype=np.float64)
+        if small.size:
             what = "the marginal threshold" if self.small_groups == "marginal" else "every class"
             warnings.warn(
-                f"{len(small)} of {labels.size} group(s) have fewer calibration rows than the {need} that"
+                f"{small.size} of {labels.size} group(s) have fewer calibration rows than the {need} that"
                 f" epsilon={self.epsilon} needs: {_group_list(labels[small], counts[small])}; they get {what}"
                 f" (small_groups={self.small_groups!r})",
                 GroupCalibrationWarning,
@@ -386,10 +468,12 @@ class ConformalSetPredictor:
             )
         self.groups_ = labels
         self.group_counts_ = counts.astype(np.int64)
-        self.group_quantiles_ = np.array([c.quantile for c in cals], dtype=np.float64)
+        self.group_quantiles_ = q
         self.small_groups_ = labels[small]
-        self._group_cals = tuple(cals)
-        self._group_index = {label: j for j, label in enumerate(labels.tolist())}
+        self._group_cals = None if cals is None else tuple(cals)
+        # every group too small shares one calibration: predict handles their rows together
+        self._group_small = np.zeros(labels.size, dtype=bool)
+        self._group_small[small] = True
 
     def _bisect(self, P, y, k, lo, hi, chunk_bytes):
         """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
@@ -442,27 +526,24 @@ class ConformalSetPredictor:
             parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
             return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
 
-    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
-        """Conformal sets of the rows of ``P`` (classes in decreasing probability).
-
-        ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
-        row gets its group's threshold; a group not seen in ``fit`` gets the marginal one (one
-        :class:`GroupCalibrationWarning` per call names them).
-        """
+    def _check_predict(self, P):
         if not hasattr(self, "quantile_"):
             raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
-        if return_nodes and self.score != "hierarchical":
-            raise ValueError(f"return_nodes is for score='hierarchical' (its sets are unions of nodes), not {self.score!r}")
         P = as_score_matrix(P, "P")
         if P.shape[1] != self.n_classes_:
             raise ValueError(f"P has {P.shape[1]} classes but the predictor was calibrated on {self.n_classes_}")
+        return P
+
+    def _row_calibrations(self, P, groups):
+        """``None`` without groups; otherwise each row's group index into ``groups_`` (``-1``: not
+        seen in ``fit``, warned about), checked."""
         grouped = hasattr(self, "groups_")
         if groups is None:
             if grouped:
                 raise ValueError(
                     "groups is required: the predictor was calibrated per group (fit(P_cal, y_cal, groups=...))"
                 )
-            return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes)
+            return None
         if not grouped:
             raise ValueError(
                 "groups given to predict but the predictor was calibrated without groups: pass"
@@ -471,23 +552,49 @@ class ConformalSetPredictor:
         groups = _check_groups(groups, P.shape[0], "groups", "P")
         labels, inverse = np.unique(groups, return_inverse=True)
         inverse = inverse.reshape(-1)
-        where = [self._group_index.get(label) for label in labels.tolist()]
-        unseen = [j for j, w in enumerate(where) if w is None]
-        if unseen:
+        where = _group_positions(self.groups_, labels)
+        unseen = np.flatnonzero(where < 0)
+        if unseen.size:
             counts = np.bincount(inverse, minlength=labels.size)
             warnings.warn(
-                f"{len(unseen)} group(s) not seen in fit: {_group_list(labels[unseen], counts[unseen])};"
+                f"{unseen.size} group(s) not seen in fit: {_group_list(labels[unseen], counts[unseen])};"
                 " their rows get the marginal threshold",
                 GroupCalibrationWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
+        return where[inverse]
+
+    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        """Conformal sets of the rows of ``P`` (classes in decreasing probability).
+
+        ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
+        row gets its group's threshold; a group not seen in ``fit`` gets the marginal one (one
+        :class:`GroupCalibrationWarning` per call names them).  The randomised scores draw one
+        uniform per row from the seed of ``fit`` (``random_state``): the same ``P`` gets the same
+        sets from every call, and from :meth:`predict_mask`.
+        """
+        if not hasattr(self, "quantile_"):
+            raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
+        if return_nodes and self.score != "hierarchical":
+            raise ValueError(f"return_nodes is for score='hierarchical' (its sets are unions of nodes), not {self.score!r}")
+        P = self._check_predict(P)
+        where = self._row_calibrations(P, groups)
+        if where is None:
+            return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes)
+        if self.score in RANKED_SCORES:  # one pass, one threshold per row
+            return _mask_sets(P, self.score, self._row_quantiles(where), None, self.k_reg, self.lam,
+                              self._test_uniforms(P.shape[0]), self.empty, chunk_bytes)
+        # one call per distinct calibration: every small and unseen group's rows together
+        key = self._row_keys(where)
         marginal = self._marginal()
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=labels.size))])
+        fallback = marginal if self.small_groups == "marginal" else _Calibration.every_class()
+        order = np.argsort(key, kind="stable")
+        keys, starts = np.unique(key[order], return_index=True)
+        bounds = np.append(starts, key.size)
         parts, nodes = [], [None] * P.shape[0]
-        for j, w in enumerate(where):
+        for j, k in enumerate(keys.tolist()):
             rows = order[bounds[j] : bounds[j + 1]]
-            cal = marginal if w is None else self._group_cals[w]
+            cal = marginal if k == -1 else fallback if k == -2 else self._group_calibration(k)
             out = self._predict_with(cal, P[rows], chunk_bytes, return_nodes)
             if return_nodes:
                 out, part_nodes = out
@@ -496,6 +603,45 @@ class ConformalSetPredictor:
             parts.append((rows, out))
         merged = _merge_rows(parts, P.shape[0], P.shape[1])
         return (merged, nodes) if return_nodes else merged
+
+    def predict_mask(self, P, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.ndarray:
+        """The sets of :meth:`predict` as an ``(n, K)`` boolean array (``mask[i, c]``: class ``c`` is in
+        the set of row ``i``), computed without ranking the classes of a set (the fast path for
+        LAC, APS, RAPS, SAPS, top-k and margin sets; the other scores convert :meth:`predict`'s
+        sets)."""
+        P = self._check_predict(P)
+        if self.score not in RANKED_SCORES:
+            return self.predict(P, groups, chunk_bytes=chunk_bytes).to_mask()
+        where = self._row_calibrations(P, groups)
+        if where is None:
+            cal = self._marginal()
+            q_row, q_class = cal.quantile, cal.quantiles
+        else:
+            q_row, q_class = self._row_quantiles(where), None
+        mask = np.empty(P.shape, dtype=bool)
+        for row0, part, _ in _mask_chunks(P, self.score, q_row, q_class, self.k_reg, self.lam,
+                                          self._test_uniforms(P.shape[0]), self.empty, chunk_bytes):
+            mask[row0 : row0 + part.shape[0]] = part
+        return mask
+
+    def _test_uniforms(self, n: int):
+        return self._uniforms(1, n) if self.randomized else None
+
+    def _row_quantiles(self, where: np.ndarray) -> np.ndarray:
+        """Each row's threshold: its group's, or the marginal one for a group not seen in ``fit``."""
+        return np.where(where >= 0, self.group_quantiles_[np.maximum(where, 0)], self.quantile_)
+
+    def _row_keys(self, where: np.ndarray) -> np.ndarray:
+        """Each row's calibration: its group's index, ``-1`` (unseen: marginal), ``-2`` (too small)."""
+        key = where.copy()
+        seen = where >= 0
+        key[seen & self._group_small[np.maximum(where, 0)]] = -2
+        return key
+
+    def _group_calibration(self, j: int) -> "_Calibration":
+        if self._group_cals is not None:
+            return self._group_cals[j]
+        return _Calibration(float(self.group_quantiles_[j]))
 
     def _marginal(self) -> "_Calibration":
         return _Calibration(
@@ -518,7 +664,24 @@ class ConformalSetPredictor:
             return _every_class(P, chunk_bytes)
         if self.score in ("fbeta", "credal"):
             return predict_sets(P, cal.utility, chunk_bytes=chunk_bytes)
+        if self._kernel_path:
+            return _mask_sets(P, self.score, cal.quantile, cal.quantiles, self.k_reg, self.lam,
+                              self._test_uniforms(P.shape[0]), self.empty, chunk_bytes)
         if self.score == "lac" and not self.class_conditional:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile
         return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
+
+
+def _group_positions(known: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The index of each of ``labels`` in the sorted unique ``known``, ``-1`` where absent."""
+    if known.size == 0 or labels.size == 0:
+        return np.full(labels.size, -1, dtype=np.int64)
+    try:
+        pos = np.searchsorted(known, labels)
+    except TypeError:  # labels of another kind than the known ones (strings against integers)
+        index = {v: j for j, v in enumerate(known.tolist())}
+        return np.array([index.get(v, -1) for v in labels.tolist()], dtype=np.int64)
+    pos = np.minimum(pos, known.size - 1)
+    hit = known[pos] == labels
+    return np.where(hit, pos, -1).astype(np.int64)
