@@ -70,7 +70,7 @@ class AdaptiveConformalSetPredictor:
     calibration rows, about 18 order statistics at 0.02): 0.02 is the smallest round step whose
     guarantee reaches 0.01 over 10,000 rows.
 
-    *Scores.*  ``lac``, ``aps``, ``raps``: the calibration scores ``s(x_i, y_i)`` of
+    *Scores.*  ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``: the calibration scores ``s(x_i, y_i)`` of
     :class:`ConformalSetPredictor` (its arithmetic and tolerance; LAC here uses the class-conditional
     LAC's arithmetic, ``1 - P(c|x)`` of the row divided by its float64 sum), sorted once: each row's
     threshold is one index into them.  ``fbeta``, ``credal``: each calibration row's *minimal
@@ -87,7 +87,10 @@ class AdaptiveConformalSetPredictor:
     ----------
     epsilon : float
         The target miscoverage in (0, 1), also the initial level ``alpha_1``.
-    score : {"lac", "aps", "raps", "fbeta", "credal"}
+    score : {"lac", "aps", "raps", "saps", "topk", "margin", "fbeta", "credal"}
+        The deterministic scores (APS/RAPS with the whole last class, SAPS with ``u = 1``): ACI's
+        long-run bound holds for any score, and its level, not a random draw, settles the
+        coverage, so there is no ``randomized`` here.
     step : float, default ACI_STEP (0.02)
         The learning rate ``gamma`` of Gibbs and Candès, in (0, 1].
     k_reg, lam, empty, gamma
@@ -125,14 +128,15 @@ class AdaptiveConformalSetPredictor:
         step: float = ACI_STEP,
         *,
         k_reg: int = 1,
-        lam: float = 0.0,
+        lam: float | None = None,
         empty: str = "top1",
         gamma: float | None = None,
     ) -> None:
         if not isinstance(score, str) or score not in CONFORMAL_SCORES:  # no hierarchical score here (yet)
             raise ValueError(f"score must be one of {', '.join(CONFORMAL_SCORES)}; got {score!r}")
         # the same checks (and one-line messages) as the split-conformal predictor's
-        ConformalSetPredictor(epsilon, score=score, k_reg=k_reg, lam=lam, empty=empty, gamma=gamma)
+        check = ConformalSetPredictor(epsilon, score=score, k_reg=k_reg, lam=lam, empty=empty, gamma=gamma,
+                                      randomized=False)
         if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, float, np.integer, np.floating)) \
                 or not 0 < step <= 1:
             raise ValueError(f"step must be a number in (0, 1], got {step!r}")
@@ -140,7 +144,7 @@ class AdaptiveConformalSetPredictor:
         self.score = score
         self.step = float(step)
         self.k_reg = int(k_reg)
-        self.lam = float(lam)
+        self.lam = check.lam  # SAPS: its default weight when not given
         self.empty = empty
         self.gamma = None if gamma is None else float(gamma)
 

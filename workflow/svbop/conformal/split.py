@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
+from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_groups as _check_groups
 from ..metrics import check_labels
 from ..search import predict_sets
@@ -373,6 +373,10 @@ class ConformalSetPredictor:
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
                      "small_groups_", "_group_cals", "_group_index", "clusters_"):
             self.__dict__.pop(attr, None)
+        if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
+            rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
+            for row0 in range(0, P_cal.shape[0], rows):
+                row_stats(np.ascontiguousarray(P_cal[row0 : row0 + rows]), row0, "P_cal")
         self.seed_ = self.random_state if self.random_state is not None else int(np.random.SeedSequence().entropy)
         K = P_cal.shape[1]
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
@@ -635,7 +639,7 @@ class ConformalSetPredictor:
         """Each row's calibration: its group's index, ``-1`` (unseen: marginal), ``-2`` (too small)."""
         key = where.copy()
         seen = where >= 0
-        key[seen & self._group_small[np.maximum(where, 0)]] = -2
+        key[seen & self._group_small[np.maximum(where, 0)]] = -1 if self.small_groups == "marginal" else -2
         return key
 
     def _group_calibration(self, j: int) -> "_Calibration":
