@@ -339,10 +339,11 @@ class ConformalSetPredictor:
 
     @property
     def _kernel_path(self) -> bool:
-        """Whether ``predict`` computes masks with the compiled kernel (the scores and calibrations
-        added in issue 43); deterministic LAC, APS and RAPS keep the partial-sorting engine."""
+        """Whether ``predict`` computes masks with the compiled kernel and ranks each set's classes
+        (every ranked score but marginal deterministic LAC, APS and RAPS, which keep the
+        partial-sorting engine: it sorts only the classes a set needs, at any ``K``)."""
         return self.score in RANKED_SCORES and (
-            self.randomized or self.score in ("saps", "topk", "margin") or self.class_conditional == "clustered"
+            self.randomized or self.score in ("saps", "topk", "margin") or bool(self.class_conditional)
         )
 
     def fit(self, P_cal, y_cal, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
