@@ -363,7 +363,6 @@ def test_fbeta_refuses_a_calibration_row_of_zeros_as_the_other_scores_do():
         (dict(score="topk", lam=0.1), "k_reg and lam are RAPS parameters; score='topk' takes neither"),
         (dict(score="aps", random_state=-1), "random_state must be None or an integer >= 0, got -1"),
         (dict(score="aps", random_state=1.5), "random_state must be None or an integer >= 0, got 1.5"),
-        (dict(score="aps", n_clusters=3), "n_clusters is for class_conditional='clustered'"),
         (dict(score="aps", class_conditional="clustered", n_clusters=0), "n_clusters must be None"),
         (dict(score="fbeta", class_conditional="clustered"), "class_conditional='clustered' is for score"),
     ],

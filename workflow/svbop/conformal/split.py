@@ -289,9 +289,7 @@ class ConformalSetPredictor:
         if random_state is not None and (isinstance(random_state, (bool, np.bool_))
                                          or not isinstance(random_state, (int, np.integer)) or random_state < 0):
             raise ValueError(f"random_state must be None or an integer >= 0, got {random_state!r}")
-        if n_clusters is not None:
-            if class_conditional != "clustered":
-                raise ValueError("n_clusters is for class_conditional='clustered'")
+        if n_clusters is not None:  # used by class_conditional="clustered" only (scikit-learn's checks set it)
             if isinstance(n_clusters, (bool, np.bool_)) or not isinstance(n_clusters, (int, np.integer)) \
                     or n_clusters < 1:
                 raise ValueError(f"n_clusters must be None (the rule of Ding et al.) or an integer >= 1, got"
