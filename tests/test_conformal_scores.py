@@ -378,3 +378,38 @@ def test_randomised_default_keeps_empty_sets_and_deterministic_default_does_not(
     assert ConformalSetPredictor(0.1, score="aps", randomized=False).empty == "top1"
     assert ConformalSetPredictor(0.1, score="aps", empty="top1").empty == "top1"
     assert ConformalSetPredictor(0.1, score="lac").empty == "top1"
+
+
+def test_pipeline_method_names_stand_for_their_predictors():
+    from svbop.conformal.methods import conformal_method
+    from svbop.evaluation import beyond_method
+    from svbop.report.beyond import method_family
+    from svbop.report.names import method_name
+
+    methods = {"raps": {"k_reg": 2, "lam": 0.05}, "saps": {"lam": 0.3}}
+    cases = {
+        "aps": ("aps", False, {"randomized": True, "random_state": 7}, "APS_{ε=0.10}", "conformal"),
+        "aps_deterministic": ("aps", False, {"randomized": False}, "APS (deterministic)_{ε=0.10}", "conformal"),
+        "raps": ("raps", False, {"k_reg": 2, "lam": 0.05, "randomized": True, "random_state": 7}, "RAPS_{ε=0.10}",
+                 "conformal"),
+        "saps_deterministic_cc": ("saps", True, {"lam": 0.3, "randomized": False},
+                                  "Class-conditional SAPS (deterministic)_{ε=0.10}", "class_conditional"),
+        "lac_clustered": ("lac", "clustered", {"random_state": 7}, "Clustered LAC_{ε=0.10}", "class_conditional"),
+        "topk": ("topk", False, {}, "Top-k_{ε=0.10}", "conformal"),
+        "margin_cc": ("margin", True, {}, "Class-conditional Margin_{ε=0.10}", "class_conditional"),
+        "hierarchical_3": ("hierarchical", False, {"max_nodes": 3}, "Conformal hierarchy ≤ 3 nodes_{ε=0.10}",
+                           "conformal"),
+    }
+    for name, (score, cc, options, display, family) in cases.items():
+        assert conformal_method(name, methods, 7) == {"score": score, "class_conditional": cc, "options": options}
+        assert beyond_method(f"conformal_{name}")
+        assert method_name(f"conformal_{name}", "0.10") == display
+        assert method_family(f"conformal_{name}") == family
+        if score != "hierarchical":
+            ConformalSetPredictor(0.1, score=score, class_conditional=cc, **options)  # accepted
+    for bad in ("topk_deterministic", "lac", "fbeta_cc"):
+        if bad != "lac":
+            with pytest.raises(ValueError, match=f"unknown conformal method '{bad}'"):
+                conformal_method(bad, methods, 7)
+    assert not beyond_method("conformal_topk_deterministic") and not beyond_method("conformal_lac")
+    assert method_name("mondrian_saps_predicted_class", "0.10") == "Mondrian SAPS by predicted class_{ε=0.10}"

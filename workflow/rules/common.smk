@@ -13,6 +13,7 @@ import svbop.report.status
 import svbop.tuning
 from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
+from svbop.conformal.methods import conformal_method
 from snakemake.logging import logger
 
 LIBRARY = "workflow/svbop"
@@ -91,13 +92,15 @@ TOP_S = [str(s) for s in config["baselines"]["top_s"]]
 METHODS = config["methods"]
 # conformal methods' significance levels: methods.epsilon, or the paper's ICP levels
 METHOD_EPSILONS = {epsilon_label(e): e for e in (METHODS["epsilon"] or config["baselines"]["icp_epsilon"])}
-# conformal scores by file name: aps, raps (one threshold), lac_cc, aps_cc, raps_cc (one per class)
+# conformal scores by file name: aps, raps, ..., aps_deterministic (one threshold), lac_cc, aps_cc, ... (one per
+# class), lac_clustered, ... (one per cluster of classes); svbop.conformal.pipeline_predictor reads them
 MAX_NODES = [str(n) for n in METHODS["hierarchical"]["max_nodes"]]
 # conformal hierarchy-restricted sets: one method per max_nodes of methods.hierarchical (1 when none is set)
 CONFORMAL_SCORES = [
     *(s for s in METHODS["conformal"] if s != "hierarchical"),
     *(f"hierarchical_{n}" for n in (MAX_NODES or ["1"]) if "hierarchical" in METHODS["conformal"]),
     *(f"{score}_cc" for score in METHODS["class_conditional"]),
+    *(f"{score}_clustered" for score in METHODS["clustered"]),
 ]
 COVERAGE_FAMILIES = list(METHODS["coverage"])
 # Mondrian (group-conditional) conformal sets: one method per score and grouping known at test time
