@@ -48,14 +48,31 @@ class _Calibration:
 
 
 class ConformalSetPredictor:
-    r"""Split-conformal set predictor: LAC, APS, RAPS, class-conditional, or Bayes-optimal sets.
+    r"""Split-conformal set predictor: LAC, APS, RAPS, SAPS, top-k, margin, class-conditional, or Bayes-optimal sets.
 
     Classes of a row are ranked by decreasing ``P(c|x)`` (normalised per row), ties by class
     index; ``o(c)`` is the 1-based rank.  Scores ``s(x, c)`` (large: non-conforming):
 
     * ``"lac"``: ``1 - P(c|x)`` (the paper's ICP; unchanged);
-    * ``"aps"``: ``sum of P(c'|x)`` over the classes ``c'`` ranked at or before ``c``;
-    * ``"raps"``: the APS score ``+ lam * max(0, o(c) - k_reg)``.
+    * ``"aps"``: ``sum of P(c'|x)`` over the classes ``c'`` ranked at or before ``c``, ``- u P(c|x)``;
+    * ``"raps"``: the APS score ``+ lam * max(0, o(c) - k_reg)``;
+    * ``"saps"`` (Huang et al., ICML 2024): ``u * P_max`` for the top class, ``P_max + lam (o(c) - 2 + u)``
+      below it (``P_max`` the row's largest probability);
+    * ``"topk"``: the rank ``o(c)`` (the sets are the ``q`` most probable classes);
+    * ``"margin"``: the largest probability of another class minus ``P(c|x)``.
+
+    *Randomisation* (``randomized=True``, the default of APS, RAPS and SAPS; Romano, Sesia and
+    Candès 2020; Angelopoulos et al. 2021): ``u`` is uniform on [0, 1), one per row, drawn from
+    ``random_state`` for the calibration rows and, by position, for the rows of each ``predict``
+    call (the same ``P`` gets the same sets from :meth:`predict` and :meth:`predict_mask`).  The
+    score of ``(x, y)`` is then continuous, and coverage is in ``[1 - epsilon, 1 - epsilon +
+    1/(n+1)]`` in expectation when sets may be empty (``empty="keep"``, the default of the
+    randomised scores).  ``randomized=False`` is the deterministic score: APS/RAPS with ``u = 0``
+    (the class that crosses ``q`` is kept whole), SAPS with ``u = 1``: coverage at least
+    ``1 - epsilon`` and, on overconfident models, far above it (why it is not the default; see
+    ``workflow/docs/library.md``).  Every score is non-decreasing along the ranking for a fixed
+    ``u``, so a marginal set is the prefix of the ranking up to the first class whose score
+    exceeds ``q``.
 
     ``fit`` computes the calibration scores ``s(x_i, y_i)``, and ``q`` is their
     ``k``-th smallest with ``k = ceil((n+1)(1-epsilon))`` (exact arithmetic); **``q = inf`` when
@@ -164,7 +181,7 @@ class ConformalSetPredictor:
     ----------
     epsilon : float
         Significance level in (0, 1): coverage at least ``1 - epsilon``.
-    score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}
+    score : {"lac", "aps", "raps", "saps", "topk", "margin", "fbeta", "credal", "hierarchical"}
         ``"hierarchical"``: sets that are unions of at most ``max_nodes`` nodes of ``hierarchy``
         (the authors' conformal hierarchy-restricted sets, Mortier, Javanmardi, Sale, Hullermeier and
         Waegeman, PMLR vol. 300; their CSVPHF without randomisation, with a running maximum of the
@@ -172,16 +189,26 @@ class ConformalSetPredictor:
         the variant, why it departs from theirs, and proves ``P(y in C(x)) >= 1 - epsilon``).
         ``max_nodes >= K`` gives APS's sets.  Groups (Mondrian) work as for every score;
         ``predict(..., return_nodes=True)`` also returns each row's nodes.
-    class_conditional : bool, default False
-        One threshold per class (``lac``, ``aps``, ``raps`` only).
+    class_conditional : bool or "clustered", default False
+        One threshold per class, or per cluster of classes (``"clustered"``: Ding et al. 2023, see
+        :mod:`svbop.conformal.clustered`); the ranked scores only (not F-beta, credal, hierarchical).
     k_reg : int, default 1
         RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only; any ``k_reg >= K``
         penalises nothing).
-    lam : float, default 0.0
-        RAPS: penalty per rank beyond ``k_reg`` (``score="raps"`` only; 0 gives APS).  0 or a
-        normal double-precision number (at least 2.2e-308): subnormal values are refused.
-    empty : {"top1", "keep"}
-        What an empty set becomes (F-beta and credal sets are never empty).
+    lam : float, optional
+        RAPS: penalty per rank beyond ``k_reg`` (default 0, which gives APS); SAPS: the weight of a
+        rank (default 0.2, TorchCP's; must be > 0).  0 or a normal double-precision number (at
+        least 2.2e-308): subnormal values are refused.
+    empty : {"top1", "keep"}, optional
+        What an empty set becomes (F-beta and credal sets are never empty).  Default ``"keep"`` for
+        the randomised scores, ``"top1"`` otherwise.
+    randomized : bool, optional
+        APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``).
+    random_state : int, optional
+        Seed of the randomised scores' uniforms and of the clustered split; ``None`` draws a fresh
+        one at each ``fit`` (kept as ``seed_``).
+    n_clusters : int, optional
+        ``class_conditional="clustered"``: the number of clusters (default: the authors' rule).
     gamma : float, optional
         The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only), a normal
         double-precision number (at least 2.2e-308), as the utility's parameters are.
@@ -200,7 +227,11 @@ class ConformalSetPredictor:
         Calibrated threshold ``q`` (for class-conditional sets: the largest ``q_c``; for
         ``fbeta``/``credal``: ``parameter_``, or ``inf`` when ``k > n``).
     quantiles_ : ndarray of shape (n_classes,)
-        Per-class thresholds ``q_c`` (``class_conditional=True`` only).
+        Per-class thresholds ``q_c`` (``class_conditional=True`` or ``"clustered"``).
+    clusters_ : ndarray of shape (n_classes,)
+        ``class_conditional="clustered"``: each class's cluster (``-1``: the null cluster).
+    seed_ : int
+        The seed of the last ``fit``'s uniforms.
     parameter_ : float
         ``fbeta``: beta; ``credal``: delta.
     utility_ : Utility
@@ -222,9 +253,9 @@ class ConformalSetPredictor:
     >>> import numpy as np, svbop
     >>> rng = np.random.default_rng(0)
     >>> P = rng.dirichlet(np.ones(5), size=200); y = rng.integers(0, 5, 200)
-    >>> aps = svbop.ConformalSetPredictor(0.1, score="aps").fit(P[:100], y[:100])
-    >>> len(aps.predict(P[100:]))
-    100
+    >>> aps = svbop.ConformalSetPredictor(0.1, score="aps", random_state=0).fit(P[:100], y[:100])
+    >>> len(aps.predict(P[100:])), aps.predict_mask(P[100:]).shape
+    (100, (100, 5))
     """
 
     def __init__(
