@@ -207,6 +207,9 @@ def test_randomised_sets_are_reproducible_for_a_seed(rng):
         assert other.predict(P[300:]) != one.predict(P[300:])
         fresh = [ConformalSetPredictor(0.1, score=score).fit(P[:300], y[:300]) for _ in range(2)]
         assert fresh[0].seed_ != fresh[1].seed_
+        gen = [ConformalSetPredictor(0.1, score=score, random_state=np.random.default_rng(5)).fit(P[:300], y[:300])
+               for _ in range(2)]
+        assert gen[0].seed_ == gen[1].seed_ and gen[0].predict(P[300:]) == gen[1].predict(P[300:])
         # a chunk of rows gets the same uniforms whatever the chunking
         assert one.predict(P[300:], chunk_bytes=200) == one.predict(P[300:])
 
@@ -361,8 +364,8 @@ def test_fbeta_refuses_a_calibration_row_of_zeros_as_the_other_scores_do():
         (dict(score="saps", lam=0), "lam, the SAPS weight of a rank, must be > 0"),
         (dict(score="saps", k_reg=2), "k_reg is a RAPS parameter; score='saps' takes lam"),
         (dict(score="topk", lam=0.1), "k_reg and lam are RAPS parameters; score='topk' takes neither"),
-        (dict(score="aps", random_state=-1), "random_state must be None or an integer >= 0, got -1"),
-        (dict(score="aps", random_state=1.5), "random_state must be None or an integer >= 0, got 1.5"),
+        (dict(score="aps", random_state=-1), "random_state must be None, an integer >= 0 or a numpy Generator"),
+        (dict(score="aps", random_state=1.5), "random_state must be None, an integer >= 0 or a numpy Generator"),
         (dict(score="aps", class_conditional="clustered", n_clusters=0), "n_clusters must be None"),
         (dict(score="fbeta", class_conditional="clustered"), "class_conditional='clustered' is for score"),
     ],

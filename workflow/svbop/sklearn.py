@@ -669,9 +669,10 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
             self.epsilon, score=self.conformity_score, class_conditional=self.class_conditional, k_reg=self.k_reg,
             lam=self.lam, empty=self.empty, gamma=self.gamma, hierarchy=self.hierarchy, max_nodes=self.max_nodes,
             randomized=self.randomized, n_clusters=self.n_clusters,
-            # an integer seed also seeds the randomised scores and the clustered split
-            random_state=self.random_state if isinstance(self.random_state, numbers.Integral)
-            and not isinstance(self.random_state, bool) and self.random_state >= 0 else None,
+            # the seed of the split also seeds the randomised scores and the clustered split
+            random_state=self.random_state if isinstance(self.random_state, (np.random.RandomState, np.random.Generator))
+            or (isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool)
+                and self.random_state >= 0) else None,
         )
 
     def _check_params(self):

@@ -204,9 +204,9 @@ class ConformalSetPredictor:
         the randomised scores, ``"top1"`` otherwise.
     randomized : bool, optional
         APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``).
-    random_state : int, optional
-        Seed of the randomised scores' uniforms and of the clustered split; ``None`` draws a fresh
-        one at each ``fit`` (kept as ``seed_``).
+    random_state : int, numpy Generator or RandomState, optional
+        Seed of the randomised scores' uniforms and of the clustered split (a generator: one seed
+        drawn from it at each ``fit``); ``None`` draws a fresh one at each ``fit`` (kept as ``seed_``).
     n_clusters : int, optional
         ``class_conditional="clustered"``: the number of clusters (default: the authors' rule).
     gamma : float, optional
@@ -317,9 +317,11 @@ class ConformalSetPredictor:
             raise ValueError(f"randomized must be True or False, got {randomized!r}")
         if randomized and score not in RANDOMIZED_SCORES:
             raise ValueError(f"randomized=True is for score 'aps', 'raps' or 'saps', not {score!r}")
-        if random_state is not None and (isinstance(random_state, (bool, np.bool_))
-                                         or not isinstance(random_state, (int, np.integer)) or random_state < 0):
-            raise ValueError(f"random_state must be None or an integer >= 0, got {random_state!r}")
+        if random_state is not None and not isinstance(random_state, (np.random.Generator, np.random.RandomState)) \
+                and (isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer))
+                     or random_state < 0):
+            raise ValueError(f"random_state must be None, an integer >= 0 or a numpy Generator/RandomState, got"
+                             f" {random_state!r}")
         if n_clusters is not None:  # used by class_conditional="clustered" only (scikit-learn's checks set it)
             if isinstance(n_clusters, (bool, np.bool_)) or not isinstance(n_clusters, (int, np.integer)) \
                     or n_clusters < 1:
@@ -358,7 +360,8 @@ class ConformalSetPredictor:
         self.hierarchy = hierarchy
         self.max_nodes = int(max_nodes)
         self.randomized = bool(randomized)
-        self.random_state = None if random_state is None else int(random_state)
+        self.random_state = random_state if random_state is None or not isinstance(random_state, (int, np.integer)) \
+            else int(random_state)
         self.n_clusters = None if n_clusters is None else int(n_clusters)
 
     def _uniforms(self, stream: int, n: int) -> np.ndarray:
@@ -407,7 +410,7 @@ class ConformalSetPredictor:
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
             for row0 in range(0, P_cal.shape[0], rows):
                 row_stats(np.ascontiguousarray(P_cal[row0 : row0 + rows]), row0, "P_cal")
-        self.seed_ = self.random_state if self.random_state is not None else int(np.random.SeedSequence().entropy)
+        self.seed_ = _seed(self.random_state)
         K = P_cal.shape[1]
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
         if groups is not None and self.score in (*RANKED_SCORES, "hierarchical"):
@@ -705,6 +708,18 @@ class ConformalSetPredictor:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile
         return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
+
+
+def _seed(random_state) -> int:
+    """The seed of one ``fit``: the integer given, one drawn from a numpy Generator or RandomState
+    (consumed, as scikit-learn does), or fresh entropy for ``None``."""
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31))
+    return int(random_state)
 
 
 def _group_positions(known: np.ndarray, labels: np.ndarray) -> np.ndarray:
