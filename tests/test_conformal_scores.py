@@ -416,3 +416,9 @@ def test_pipeline_method_names_stand_for_their_predictors():
                 conformal_method(bad, methods, 7)
     assert not beyond_method("conformal_topk_deterministic") and not beyond_method("conformal_lac")
     assert method_name("mondrian_saps_predicted_class", "0.10") == "Mondrian SAPS by predicted class_{ε=0.10}"
+
+
+def test_clustered_sets_refuse_groups_naming_the_calibration():
+    P = np.full((20, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"^groups cannot be combined with class_conditional='clustered' \(one"):
+        ConformalSetPredictor(0.1, class_conditional="clustered").fit(P, np.arange(20) % 3, groups=np.zeros(20))

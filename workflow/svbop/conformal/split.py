@@ -399,8 +399,9 @@ class ConformalSetPredictor:
         if groups is not None:
             if self.class_conditional:
                 raise ValueError(
-                    "groups cannot be combined with class_conditional=True (one threshold per class already is a"
-                    " Mondrian calibration by the label); pass one or the other"
+                    f"groups cannot be combined with class_conditional={self.class_conditional!r} (one threshold per"
+                    " class, or per cluster of classes, already is a Mondrian calibration by the label); pass one or"
+                    " the other"
                 )
             groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
