@@ -422,3 +422,24 @@ def test_clustered_sets_refuse_groups_naming_the_calibration():
     P = np.full((20, 3), 1 / 3)
     with pytest.raises(ValueError, match=r"^groups cannot be combined with class_conditional='clustered' \(one"):
         ConformalSetPredictor(0.1, class_conditional="clustered").fit(P, np.arange(20) % 3, groups=np.zeros(20))
+
+
+@pytest.mark.parametrize("config", [dict(score="aps"), dict(score="raps", k_reg=5, lam=0.002),
+                                    dict(score="saps", lam=0.001), dict(score="margin"),
+                                    dict(score="aps", randomized=False, class_conditional=True)], ids=IDS)
+def test_sets_of_many_classes_through_the_kernel_equal_the_definitions(config):
+    """Wide flat rows: sets of fifty classes and more, past the kernel's first 16 ranks by selection
+    (the rest of a row's ranking comes from one sort), with ties across that boundary."""
+    rng = np.random.default_rng(11)
+    K = 120
+    P = rng.dirichlet(np.full(K, 0.3), size=160)
+    P[:20, 10:40] = P[:20, 10:11]  # ties that straddle the 16th rank
+    y = np.array([rng.choice(K, p=p / p.sum()) for p in P])
+    model = ConformalSetPredictor(0.05, random_state=2, **config).fit(P[:80], y[:80])
+    got = model.predict(P[80:])
+    assert got.sizes.max() > 40
+    U_cal, U = model._uniforms(0, 80), model._uniforms(1, 80)
+    expected = _brute_sets(P[:80], y[:80], P[80:], 0.05, empty=model.empty, U_cal=U_cal, U=U,
+                           randomized=model.randomized, **{k: v for k, v in config.items() if k != "randomized"})
+    assert got.to_list() == expected
+    assert np.array_equal(model.predict_mask(P[80:]), got.to_mask())
