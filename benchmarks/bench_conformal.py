@@ -32,10 +32,13 @@ from bench_search import best_of, make_probabilities
 
 CONFIGS = [
     ("lac", dict(score="lac")),
-    ("aps", dict(score="aps")),
-    ("raps k_reg=5 lam=0.01", dict(score="raps", k_reg=5, lam=0.01)),
+    ("aps deterministic", dict(score="aps", randomized=False)),
+    ("aps randomised", dict(score="aps", random_state=0)),
+    ("raps k_reg=5 lam=0.01 deterministic", dict(score="raps", k_reg=5, lam=0.01, randomized=False)),
+    ("saps lam=0.2 randomised", dict(score="saps", random_state=0)),
+    ("topk", dict(score="topk")),
     ("lac class-conditional", dict(score="lac", class_conditional=True)),
-    ("aps class-conditional", dict(score="aps", class_conditional=True)),
+    ("aps class-conditional deterministic", dict(score="aps", class_conditional=True, randomized=False)),
     ("fbeta (beta calibrated)", dict(score="fbeta")),
     ("credal gamma=0.6 (delta calibrated)", dict(score="credal", gamma=0.6)),
 ]

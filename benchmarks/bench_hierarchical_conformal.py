@@ -1,4 +1,4 @@
-"""Speed of conformal hierarchy-restricted sets (`svbop.hierarchical_conformal`) beside
+"""Speed of conformal hierarchy-restricted sets (`svbop.conformal.hierarchical`) beside
 `svbop.predict_sets_hierarchical`, APS and, when given, the authors' C++ (`setvaluedprediction`).
 
 For K = 1,000 and 10,000 classes: a random class tree (``bench_hierarchical.random_tree``, random
@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import svbop  # noqa: E402
 from bench_hierarchical import make_probabilities, random_tree  # noqa: E402
-from svbop.hierarchical_conformal import HierarchicalConformalScore, hierarchical_scores  # noqa: E402
+from svbop.conformal.hierarchical import HierarchicalConformalScore, hierarchical_scores  # noqa: E402
 
 
 def draw_labels(P: np.ndarray, seed: int) -> np.ndarray:

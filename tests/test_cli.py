@@ -141,10 +141,16 @@ def _conformal_files(tmp_path, n_cal=200, n_test=50, K=6, seed=0):
 
 @pytest.mark.parametrize("options, kwargs", [
     ([], {}),
-    (["--score", "aps"], {"score": "aps"}),
-    (["--score", "raps", "--k-reg", "2", "--lam", "0.1", "--empty", "keep"],
-     {"score": "raps", "k_reg": 2, "lam": 0.1, "empty": "keep"}),
-    (["--score", "aps", "--class-conditional"], {"score": "aps", "class_conditional": True}),
+    (["--score", "aps"], {"score": "aps", "random_state": 0}),
+    (["--score", "aps", "--seed", "7"], {"score": "aps", "random_state": 7}),
+    (["--score", "raps", "--k-reg", "2", "--lam", "0.1", "--empty", "keep", "--deterministic"],
+     {"score": "raps", "k_reg": 2, "lam": 0.1, "empty": "keep", "randomized": False}),
+    (["--score", "aps", "--class-conditional"], {"score": "aps", "class_conditional": True, "random_state": 0}),
+    (["--score", "saps", "--lam", "0.3", "--clustered"],
+     {"score": "saps", "lam": 0.3, "class_conditional": "clustered", "random_state": 0}),
+    (["--score", "topk"], {"score": "topk"}),
+    (["--score", "margin", "--class-conditional", "--empty", "keep"],
+     {"score": "margin", "class_conditional": True, "empty": "keep"}),
     (["--score", "fbeta"], {"score": "fbeta"}),
     (["--score", "credal", "--gamma", "1.2"], {"score": "credal", "gamma": 1.2}),
 ])
@@ -252,3 +258,24 @@ def test_predict_hierarchical_refuses_bad_trees_in_one_line(tmp_path, capsys):
         code, err = _run(capsys, "predict", test, "-m", "hierarchical", "-u", "fbeta:beta=1", *argv, "-o", out)
         assert code == 2 and message in err and err.count("\n") == 1, (argv, err)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--score", "lac", "--deterministic"], "--deterministic is for --score aps, raps or saps"),
+    (["--score", "aps", "--class-conditional", "--clustered"], "--class-conditional and --clustered: give one"),
+    (["--score", "saps", "--lam", "0"], "lam, the SAPS weight of a rank, must be > 0"),
+    (["--score", "fbeta", "--clustered"], "class_conditional='clustered' is for score"),
+])
+def test_predict_conformal_refuses_the_new_options_misused(tmp_path, capsys, options, message):
+    _conformal_files(tmp_path)
+    code, err = _run(capsys, "predict", tmp_path / "test.csv", "--method", "conformal", "--epsilon", "0.1",
+                     "--calibration", tmp_path / "cal.npy", "--calibration-labels", tmp_path / "y_cal.txt",
+                     *options, "-o", tmp_path / "s.npz")
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_seed_option_is_for_conformal_only(tmp_path, capsys):
+    _conformal_files(tmp_path)
+    code, err = _run(capsys, "predict", tmp_path / "test.csv", "--method", "bayes", "-u", "fbeta:beta=1",
+                     "--seed", "3", "-o", tmp_path / "s.npz")
+    assert code == 2 and "--seed is for --method conformal, not bayes" in err

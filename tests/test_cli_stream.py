@@ -82,3 +82,15 @@ def test_stream_refuses_to_overwrite_an_input_and_checks_the_labels(tmp_path, rn
     np.save(tmp_path / "cal.npy", np.ones((200, 6)))
     assert main(_argv(tmp_path)) == 2
     assert "cal.npy: 6 classes, but" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, kwargs", [
+    (["--score", "saps"], dict(score="saps")),
+    (["--score", "topk"], dict(score="topk")),
+    (["--score", "margin", "--step", "0.05"], dict(score="margin", step=0.05)),
+])
+def test_stream_takes_the_new_scores(tmp_path, rng, capsys, extra, kwargs):
+    P, y = _files(tmp_path, rng)
+    assert main(_argv(tmp_path, *extra)) == 0
+    aci = AdaptiveConformalSetPredictor(0.1, **kwargs).fit(P[:200], y[:200])
+    assert load_sets(tmp_path / "sets.npz") == aci.update(np.loadtxt(tmp_path / "stream.csv", delimiter=","), y[200:])

@@ -15,8 +15,9 @@ from svbop.baselines import ConformalSetPredictor, _score_tolerance
 # --- a literal transcription of the definitions ------------------------------------------------
 
 
-def _brute_scores(row, score, k_reg=1, lam=0.0):
-    """Scores of every class of one row and its ranking, straight from the definitions."""
+def _brute_scores(row, score, k_reg=1, lam=0.0, u=None):
+    """Scores of every class of one row and its ranking, straight from the definitions (``u``: the
+    row's uniform of the randomised APS/RAPS/SAPS scores; None: deterministic)."""
     p = np.asarray(row, dtype=np.float64)
     p = p / p.sum()
     K = p.size
@@ -25,8 +26,17 @@ def _brute_scores(row, score, k_reg=1, lam=0.0):
     for o, c in enumerate(order, start=1):  # o: the 1-based rank of c
         if score == "lac":
             s[c] = 1.0 - p[c]
+        elif score == "topk":
+            s[c] = o
+        elif score == "margin":
+            s[c] = max([p[d] for d in range(K) if d != c], default=0.0) - p[c]
+        elif score == "saps":
+            w = 1.0 if u is None else u
+            s[c] = w * p[order[0]] if o == 1 else p[order[0]] + lam * ((o - 2) + w)
         else:
             s[c] = np.cumsum(p[order[:o]])[-1]  # mass of the classes ranked at or before c
+            if u is not None:
+                s[c] = s[c] - u * p[c]
             if score == "raps":
                 s[c] = s[c] + lam * max(0, o - k_reg)
     return s, order
@@ -38,9 +48,13 @@ def _brute_quantile(scores, eps):
     return math.inf if k > n else sorted(scores)[k - 1]
 
 
-def _brute_sets(P_cal, y_cal, P, eps, score, class_conditional=False, k_reg=1, lam=0.0, empty="top1"):
+def _brute_sets(P_cal, y_cal, P, eps, score, class_conditional=False, k_reg=1, lam=0.0, empty="top1",
+                randomized=False, U_cal=None, U=None):
+    """The sets by the definitions; a randomised score takes its uniforms ``U_cal`` and ``U``."""
     K = P.shape[1]
-    cal = [_brute_scores(r, score, k_reg, lam)[0][c] for r, c in zip(P_cal, y_cal)]
+    if not randomized:
+        U_cal, U = [None] * len(P_cal), [None] * len(P)
+    cal = [_brute_scores(r, score, k_reg, lam, u)[0][c] for r, c, u in zip(P_cal, y_cal, U_cal)]
     if class_conditional:
         q = [_brute_quantile([s for s, c in zip(cal, y_cal) if c == k], eps) for k in range(K)]
     else:
@@ -49,22 +63,29 @@ def _brute_sets(P_cal, y_cal, P, eps, score, class_conditional=False, k_reg=1, l
         tol = _score_tolerance(K)
         q = [x + tol * max(1.0, abs(x)) for x in q]
     out = []
-    for row in P:
-        s, order = _brute_scores(row, score, k_reg, lam)
-        chosen = [c for c in order if s[c] <= q[c]]
+    for row, u in zip(P, U):
+        s, order = _brute_scores(row, score, k_reg, lam, u)
+        # the set is the prefix of the ranking up to the first score above every threshold
+        qmax = max(q)
+        prefix = []
+        for c in order:
+            if s[c] > qmax:
+                break
+            prefix.append(c)
+        chosen = [c for c in prefix if s[c] <= q[c]]
         out.append(chosen if chosen or empty == "keep" else [order[0]])
     return out
 
 
 CONFIGS = [
     dict(score="lac"),
-    dict(score="aps"),
-    dict(score="raps", k_reg=1, lam=0.05),
-    dict(score="raps", k_reg=0, lam=0.3),
-    dict(score="raps", k_reg=3, lam=0.02),
+    dict(score="aps", randomized=False),
+    dict(score="raps", randomized=False, k_reg=1, lam=0.05),
+    dict(score="raps", randomized=False, k_reg=0, lam=0.3),
+    dict(score="raps", randomized=False, k_reg=3, lam=0.02),
     dict(score="lac", class_conditional=True),
-    dict(score="aps", class_conditional=True),
-    dict(score="raps", class_conditional=True, k_reg=2, lam=0.1),
+    dict(score="aps", randomized=False, class_conditional=True),
+    dict(score="raps", randomized=False, class_conditional=True, k_reg=2, lam=0.1),
 ]
 
 
@@ -127,7 +148,7 @@ def test_sets_of_many_classes_equal_the_transcription(score, rng):
     K = 200
     P = rng.dirichlet(np.full(K, 0.2), size=200)
     y = np.array([rng.choice(K, p=p) for p in P])
-    kw = dict(k_reg=10, lam=0.001) if score == "raps" else {}
+    kw = dict(k_reg=10, lam=0.001, randomized=False) if score == "raps" else dict(randomized=False)
     for eps in (0.02, 0.1):
         model = ConformalSetPredictor(eps, score=score, **kw).fit(P[:100], y[:100])
         got = model.predict(P[100:])
@@ -138,13 +159,13 @@ def test_sets_of_many_classes_equal_the_transcription(score, rng):
 def test_quantiles_and_the_infinite_threshold_of_a_class_without_calibration_rows():
     P_cal = np.array([[0.7, 0.2, 0.1], [0.6, 0.3, 0.1], [0.5, 0.4, 0.1], [0.1, 0.8, 0.1]])
     y_cal = np.array([0, 0, 1, 1])  # class 2: no calibration row
-    aps = ConformalSetPredictor(0.4, score="aps", class_conditional=True).fit(P_cal, y_cal)
+    aps = ConformalSetPredictor(0.4, score="aps", randomized=False, class_conditional=True).fit(P_cal, y_cal)
     # class 0: scores 0.7, 0.6, k = ceil(3 * 0.6) = 2 -> 0.7; class 1: 0.9, 0.8 -> 0.9; class 2: inf
     np.testing.assert_allclose(aps.quantiles_[:2], [0.7, 0.9])
     assert aps.quantiles_[2] == math.inf and aps.quantile_ == math.inf
     assert all(2 in s for s in aps.predict(np.array([[0.98, 0.01, 0.01], [0.2, 0.2, 0.6]])))
     # too few rows for the marginal quantile: every class
-    few = ConformalSetPredictor(0.1, score="raps", lam=0.5).fit(P_cal, y_cal)
+    few = ConformalSetPredictor(0.1, score="raps", randomized=False, lam=0.5).fit(P_cal, y_cal)
     assert few.quantile_ == math.inf
     assert few.predict(np.array([[0.9, 0.1, 0.0]])).to_list() == [[0, 1, 2]]
 
@@ -313,20 +334,20 @@ def test_fbeta_with_too_few_rows_keeps_every_class_and_credal_refuses():
     [
         (dict(epsilon=0.0), r"epsilon must be in \(0, 1\)"),
         (dict(epsilon="x"), "epsilon must be a number"),
-        (dict(epsilon=0.1, score="top"), "score must be one of lac, aps, raps, fbeta, credal"),
-        (dict(epsilon=0.1, score="aps", k_reg=-1), "k_reg must be an integer >= 0"),
-        (dict(epsilon=0.1, score="raps", k_reg=1.5), "k_reg must be an integer >= 0"),
-        (dict(epsilon=0.1, score="raps", k_reg=True), "k_reg must be an integer >= 0"),
-        (dict(epsilon=0.1, score="raps", lam=-0.1), "lam must be a finite number >= 0"),
-        (dict(epsilon=0.1, score="raps", lam=float("nan")), "lam must be a finite number >= 0"),
-        (dict(epsilon=0.1, score="aps", lam=0.1), "k_reg and lam are RAPS parameters"),
-        (dict(epsilon=0.1, score="aps", empty="drop"), "empty must be 'top1' or 'keep'"),
+        (dict(epsilon=0.1, score="top"), "score must be one of lac, aps, raps, saps, topk, margin, fbeta, credal, hierarchical; got"),
+        (dict(epsilon=0.1, score="aps", randomized=False, k_reg=-1), "k_reg must be an integer >= 0"),
+        (dict(epsilon=0.1, score="raps", randomized=False, k_reg=1.5), "k_reg must be an integer >= 0"),
+        (dict(epsilon=0.1, score="raps", randomized=False, k_reg=True), "k_reg must be an integer >= 0"),
+        (dict(epsilon=0.1, score="raps", randomized=False, lam=-0.1), "lam must be a finite number >= 0"),
+        (dict(epsilon=0.1, score="raps", randomized=False, lam=float("nan")), "lam must be a finite number >= 0"),
+        (dict(epsilon=0.1, score="aps", randomized=False, lam=0.1), "k_reg and lam are RAPS parameters"),
+        (dict(epsilon=0.1, score="aps", randomized=False, empty="drop"), "empty must be 'top1' or 'keep'"),
         (dict(epsilon=0.1, score="credal"), "score='credal' needs gamma"),
         (dict(epsilon=0.1, score="credal", gamma=0.0), "gamma must be finite and > 0"),
         (dict(epsilon=0.1, score="credal", gamma="0.6"), "gamma must be a number > 0"),
         (dict(epsilon=0.1, score="fbeta", gamma=0.6), "score='fbeta' takes none"),
         (dict(epsilon=0.1, score="fbeta", class_conditional=True), "class_conditional=True is for score"),
-        (dict(epsilon=0.1, class_conditional="yes"), "class_conditional must be True or False"),
+        (dict(epsilon=0.1, class_conditional="yes"), "class_conditional must be True, False or .clustered., got .yes."),
     ],
 )
 def test_bad_arguments_get_one_line_errors(kwargs, message):
@@ -410,7 +431,7 @@ def test_aps_scores_quantile_and_sets_equal_mapie(rng):
     ours = _calibration_scores(P[cal], y[cal], "aps", 1, 0.0, 2**25)
     np.testing.assert_allclose(ours, theirs.ravel(), rtol=0, atol=1e-14)
     for eps in (0.05, 0.1, 0.3):
-        model = ConformalSetPredictor(eps, score="aps").fit(P[cal], y[cal])
+        model = ConformalSetPredictor(eps, score="aps", randomized=False).fit(P[cal], y[cal])
         q = _compute_classification_quantile(ours, np.array([eps]))
         assert q[0] == model.quantile_
         mass = np.cumsum(-np.sort(-P[test], axis=1), axis=1)

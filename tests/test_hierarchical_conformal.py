@@ -1,4 +1,4 @@
-"""svbop.hierarchical_conformal: conformal sets that are unions of at most c nodes of a tree.
+"""svbop.conformal.hierarchical: conformal sets that are unions of at most c nodes of a tree.
 
 The oracle transcribes the module's definition literally: every union of at most ``c`` nodes is
 enumerated; ``S_k`` is the smallest one containing the ``k`` most probable classes (ties to the
@@ -16,7 +16,7 @@ import pytest
 
 import svbop
 from svbop.datasets import Hierarchy
-from svbop.hierarchical_conformal import (
+from svbop.conformal.hierarchical import (
     HierarchicalConformalScore,
     hierarchical_conformal_sets,
     hierarchical_scores,
@@ -158,7 +158,7 @@ def test_at_least_K_nodes_is_aps(dtype):
     P, y = calibrated(rng, 400, K)
     P[:50, :3] = P[:50, :1]  # equal probabilities: ties by class index
     P = P.astype(dtype)
-    aps = svbop.ConformalSetPredictor(0.1, score="aps").fit(P[:200], y[:200])
+    aps = svbop.ConformalSetPredictor(0.1, score="aps", randomized=False).fit(P[:200], y[:200])
     for c in (K, K + 5):
         hc = HierarchicalConformalScore(h, max_nodes=c).fit_quantile(P[:200], y[:200], 0.1)
         assert hc.quantile_ == aps.quantile_
@@ -283,8 +283,9 @@ def test_other_refusals():
         (lambda: hierarchical_conformal_sets(P, [0.5, 0.5, 0.5], h, 2), r"q must be a number or one per row of P"),
         (lambda: hierarchical_conformal_sets(P, "high", h, 2), "q must be a number or one number per row"),
         (lambda: hierarchical_conformal_sets(P, 0.5, h, 2, empty="all"), "empty must be 'top1' or 'keep'"),
-        (lambda: hierarchical_scores(np.array([[0.5, np.nan, 0.2, 0.3]]), [0], h, 2), "P_cal"),
-        (lambda: hierarchical_conformal_sets(np.zeros((1, 4)), 0.5, h, 2), "P"),
+        (lambda: hierarchical_scores(np.array([[0.5, np.nan, 0.2, 0.3]]), [0], h, 2), r"^P_cal: row 0 contains NaN$"),
+        (lambda: hierarchical_conformal_sets(np.zeros((1, 4)), 0.5, h, 2),
+         r"^P: row 0 is all zeros \(no probability mass\)$"),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message) as e:
@@ -321,8 +322,17 @@ def test_conformal_set_predictor_gives_the_modules_sets_and_nodes(max_nodes):
     groups = P[:300].argmax(axis=1) // 4
     grouped = svbop.ConformalSetPredictor(0.1, score="hierarchical", hierarchy=h, max_nodes=max_nodes).fit(
         P[:300], y[:300], groups=groups)
-    sets, nodes = grouped.predict(P[300:], groups=P[300:].argmax(axis=1) // 4, return_nodes=True)
+    test_groups = P[300:].argmax(axis=1) // 4
+    sets, nodes = grouped.predict(P[300:], groups=test_groups, return_nodes=True)
     assert len(sets) == 300 and max(len(v) for v in nodes) <= max_nodes
+    # each group's sets and nodes are the module's, calibrated on that group's rows alone
+    for g in range(3):
+        cal, test = np.flatnonzero(groups == g), np.flatnonzero(test_groups == g)
+        alone = HierarchicalConformalScore(h, max_nodes).fit_quantile(P[:300][cal], y[:300][cal], 0.1)
+        assert grouped.group_quantiles_[g] == alone.quantile_
+        own, own_nodes = alone.predict(P[300:][test], return_nodes=True)
+        assert sets.take(test).to_list() == own.to_list()
+        assert [list(nodes[i]) for i in test] == [list(v) for v in own_nodes]
 
 
 def test_the_hierarchical_score_is_refused_without_its_hierarchy_and_its_options_elsewhere():
@@ -332,7 +342,7 @@ def test_the_hierarchical_score_is_refused_without_its_hierarchy_and_its_options
     with pytest.raises(ValueError, match=r"^score='hierarchical' needs hierarchy="):
         svbop.ConformalSetPredictor(0.1, score="hierarchical")
     with pytest.raises(ValueError, match=r"^hierarchy and max_nodes are for score='hierarchical'; score='aps'"):
-        svbop.ConformalSetPredictor(0.1, score="aps", hierarchy=h)
+        svbop.ConformalSetPredictor(0.1, score="aps", randomized=False, hierarchy=h)
     with pytest.raises(ValueError, match=r"^return_nodes is for score='hierarchical'"):
         svbop.ConformalSetPredictor(0.1).fit(np.full((20, 12), 1 / 12), np.arange(20) % 12).predict(
             np.full((2, 12), 1 / 12), return_nodes=True)
@@ -352,6 +362,9 @@ def test_the_classifier_and_the_cli_take_the_hierarchical_score(tmp_path):
                                  max_nodes=2, random_state=0).fit(X[:400], y[:400])
     sets = clf.predict_sets(X[400:])
     assert len(sets) == 200 and clf.predictor_.score == "hierarchical"
+    # the module's sets on the classifier's probabilities, calibrated on its calibration rows' quantile
+    module = hierarchical_conformal_sets(clf.predict_proba(X[400:]), clf.quantile_, h, 2)
+    assert [sorted(s.tolist()) for s in sets] == [sorted(clf.classes_[s].tolist()) for s in module]
     np.save(tmp_path / "cal.npy", P[:300])
     np.savetxt(tmp_path / "ycal.txt", y[:300], fmt="%d")
     np.save(tmp_path / "test.npy", P[300:])

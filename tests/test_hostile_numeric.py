@@ -292,15 +292,18 @@ def test_raps_refuses_a_subnormal_lam(lam):
 def test_raps_with_a_tiny_normal_lam_and_a_huge_k_reg(rng):
     P = rng.dirichlet(np.ones(6), 300)
     y = rng.integers(0, 6, 300)
-    aps = ConformalSetPredictor(0.1, score="aps").fit(P[:150], y[:150]).predict(P[150:]).to_list()
-    tiny = ConformalSetPredictor(0.1, score="raps", lam=1e-300).fit(P[:150], y[:150])
+    aps = ConformalSetPredictor(0.1, score="aps", randomized=False).fit(P[:150], y[:150]).predict(P[150:]).to_list()
+    tiny = ConformalSetPredictor(0.1, score="raps", randomized=False, lam=1e-300).fit(P[:150], y[:150])
     assert tiny.predict(P[150:]).to_list() == aps  # the penalty is absorbed: APS
     for k_reg in (2**63, 2**80):
-        huge = ConformalSetPredictor(0.1, score="raps", lam=0.5, k_reg=k_reg).fit(P[:150], y[:150])
+        huge = ConformalSetPredictor(0.1, score="raps", randomized=False, lam=0.5, k_reg=k_reg).fit(P[:150], y[:150])
         assert huge.predict(P[150:]).to_list() == aps  # no rank reaches k_reg: no penalty
-    for cc in (True,):
-        huge = ConformalSetPredictor(0.1, score="raps", lam=0.5, k_reg=2**63, class_conditional=cc).fit(P[:150], y[:150])
-        assert len(huge.predict(P[150:])) == 150
+    aps_cc = ConformalSetPredictor(0.1, score="aps", randomized=False, class_conditional=True).fit(P[:150], y[:150])
+    for k_reg in (2**63, 2**80):  # class-conditional too: no rank reaches k_reg, so class-conditional APS
+        huge = ConformalSetPredictor(0.1, score="raps", randomized=False, lam=0.5, k_reg=k_reg,
+                                     class_conditional=True).fit(P[:150], y[:150])
+        np.testing.assert_array_equal(huge.quantiles_, aps_cc.quantiles_)
+        assert huge.predict(P[150:]).to_list() == aps_cc.predict(P[150:]).to_list()
 
 
 @pytest.mark.parametrize("gamma", [5e-324, 1e-310])
@@ -339,7 +342,7 @@ def _rows_by_rounding(rng, K, n_each):
     return {side: np.array(rows) for side, rows in found.items()}
 
 
-@pytest.mark.parametrize("config", [dict(score="aps"), dict(score="raps", lam=0.01, k_reg=2), dict(score="aps", class_conditional=True)])
+@pytest.mark.parametrize("config", [dict(score="aps", randomized=False), dict(score="raps", randomized=False, lam=0.01, k_reg=2), dict(score="aps", randomized=False, class_conditional=True)])
 def test_aps_and_raps_keep_the_last_class_whichever_way_the_total_rounds(rng, config):
     """The calibration quantile is a total mass that rounded to 0.9999999999999999 (every
     calibration label the least probable class); test rows whose totals round to 1 - 2^-53,
@@ -363,7 +366,7 @@ def test_aps_issue_example_flat_dirichlet_k5_eps005_sixty_calibration_rows(seed)
     rng = np.random.default_rng(seed)
     P = rng.dirichlet(np.ones(5), 260)
     y = rng.integers(0, 5, 260)
-    model = ConformalSetPredictor(0.05, score="aps").fit(P[:60], y[:60])
+    model = ConformalSetPredictor(0.05, score="aps", randomized=False).fit(P[:60], y[:60])
     assert abs(model.quantile_ - 1) < 1e-15
     assert (model.predict(P[60:]).sizes == 5).all()
 

@@ -422,9 +422,12 @@ def test_conformal_calibration_labels_unseen_in_fitting_have_nonconformity_one(d
 CONFORMAL_VARIANTS = [
     {"score": "lac"},
     {"score": "lac", "class_conditional": True},
-    {"score": "aps"},
-    {"score": "aps", "class_conditional": True, "empty": "keep"},
-    {"score": "raps", "k_reg": 2, "lam": 0.05},
+    {"score": "aps", "random_state": 0},
+    {"score": "aps", "class_conditional": True, "empty": "keep", "randomized": False},
+    {"score": "raps", "k_reg": 2, "lam": 0.05, "random_state": 0},
+    {"score": "saps", "lam": 0.1, "random_state": 3},
+    {"score": "topk"},
+    {"score": "margin", "class_conditional": "clustered", "random_state": 0},
     {"score": "fbeta"},
     {"score": "credal", "gamma": 1.2},
 ]
@@ -450,6 +453,7 @@ def test_conformal_scores_are_svbop_conformal_set_predictor_mapped_to_classes(di
         assert hasattr(clf, attr) == hasattr(reference, attr)
     if params.get("class_conditional"):
         np.testing.assert_array_equal(clf.quantiles_, reference.quantiles_)
+    if params.get("class_conditional") is True:  # not clustered: its guarantee is per cluster
         # Mondrian calibration covers every class of the calibration data itself at 1 - epsilon
         covered = svbop.SetPredictions.from_sets(clf.predict_sets(X_cal, output="indices"), 10)
         per_class, worst = svbop.metrics.class_conditional_coverage(covered, y_cal)
@@ -614,7 +618,7 @@ def test_compare_the_four_in_one_cross_validate(digits):
         (ConformalSetClassifier(lr(), calibration_size=0), r"calibration_size must be a fraction"),
         (ConformalSetClassifier(lr(), cv="prefit", calibrate="sigmoid"), r"calibrate='sigmoid' needs cv='split'"),
         (ConformalSetClassifier(lr(), conformity_score="bogus"),
-         r"score must be one of lac, aps, raps, fbeta, credal, hierarchical; got 'bogus'"),
+         r"score must be one of lac, aps, raps, saps, topk, margin, fbeta, credal, hierarchical; got 'bogus'"),
         (ConformalSetClassifier(lr(), conformity_score="fbeta", class_conditional=True),
          r"class_conditional=True is for score"),
         (ConformalSetClassifier(lr(), lam=0.5), r"k_reg and lam are RAPS parameters"),

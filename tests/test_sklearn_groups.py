@@ -35,7 +35,7 @@ def test_groups_calibrate_one_threshold_per_group_on_the_calibration_rows(rng, c
     # the predictor equals a Mondrian ConformalSetPredictor on the calibration rows' probabilities
     if cv == "prefit":
         P_cal, y_cal, g_cal = est.predict_proba(Xc), yc, gc
-        ref = ConformalSetPredictor(0.1, score="aps").fit(P_cal, y_cal, groups=g_cal)
+        ref = ConformalSetPredictor(0.1, score="aps", random_state=0).fit(P_cal, y_cal, groups=g_cal)
         np.testing.assert_array_equal(clf.predictor_.group_quantiles_, ref.group_quantiles_)
     assert sum(clf.predictor_.group_counts_) == (300 if cv == "prefit" else 120)
     sets = clf.predict_sets(X, groups=groups, output="indices")

@@ -28,8 +28,9 @@ report:
     text_top: {dataset: null}
 methods:
   epsilon: [0.1]
-  conformal: [aps, raps]
+  conformal: [aps, raps, topk]
   class_conditional: [lac]
+  clustered: [lac]
   raps: {k_reg: 1, lam: 0.05}
   coverage: [fbeta, credal]
   hierarchical: {max_nodes: [1, 2], utilities: ["fbeta:beta=1"]}
@@ -68,21 +69,25 @@ def test_the_quickstart_turns_them_on():
 
 def test_the_schema_accepts_every_key():
     config = validate_config(merge_configs(BASE, {"methods": {
-        "epsilon": [0.05, 0.2], "conformal": ["aps", "raps"], "class_conditional": ["lac", "aps", "raps"],
+        "epsilon": [0.05, 0.2], "conformal": ["aps", "raps", "saps", "topk", "margin", "aps_deterministic"],
+        "class_conditional": ["lac", "aps", "raps", "raps_deterministic"], "clustered": ["lac", "saps"],
+        "saps": {"lam": 0.1},
         "raps": {"k_reg": 0, "lam": 0.2}, "empty": "keep", "coverage": ["fbeta", "credal"], "credal": {"gamma": 0.6},
         "hierarchical": {"max_nodes": [1, 3, 10], "utilities": ["fbeta:beta=2"]}}}))
     assert config["methods"]["raps"] == {"k_reg": 0, "lam": 0.2} and config["methods"]["credal"] == {"gamma": 0.6}
 
 
 @pytest.mark.parametrize("methods, expected", [
-    ({"conformal": ["lac"]}, "config: methods.conformal[0]: 'lac' is not one of 'aps', 'raps'"),
-    ({"class_conditional": ["saps"]}, "config: methods.class_conditional[0]: 'saps' is not one of 'lac', 'aps', 'raps'"),
+    ({"conformal": ["lac"]}, "config: methods.conformal[0]: 'lac' is not one of 'aps', 'raps', 'saps', 'topk'"),
+    ({"class_conditional": ["fbeta"]}, "config: methods.class_conditional[0]: 'fbeta' is not one of 'lac', 'aps', 'raps', 'saps'"),
+    ({"clustered": ["credal"]}, "config: methods.clustered[0]: 'credal' is not one of 'lac', 'aps', 'raps', 'saps'"),
+    ({"saps": {"lam": 0}}, "config: methods.saps.lam: expected a value > 0, got 0"),
     ({"coverage": ["exp"]}, "config: methods.coverage[0]: 'exp' is not one of 'fbeta', 'credal'"),
     ({"epsilon": [1.0]}, "config: methods.epsilon[0]: expected a value < 1, got 1.0"),
     ({"epsilon": []}, "config: methods.epsilon: [] should be non-empty"),
     ({"raps": {"lam": -0.1}}, "config: methods.raps.lam: expected a value >= 0, got -0.1"),
     ({"raps": {"k_reg": 1.5}}, "config: methods.raps.k_reg: expected integer, got 1.5"),
-    ({"empty": "none"}, "config: methods.empty: 'none' is not one of 'top1', 'keep'"),
+    ({"empty": "none"}, "config: methods.empty: 'none' is not one of 'top1', 'keep', None"),
     ({"credal": {"gamma": 0}}, "config: methods.credal.gamma: expected a value > 0, got 0"),
     ({"hierarchical": {"max_nodes": [0]}}, "config: methods.hierarchical.max_nodes[0]: expected a value >= 1, got 0"),
     ({"hierarchical": {"utilities": ["F1"]}}, "config: methods.hierarchical.utilities[0]: 'F1' does not have the expected form"),
@@ -124,6 +129,7 @@ def test_the_run_evaluates_every_kind_of_set(beyond_run):
         keys = [(r["method"], r["param"]) for r in rows]
         expected = {("svbop_full", "fbeta_1"), ("threshold", "credal_2.2_1.2"), ("top_s", "3"), ("icp", "0.10"),
                     ("conformal_aps", "0.10"), ("conformal_raps", "0.10"), ("conformal_lac_cc", "0.10"),
+                    ("conformal_topk", "0.10"), ("conformal_lac_clustered", "0.10"),
                     ("coverage_fbeta", "0.10"), ("coverage_credal", "0.10")}
         assert expected <= set(keys)
         hier = {k for k in keys if k[0].startswith("hierarchical_")}

@@ -14,6 +14,7 @@ import svbop.report.status
 import svbop.tuning
 from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
+from svbop.conformal.methods import conformal_method
 from snakemake.logging import logger
 
 # The library's own files, inputs of the rules that use them (a code change reruns what it affects):
@@ -26,7 +27,12 @@ if not os.path.relpath(LIBRARY).startswith(".."):
 
 def library_sources(*modules):
     """Library files a rule depends on, so that a code change reruns what it affects."""
-    return [f"{LIBRARY}/{m}.py" for m in ("__init__",) + modules]
+    out = []
+    for m in ("__init__",) + modules:  # a package (svbop/conformal/) stands for all its modules
+        package = os.path.join(LIBRARY, m)
+        out += sorted(os.path.join(package, f) for f in os.listdir(package) if f.endswith(".py")) \
+            if os.path.isdir(package) else [f"{LIBRARY}/{m}.py"]
+    return out
 
 
 # --- the experiment's axes ------------------------------------------------------------------
@@ -92,13 +98,15 @@ TOP_S = [str(s) for s in config["baselines"]["top_s"]]
 METHODS = config["methods"]
 # conformal methods' significance levels: methods.epsilon, or the paper's ICP levels
 METHOD_EPSILONS = {epsilon_label(e): e for e in (METHODS["epsilon"] or config["baselines"]["icp_epsilon"])}
-# conformal scores by file name: aps, raps (one threshold), lac_cc, aps_cc, raps_cc (one per class)
+# conformal scores by file name: aps, raps, ..., aps_deterministic (one threshold), lac_cc, aps_cc, ... (one per
+# class), lac_clustered, ... (one per cluster of classes); svbop.conformal.pipeline_predictor reads them
 MAX_NODES = [str(n) for n in METHODS["hierarchical"]["max_nodes"]]
 # conformal hierarchy-restricted sets: one method per max_nodes of methods.hierarchical (1 when none is set)
 CONFORMAL_SCORES = [
     *(s for s in METHODS["conformal"] if s != "hierarchical"),
     *(f"hierarchical_{n}" for n in (MAX_NODES or ["1"]) if "hierarchical" in METHODS["conformal"]),
     *(f"{score}_cc" for score in METHODS["class_conditional"]),
+    *(f"{score}_clustered" for score in METHODS["clustered"]),
 ]
 COVERAGE_FAMILIES = list(METHODS["coverage"])
 # Mondrian (group-conditional) conformal sets: one method per score and grouping known at test time

@@ -280,7 +280,7 @@ rule predict_top_s:
 rule predict_icp:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets"),
+        code=library_sources("baselines", "conformal", "_prefix", "sets"),
     output:
         "results/{dataset}/predictions/icp/{epsilon}.npz",
     params:
@@ -310,21 +310,20 @@ rule predict_conformal:
         scores="results/{dataset}/scores/flat.npz",
         # the class hierarchy of the conformal hierarchy-restricted sets
         dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if wc.score.startswith("hierarchical_") else [],
-        code=library_sources("baselines", "conformal", "_conformal_common", "hierarchical_conformal", "_prefix", "sets",
+        code=library_sources("baselines", "conformal", "_prefix", "sets",
                              "evaluation"),
     output:
         sets="results/{dataset}/predictions/conformal_{score}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/conformal_{score}/{epsilon}.json",
     params:
         epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
-        score=lambda wc: "hierarchical" if wc.score.startswith("hierarchical_") else wc.score.removesuffix("_cc"),
-        class_conditional=lambda wc: wc.score.endswith("_cc"),
-        options=lambda wc: {"k_reg": METHODS["raps"]["k_reg"], "lam": METHODS["raps"]["lam"]}
-        if wc.score.startswith("raps") else
-        {"max_nodes": int(wc.score.removeprefix("hierarchical_"))} if wc.score.startswith("hierarchical_") else {},
+        score=lambda wc: conformal_method(wc.score, METHODS, config["seed"])["score"],
+        class_conditional=lambda wc: conformal_method(wc.score, METHODS, config["seed"])["class_conditional"],
+        options=lambda wc: conformal_method(wc.score, METHODS, config["seed"])["options"],
         empty=METHODS["empty"],
     wildcard_constraints:
-        score="(lac|aps|raps)(_cc)?|hierarchical_[0-9]+",
+        score="(lac|aps|raps|saps|topk|margin|aps_deterministic|raps_deterministic|saps_deterministic)"
+              "(_cc|_clustered)?|hierarchical_[0-9]+",
     resources:
         mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
         runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
@@ -342,7 +341,7 @@ rule predict_conformal:
 use rule predict_conformal as predict_coverage with:
     input:
         scores="results/{dataset}/scores/flat.npz",
-        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets", "search", "utilities",
+        code=library_sources("baselines", "conformal", "_prefix", "sets", "search", "utilities",
                              "_kernels", "evaluation"),
     output:
         sets="results/{dataset}/predictions/coverage_{family}/{epsilon}.npz",
@@ -368,7 +367,7 @@ use rule predict_conformal as predict_mondrian with:
     input:
         scores="results/{dataset}/scores/flat.npz",
         dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if wc.by == "predicted_top_node" else [],
-        code=library_sources("baselines", "conformal", "_conformal_common", "_prefix", "sets", "metrics", "evaluation"),
+        code=library_sources("baselines", "conformal", "_prefix", "sets", "metrics", "evaluation"),
     output:
         sets="results/{dataset}/predictions/mondrian_{mscore}_{by}/{epsilon}.npz",
         calibration="results/{dataset}/predictions/mondrian_{mscore}_{by}/{epsilon}.json",
@@ -376,12 +375,11 @@ use rule predict_conformal as predict_mondrian with:
         epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
         score=lambda wc: wc.mscore,
         class_conditional=False,
-        options=lambda wc: {"k_reg": METHODS["raps"]["k_reg"], "lam": METHODS["raps"]["lam"]}
-        if wc.mscore == "raps" else {},
+        options=lambda wc: conformal_method(wc.mscore, METHODS, config["seed"])["options"],
         empty=METHODS["empty"],
         by=lambda wc: wc.by,
     wildcard_constraints:
-        mscore="lac|aps|raps",
+        mscore="lac|aps|raps|saps|topk|margin",
         by="predicted_class|predicted_top_node|group_column",
     log:
         "results/logs/predict_mondrian/{dataset}_{mscore}_{by}_{epsilon}.log",

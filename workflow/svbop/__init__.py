@@ -13,7 +13,7 @@ predict_sets_hf     SVBOP-HF: best-first search over a probabilistic class tree
 predict_sets_hierarchical   the best union of at most m nodes of a class tree (exact tree DP)
 svbop            Algorithm 1 over any class provider (streaming form used by HSG / HF)
 top_s_sets, threshold_sets, conformal_sets   baselines of the paper's experiments
-ConformalSetPredictor   conformal sets: LAC, APS, RAPS, class- or group-conditional, Bayes-optimal with coverage
+ConformalSetPredictor   conformal sets: LAC, APS, RAPS, SAPS, top-k, margin, class-/cluster-/group-conditional, Bayes-optimal with coverage
 AdaptiveConformalSetPredictor   adaptive conformal sets for a stream (coverage under drift)
 set_utility, recall, mean_scores             metrics
 
@@ -27,7 +27,7 @@ svbop.index        the HNSW index (NMSLIB) over class weight vectors
 svbop.full, svbop.hsg, svbop.hf   the paper's three algorithms from models (compiled kernels)
 svbop.evaluation   the paper's protocol: every method's sets under every utility
 svbop.report       tables, figures and the self-contained HTML report
-svbop.conformal    conformal sets (ICP, APS, RAPS, class- and group-conditional, adaptive for streams)
+svbop.conformal    conformal sets (ICP, APS, RAPS, SAPS, top-k, margin; class-, cluster- and group-conditional; adaptive)
 svbop.sklearn      scikit-learn estimators and set-utility scorers (`import svbop` does not import sklearn)
 svbop.io, svbop.logs   atomic file writing, logs with progress
 """

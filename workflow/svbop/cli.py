@@ -46,8 +46,8 @@ def _utilities(args) -> int:
 _METHOD_OPTIONS = {
     "bayes": ({"utility"}, set()),
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
-                  {"score", "class_conditional", "k_reg", "lam", "gamma", "empty", "calibration_key",
-                   "hierarchy", "hierarchy_format", "max_nodes"}),
+                  {"score", "class_conditional", "clustered", "k_reg", "lam", "gamma", "empty", "calibration_key",
+                   "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "seed"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
 }
 
@@ -81,10 +81,16 @@ def _conformal(args, P: np.ndarray):
     elif args.hierarchy is not None or args.max_nodes is not None or args.hierarchy_format is not None:
         raise ValueError(f"--hierarchy, --hierarchy-format and --max-nodes are for --score hierarchical with --method "
                          f"conformal, not --score {score}")
+    if args.class_conditional and args.clustered:
+        raise ValueError("--class-conditional and --clustered: give one (--clustered is class-conditional by clusters)")
+    if args.deterministic and score not in ("aps", "raps", "saps"):
+        raise ValueError(f"--deterministic is for --score aps, raps or saps (their randomised score is the default),"
+                         f" not --score {score}")
     predictor = ConformalSetPredictor(
-        args.epsilon, score=score, class_conditional=args.class_conditional,
-        k_reg=1 if args.k_reg is None else args.k_reg, lam=0.0 if args.lam is None else args.lam,
-        empty=args.empty or "top1", gamma=args.gamma, **hierarchical,
+        args.epsilon, score=score, class_conditional="clustered" if args.clustered else args.class_conditional,
+        k_reg=1 if args.k_reg is None else args.k_reg, lam=args.lam,
+        empty=args.empty, gamma=args.gamma, **hierarchical,
+        randomized=False if args.deterministic else None, random_state=0 if args.seed is None else args.seed,
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
@@ -99,7 +105,8 @@ def _conformal(args, P: np.ndarray):
         sets = predictor.predict(P)
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
-    what = f"conformal {predictor.score}{' class-conditional' if predictor.class_conditional else ''}"
+    kind = {True: " class-conditional", "clustered": " clustered class-conditional"}.get(predictor.class_conditional, "")
+    what = f"conformal {'randomised ' if predictor.randomized else ''}{predictor.score}{kind}"
     if score == "hierarchical":
         what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
     calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
@@ -260,14 +267,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, help="threads (-1: all cores; bayes)")
     g = p.add_argument_group("conformal")
     g.add_argument("--epsilon", type=float, help="significance level in (0, 1): coverage >= 1 - epsilon")
-    g.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal", "hierarchical"),
-                   help="conformity score (default lac; fbeta/credal: Bayes-optimal sets with a coverage guarantee; "
+    g.add_argument("--score", choices=("lac", "aps", "raps", "saps", "topk", "margin", "fbeta", "credal",
+                                       "hierarchical"),
+                   help="conformity score (default lac; aps, raps, saps: randomised unless --deterministic; "
+                        "fbeta/credal: Bayes-optimal sets with a coverage guarantee; "
                         "hierarchical: unions of at most --max-nodes nodes of --hierarchy)")
-    g.add_argument("--class-conditional", action="store_true", help="one threshold per class (lac, aps, raps)")
+    g.add_argument("--class-conditional", action="store_true",
+                   help="one threshold per class (lac, aps, raps, saps, topk, margin)")
+    g.add_argument("--clustered", action="store_true",
+                   help="one threshold per cluster of classes (Ding et al. 2023; few calibration rows per class)")
+    g.add_argument("--deterministic", action="store_true",
+                   help="aps, raps, saps: the deterministic score (it covers more than 1 - epsilon)")
+    g.add_argument("--seed", type=int, help="seed of the randomised scores and the clustered split (default 0)")
     g.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
-    g.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")
+    g.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0); "
+                                             "saps: the weight of a rank (default 0.2)")
     g.add_argument("--gamma", type=float, help="credal: the family's fixed gamma > 0")
-    g.add_argument("--empty", choices=("top1", "keep"), help="an empty set becomes the top class (default) or stays")
+    g.add_argument("--empty", choices=("top1", "keep"),
+                   help="an empty set becomes the top class or stays (default: stays for randomised scores, "
+                        "else the top class)")
     g.add_argument("--calibration", help="calibration probabilities (same formats as probs)")
     g.add_argument("--calibration-labels", help="calibration class indices (.npy or text, one per line)")
     g.add_argument("--calibration-key", help="array name inside an .npz calibration file")
@@ -328,11 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", required=True, help="calibration probabilities (same formats)")
     p.add_argument("--calibration-labels", required=True, help="calibration class indices")
     p.add_argument("--epsilon", type=float, required=True, help="target miscoverage in (0, 1)")
-    p.add_argument("--score", choices=("lac", "aps", "raps", "fbeta", "credal"), default="lac",
-                   help="conformity score (default lac)")
+    p.add_argument("--score", choices=("lac", "aps", "raps", "saps", "topk", "margin", "fbeta", "credal"),
+                   default="lac", help="conformity score (default lac; deterministic: the level adapts)")
     p.add_argument("--step", type=float, default=0.02, help="the level's learning rate in (0, 1] (default 0.02)")
     p.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
-    p.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0)")
+    p.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0); "
+                                             "saps: the weight of a rank (default 0.2)")
     p.add_argument("--gamma", type=float, help="credal: the family's fixed gamma > 0")
     p.add_argument("--empty", choices=("top1", "keep"), default="top1",
                    help="an empty set at a level below 1 becomes the top class (default) or stays empty")
@@ -359,7 +378,7 @@ def _stream(args) -> int:
         raise ValueError(f"{args.coverage}: --coverage is the --output file; choose another name")
     aci = AdaptiveConformalSetPredictor(
         args.epsilon, score=args.score, step=args.step, k_reg=1 if args.k_reg is None else args.k_reg,
-        lam=0.0 if args.lam is None else args.lam, empty=args.empty, gamma=args.gamma,
+        lam=args.lam, empty=args.empty, gamma=args.gamma,
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)

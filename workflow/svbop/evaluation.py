@@ -45,12 +45,15 @@ PAPER_FULL = "svbop_full_naive"
 BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 
 #: Methods beyond the paper (the pipeline's config ``methods:``): ``conformal_<score>`` (``aps``,
-#: ``raps``; ``<score>_cc`` for one threshold per class, ``lac_cc`` too; ``hierarchical_<max_nodes>``:
-#: conformal unions of at most that many nodes) and ``coverage_<family>``
-#: (``fbeta``, ``credal``) with ``param`` = epsilon, ``hierarchical_<max_nodes>`` with ``param`` =
-#: the utility label the sets optimise.
-_BEYOND = re.compile(r"(conformal_(lac_cc|aps|raps|aps_cc|raps_cc|hierarchical_[1-9][0-9]*)|coverage_(fbeta|credal)"
-                     r"|hierarchical_[1-9][0-9]*|mondrian_(lac|aps|raps)_(predicted_class|predicted_top_node|group_column))\Z")
+#: ``raps``, ``saps``, ``topk``, ``margin``, ``aps_deterministic``, ...; ``<score>_cc`` for one
+#: threshold per class and ``<score>_clustered`` per cluster of classes, ``lac`` too;
+#: ``hierarchical_<max_nodes>``: conformal unions of at most that many nodes; see
+#: :mod:`svbop.conformal.methods`) and ``coverage_<family>`` (``fbeta``, ``credal``) with ``param`` =
+#: epsilon, ``hierarchical_<max_nodes>`` with ``param`` = the utility label the sets optimise.
+_SCORES = r"(aps|raps|saps)(_deterministic)?|topk|margin"
+_BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered)|{_SCORES}|hierarchical_[1-9][0-9]*)"
+                     r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
+                     r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column))\Z")
 
 #: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
 #: ``<label>_pct`` per utility and the optional ``calibrated``.

@@ -466,7 +466,7 @@ class ThresholdSetClassifier(_HeldOutSetClassifier):
     validation_size : float or int, default 0.2
         Held-out fraction (or number of samples) with ``cv="split"``.
     random_state : int, RandomState instance or None
-        Seed of the split.
+        Seed of the split; an integer also seeds the randomised scores and the clustered split.
     calibrate : {None, "sigmoid", "isotonic"}, default None
         As in :class:`SetValuedClassifier` (``cv="split"`` only).
 
@@ -556,27 +556,35 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         Unfitted (``cv="split"``) or fitted (``cv="prefit"``) classifier with ``predict_proba``.
     epsilon : float, default 0.1
         Significance level in (0, 1) (the paper: 0.01 and 0.10).
-    conformity_score : {"lac", "aps", "raps", "fbeta", "credal", "hierarchical"}, default "lac"
+    conformity_score : {"lac", "aps", "raps", "saps", "topk", "margin", "fbeta", "credal", "hierarchical"}, default "lac"
         The predictor's ``score`` (see above; named as in MAPIE, since ``score`` is the
         scikit-learn method that reports the mean set utility).  ``"hierarchical"``: sets that are
-        unions of at most ``max_nodes`` nodes of ``hierarchy`` (:mod:`svbop.hierarchical_conformal`).
+        unions of at most ``max_nodes`` nodes of ``hierarchy`` (:mod:`svbop.conformal.hierarchical`).
     hierarchy : svbop.datasets.Hierarchy, optional
         ``"hierarchical"`` only: a class tree whose leaves ``0 .. K-1`` are the estimator's
         ``classes_`` in their sorted order.
     max_nodes : int, default 1
         ``"hierarchical"`` only: the most nodes a set may join.
-    class_conditional : bool, default False
-        One threshold per class (``lac``, ``aps``, ``raps`` only).
+    class_conditional : bool or "clustered", default False
+        One threshold per class, or per cluster of classes (``"clustered"``, Ding et al. 2023), for
+        the ranked scores (``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``).
     k_reg : int, default 1
         RAPS: ranks up to ``k_reg`` are not penalised (``"raps"`` only).
-    lam : float, default 0.0
-        RAPS: penalty per rank beyond ``k_reg`` (``"raps"`` only).
+    lam : float, optional
+        RAPS: penalty per rank beyond ``k_reg`` (default 0); SAPS: the weight of a rank (default 0.2).
+    randomized : bool, optional
+        APS, RAPS, SAPS: the randomised score (the default for these three: coverage
+        ``1 - epsilon`` rather than above it) or the deterministic one (``False``).
+    n_clusters : int, optional
+        ``class_conditional="clustered"``: the number of clusters (default: the authors' rule).
     gamma : float, optional
         The credal family's fixed ``gamma > 0`` (``"credal"`` only).
     utility : str or Utility, default "fbeta:beta=1"
         Used by :meth:`score` only.
-    empty : {"top1", "keep"}, default "top1"
+    empty : {"top1", "keep"}, optional
         What an empty conformal set becomes: the most probable class, or stays empty (utility 0).
+        Default: ``"keep"`` for the randomised scores (their coverage is exact only then),
+        ``"top1"`` otherwise.
     cv : {"split", "prefit"}, default "split"
         ``"split"``: fit on ``1 - calibration_size`` of the data, calibrate on the rest
         (stratified when possible).  ``"prefit"``: the estimator is fitted, all of ``fit``'s data
@@ -584,7 +592,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
     calibration_size : float or int, default 0.2
         Calibration fraction (or number of samples) with ``cv="split"``.
     random_state : int, RandomState instance or None
-        Seed of the split.
+        Seed of the split; an integer also seeds the randomised scores and the clustered split.
     calibrate : {None, "sigmoid", "isotonic"}, default None
         Probability calibration of the estimator (``cv="split"`` only); unrelated to the
         conformal calibration.
@@ -624,16 +632,18 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         conformity_score="lac",
         class_conditional=False,
         k_reg=1,
-        lam=0.0,
+        lam=None,
         gamma=None,
         utility="fbeta:beta=1",
-        empty="top1",
+        empty=None,
         cv="split",
         calibration_size=0.2,
         random_state=None,
         calibrate=None,
         hierarchy=None,
         max_nodes=1,
+        randomized=None,
+        n_clusters=None,
     ):
         self.estimator = estimator
         self.epsilon = epsilon
@@ -650,17 +660,24 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         self.calibration_size = calibration_size
         self.random_state = random_state
         self.calibrate = calibrate
+        self.randomized = randomized
+        self.n_clusters = n_clusters
 
     def _predictor(self) -> ConformalSetPredictor:
         """An unfitted predictor; its constructor checks the conformal parameters."""
         return ConformalSetPredictor(
             self.epsilon, score=self.conformity_score, class_conditional=self.class_conditional, k_reg=self.k_reg,
             lam=self.lam, empty=self.empty, gamma=self.gamma, hierarchy=self.hierarchy, max_nodes=self.max_nodes,
+            randomized=self.randomized, n_clusters=self.n_clusters,
+            # the seed of the split also seeds the randomised scores and the clustered split
+            random_state=self.random_state if isinstance(self.random_state, (np.random.RandomState, np.random.Generator))
+            or (isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool)
+                and self.random_state >= 0) else None,
         )
 
     def _check_params(self):
         super()._check_params()
-        if self.empty not in ("top1", "keep"):
+        if self.empty not in (None, "top1", "keep"):
             raise ValueError(f"empty must be 'top1' or 'keep', got {self.empty!r}")
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real) or not 0 < self.epsilon < 1:
             raise ValueError(f"epsilon must be a number in (0, 1), got {self.epsilon!r}")

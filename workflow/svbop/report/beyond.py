@@ -22,8 +22,8 @@ BEYOND_FAMILIES = (
     ("threshold", "Threshold (the paper)"),
     ("top_s", "Top-s (the paper)"),
     ("icp", "ICP, LAC score (the paper)"),
-    ("conformal", "Conformal APS / RAPS"),
-    ("class_conditional", "Class-conditional conformal"),
+    ("conformal", "Conformal APS / RAPS / SAPS / top-k / margin"),
+    ("class_conditional", "Class-conditional and clustered conformal"),
     ("mondrian", "Mondrian conformal (per group)"),
     ("coverage", "Bayes-optimal with coverage"),
     ("hierarchical", "Hierarchy-restricted"),
@@ -40,7 +40,7 @@ def method_family(method: str) -> str:
     if method in BEYOND_PAPER_METHODS:
         return method
     if method.startswith("conformal_"):
-        return "class_conditional" if method.endswith("_cc") else "conformal"
+        return "class_conditional" if method.endswith(("_cc", "_clustered")) else "conformal"
     for family in ("coverage", "hierarchical", "mondrian"):
         if method.startswith(family + "_"):
             return family

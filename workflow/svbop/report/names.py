@@ -146,11 +146,12 @@ def method_name(method: str, param: object) -> str:
         return f"Conformal hierarchy ≤ {n} node{'s' if n != '1' else ''}{eps}"
     if method.startswith("conformal_"):
         score = method.removeprefix("conformal_")
-        name = _SCORE_NAMES.get(score.removesuffix("_cc"), score.removesuffix("_cc").upper())
-        return f"{'Class-conditional ' if score.endswith('_cc') else ''}{name}{eps}"
+        kind = next((k for k in _KIND_NAMES if score.endswith(k)), "")
+        score = score.removesuffix(kind) if kind else score
+        return f"{_KIND_NAMES.get(kind, '')}{_score_name(score)}{eps}"
     if method.startswith("mondrian_"):
         score, _, by = method.removeprefix("mondrian_").partition("_")
-        return f"Mondrian {_SCORE_NAMES.get(score, score.upper())} by {by.replace('_', ' ')}{eps}"
+        return f"Mondrian {_score_name(score)} by {by.replace('_', ' ')}{eps}"
     if method.startswith("coverage_"):
         family = method.removeprefix("coverage_")
         return f"SVBOP-{_FAMILY_NAMES.get(family, family)}-coverage{eps}"
@@ -161,7 +162,16 @@ def method_name(method: str, param: object) -> str:
 
 
 #: Conformal scores and utility families of the methods beyond the paper, as the report names them.
-_SCORE_NAMES = {"lac": "LAC", "aps": "APS", "raps": "RAPS"}
+_SCORE_NAMES = {"lac": "LAC", "aps": "APS", "raps": "RAPS", "saps": "SAPS", "topk": "Top-k", "margin": "Margin"}
+#: Suffixes of the conformal methods' calibrations (svbop.conformal.methods) and their names.
+_KIND_NAMES = {"_cc": "Class-conditional ", "_clustered": "Clustered "}
+
+
+def _score_name(score: str) -> str:
+    """``APS`` (randomised, the default), ``APS (deterministic)``, ``Top-k``, ..."""
+    base = score.removesuffix("_deterministic")
+    name = _SCORE_NAMES.get(base, base.upper())
+    return f"{name} (deterministic)" if base != score else name
 _FAMILY_NAMES = {"fbeta": "u_{Fβ}", "credal": "u_{δ,γ}"}
 
 

@@ -1,4 +1,4 @@
-"""Helpers every conformal score shares (:mod:`svbop.conformal`, :mod:`svbop.hierarchical_conformal`):
+"""Helpers every conformal score shares (every module of :mod:`svbop.conformal`):
 the significance level as an exact fraction, the exact order statistic, the tolerance of score
 comparisons, and rows normalised in chunks."""
 
@@ -9,9 +9,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._prefix import row_stats
+from .._prefix import row_stats
 
-__all__ = ["_epsilon", "_normalised_chunks", "_order_statistic", "_score_tolerance", "_with_tolerance"]
+__all__ = ["_epsilon", "_normalised_chunks", "_no_calibration_rows", "_order_statistic", "_score_tolerance",
+           "_with_tolerance", "_NORMAL_MIN"]
 
 
 def _epsilon(epsilon) -> Fraction:
@@ -72,3 +73,14 @@ def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:
     if k > n:
         return math.inf
     return float(np.partition(scores, k - 1)[k - 1])
+
+
+def _no_calibration_rows(P_cal: np.ndarray) -> None:
+    if P_cal.shape[0] == 0:
+        raise ValueError(f"P_cal has no rows (shape {P_cal.shape}, dtype {P_cal.dtype}): the calibration set is empty")
+
+
+
+#: Smallest positive normal float64: ``lam`` and ``gamma`` are 0 (``lam`` only) or at least this,
+#: as the utilities' parameters are (a subnormal has too few bits to compute with).
+_NORMAL_MIN = float(np.finfo(np.float64).tiny)

@@ -1,0 +1,66 @@
+"""Split-conformal set prediction: ICP (LAC), APS, RAPS, class-conditional, Bayes-optimal sets with coverage.
+
+* :func:`conformal_quantile` and :func:`conformal_sets`: the paper's inductive conformal
+  prediction baseline (ICP, nonconformity ``1 - P(y|x)``), also re-exported by
+  :mod:`svbop.baselines` beside the paper's other baselines.
+* :class:`ConformalSetPredictor`: the LAC, APS and RAPS scores, class-conditional thresholds, and
+  Bayes-optimal F-beta and credal sets calibrated to cover the true class with probability at
+  least ``1 - epsilon`` (see its docstring for the definitions and the proofs).
+* Group-conditional (Mondrian) calibration for every score (``fit(..., groups=...)``) and
+  :class:`AdaptiveConformalSetPredictor`, adaptive conformal inference for streams (Gibbs and
+  Candès 2021).  What MAPIE, crepes, TorchCP and puncc do for these, and what svbop does
+  differently (explicit small/unseen-group rules; ACI's update and both ends of the level as in
+  the paper), is noted in ``workflow/docs/library.md``, section "Conformal sets".
+
+One module per concept:
+
+=========================  ====================================================================
+``scores``                 the LAC/APS/RAPS scores, ICP, the sets ``{c : s(x, c) <= q}``
+``split``                  :class:`ConformalSetPredictor` (marginal calibration; the others below)
+``class_conditional``      one threshold per class
+``mondrian``               one threshold per group known at test time
+``family``                 Bayes-optimal F-beta and credal sets with coverage
+``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, for streams)
+``hierarchical``           hierarchy-restricted sets (``score="hierarchical"``)
+=========================  ====================================================================
+
+The package imports only svbop's lower modules (``_prefix``, ``search``, ``metrics``, ``sets``,
+``utilities``, ``hierarchical``); :mod:`svbop.baselines` imports it, never the other way.
+"""
+
+from __future__ import annotations
+
+from ._common import _epsilon, _no_calibration_rows, _order_statistic, _score_tolerance, _with_tolerance  # noqa: F401
+from .adaptive import ACI_STEP, AdaptiveConformalSetPredictor
+from .family import (  # noqa: F401  (tests and svbop.baselines use these)
+    _calibrate_parameter,
+    _covered,
+    _family_scores,
+    _family_utility,
+    _RankedCalibration,
+)
+from .mondrian import GROUPINGS, SMALL_GROUPS, GroupCalibrationWarning, min_calibration_rows, predicted_groups
+from .scores import (  # noqa: F401
+    CONFORMAL_SCORES,
+    PREDICTOR_SCORES,
+    _calibration_scores,
+    _score_sets,
+    conformal_quantile,
+    conformal_sets,
+)
+from .split import ConformalSetPredictor
+
+__all__ = [
+    "conformal_quantile",
+    "conformal_sets",
+    "ConformalSetPredictor",
+    "CONFORMAL_SCORES",
+    "PREDICTOR_SCORES",
+    "SMALL_GROUPS",
+    "GroupCalibrationWarning",
+    "min_calibration_rows",
+    "AdaptiveConformalSetPredictor",
+    "ACI_STEP",
+    "GROUPINGS",
+    "predicted_groups",
+]

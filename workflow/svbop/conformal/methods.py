@@ -1,0 +1,42 @@
+"""The pipeline's conformal method names (``results/<dataset>/predictions/conformal_<name>/``) and
+the :class:`svbop.conformal.ConformalSetPredictor` each one stands for.
+
+``<score>`` (one threshold), ``<score>_cc`` (one per class), ``<score>_clustered`` (one per cluster of
+classes), ``hierarchical_<n>``; a score is ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
+or ``aps_deterministic``, ``raps_deterministic``, ``saps_deterministic`` (config ``methods.conformal``,
+``methods.class_conditional``, ``methods.clustered``, ``methods.mondrian.scores``)."""
+
+from __future__ import annotations
+
+from .scores import RANDOMIZED_SCORES, RANKED_SCORES
+
+__all__ = ["conformal_method"]
+
+
+def conformal_method(name: str, methods: dict, seed: int) -> dict:
+    """``{"score", "class_conditional", "options"}`` of the method ``name``: the predictor is
+    ``ConformalSetPredictor(epsilon, score=score, class_conditional=class_conditional, empty=...,
+    **options)``.  ``methods``: the config's ``methods`` (``raps.k_reg``, ``raps.lam``, ``saps.lam``);
+    ``seed``: the randomised scores' and the clustered split's ``random_state``."""
+    if name.startswith("hierarchical_"):
+        return {"score": "hierarchical", "class_conditional": False,
+                "options": {"max_nodes": int(name.removeprefix("hierarchical_"))}}
+    class_conditional: bool | str = False
+    base = name
+    if name.endswith("_cc"):
+        class_conditional, base = True, name.removesuffix("_cc")
+    elif name.endswith("_clustered"):
+        class_conditional, base = "clustered", name.removesuffix("_clustered")
+    score = base.removesuffix("_deterministic")
+    if score not in RANKED_SCORES or (base != score and score not in RANDOMIZED_SCORES):
+        raise ValueError(f"unknown conformal method {name!r}")
+    options: dict = {}
+    if score == "raps":
+        options.update(k_reg=methods["raps"]["k_reg"], lam=methods["raps"]["lam"])
+    elif score == "saps":
+        options.update(lam=methods.get("saps", {}).get("lam", 0.2))
+    if score in RANDOMIZED_SCORES:
+        options["randomized"] = base == score
+    if options.get("randomized") or class_conditional == "clustered":
+        options["random_state"] = int(seed)
+    return {"score": score, "class_conditional": class_conditional, "options": options}
