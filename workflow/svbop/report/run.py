@@ -42,7 +42,10 @@ WORK_DIR = ".svbop"
 #: What svbop report writes at the top of the output folder (nothing else is touched there).
 OUTPUT_NAMES = ("report.html", "tables", "figures", "svbop_report.log", "svbop_report.yaml", WORK_DIR)
 #: Conformal and coverage-guaranteed sets the command adds (the quickstart's choice).
-DEFAULT_METHODS = {"conformal": ["aps", "raps"], "class_conditional": ["lac"], "coverage": ["fbeta", "credal"]}
+#: APS and RAPS are randomised (coverage close to 1 - epsilon, as practitioners know them); clustered
+#: class-conditional LAC beside class-conditional LAC (usable with few calibration rows per class).
+DEFAULT_METHODS = {"conformal": ["aps", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
+                   "coverage": ["fbeta", "credal"]}
 
 
 def detect_outputs(path: str | os.PathLike) -> str:
@@ -84,7 +87,7 @@ def report_config(
     schema's default fraction, the calibration rows by ``split.calibration: auto``
     (:mod:`svbop.datasets.calibration_share`: enough rows for one conformal threshold per class).  ``groups`` maps each given part to a file of one group per row (the parts' ``groups:``
     files, :mod:`svbop.datasets.outputs`): Mondrian LAC by that group is added, and the report shows
-    each group's coverage.  Conformal sets (APS, RAPS, class-conditional LAC), Bayes-optimal sets with a coverage
+    each group's coverage.  Conformal sets (randomised APS and RAPS, class-conditional and clustered LAC), Bayes-optimal sets with a coverage
     guarantee (F-beta, credal) at each ``epsilons``, Mondrian LAC by the predicted class and, with a
     ``hierarchy``, sets restricted to at most 1 and 3 of its nodes (Bayes-optimal and conformal) and
     Mondrian LAC by the top-level node are added to the paper's methods.
