@@ -104,7 +104,8 @@ def test_an_unknown_hierarchical_utility_stops_the_workflow_naming_the_key(tmp_p
     (workdir / "bad.yaml").write_text('methods: {hierarchical: {max_nodes: [1], utilities: ["fbetta:beta=1"]}}\n')
     result = _snakemake("-n", "--configfile", "bad.yaml", cwd=workdir)
     assert result.returncode != 0
-    assert "config: methods.hierarchical.utilities: " in result.stdout + result.stderr
+    assert ("config: methods.hierarchical.utilities[0]: unknown utility 'fbetta' in spec 'fbetta:beta=1'; known: "
+            in result.stdout + result.stderr)
 
 
 def test_the_papers_config_plans_no_method_beyond_it(tmp_path):

@@ -1,5 +1,6 @@
-"""Class-conditional (Mondrian by the label) calibration: one threshold ``q_c`` per class, and the
-filter that keeps, of each ranked prefix, the classes within their own class's threshold."""
+"""Class-conditional (Mondrian by the label) calibration: one threshold ``q_c`` per class (the
+filter that keeps, of each ranked prefix, the classes within their own class's threshold is
+:func:`svbop.conformal.scores._filter_per_class`, beside the sets it filters)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-
-from .scores import _ranked_scores
 
 
 def _class_quantiles(s: np.ndarray, y: np.ndarray, K: int, eps: Fraction) -> np.ndarray:
@@ -27,23 +26,3 @@ def _class_quantiles(s: np.ndarray, y: np.ndarray, K: int, eps: Fraction) -> np.
     return q
 
 
-def _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty):
-    """Keep the classes of each ranked prefix whose score is within their own class's threshold."""
-    r = Xn.shape[0]
-    size = np.diff(ptr)
-    W = int(size.max()) if r else 0
-    pad = np.arange(W) < size[:, None]
-    C = np.zeros((r, W), dtype=np.int64)
-    C[pad] = ind
-    V = np.where(pad, Xn[np.arange(r)[:, None], C], 0.0)
-    keep = pad & (_ranked_scores(V, score, k_reg, lam) <= q[C])
-    if empty == "top1":
-        none = ~keep.any(axis=1)
-        if none.any():  # the most probable class (lowest index among ties), whatever its threshold
-            top = np.argmax(Xn[none], axis=1)
-            if W == 0:
-                C, keep = np.zeros((r, 1), dtype=np.int64), np.zeros((r, 1), dtype=bool)
-            C[none, 0] = top
-            keep[none, 0] = True
-    new_size = keep.sum(axis=1)
-    return C[keep], np.concatenate([[0], np.cumsum(new_size)])

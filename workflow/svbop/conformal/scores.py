@@ -241,8 +241,6 @@ def _score_sets(P, q, score, k_reg, lam, empty, chunk_bytes):
             sets, _ = prefix_search(Xn, decide, first, geometric_widening(), chunk_bytes=Xn.nbytes + 1)
             ind, ptr = sets.indices, sets.indptr
         if per_class:
-            from .class_conditional import _filter_per_class
-
             ind, ptr = _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty)
         indices.append(ind)
         indptr.append(ptr[1:] + offset)
@@ -349,3 +347,25 @@ def _mask_sets(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes) -> S
 def _every_class(P: np.ndarray, chunk_bytes: int) -> SetPredictions:
     """Every class of every row, in decreasing probability (ties by class index)."""
     return _score_sets(P, math.inf, "aps", 1, 0.0, "keep", chunk_bytes)
+
+
+def _filter_per_class(Xn, ind, ptr, q, score, k_reg, lam, empty):
+    """Keep the classes of each ranked prefix whose score is within their own class's threshold."""
+    r = Xn.shape[0]
+    size = np.diff(ptr)
+    W = int(size.max()) if r else 0
+    pad = np.arange(W) < size[:, None]
+    C = np.zeros((r, W), dtype=np.int64)
+    C[pad] = ind
+    V = np.where(pad, Xn[np.arange(r)[:, None], C], 0.0)
+    keep = pad & (_ranked_scores(V, score, k_reg, lam) <= q[C])
+    if empty == "top1":
+        none = ~keep.any(axis=1)
+        if none.any():  # the most probable class (lowest index among ties), whatever its threshold
+            top = np.argmax(Xn[none], axis=1)
+            if W == 0:
+                C, keep = np.zeros((r, 1), dtype=np.int64), np.zeros((r, 1), dtype=bool)
+            C[none, 0] = top
+            keep[none, 0] = True
+    new_size = keep.sum(axis=1)
+    return C[keep], np.concatenate([[0], np.cumsum(new_size)])
