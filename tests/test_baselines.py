@@ -74,6 +74,34 @@ def test_threshold_tuning_breaks_exact_ties_despite_rounding(seed):
     assert svbop.tune_threshold(P, y, "fbeta:beta=1")[0] == expected
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_threshold_tuning_scores_equal_those_of_the_sets_themselves_bit_for_bit(dtype, rng):
+    """tune_threshold sorts each validation row once for every theta; its mean utilities must be
+    exactly those of threshold_sets' own sets (ties, zeros, rows reaching theta = 1 early, several
+    chunks of rows, and scores not normalised)."""
+    n, K = 700, 60
+    P = rng.dirichlet(np.full(K, 0.2), size=n) * rng.choice([1.0, 3.0], size=(n, 1))
+    P[::7, 40:] = 0.0  # zeros: theta = 1 stops before them
+    P[::5] = np.round(P[::5], 2)  # exact ties in value
+    P[3] = 1.0  # every class tied
+    P = P.astype(dtype)
+    y = rng.integers(0, K, n)
+    y[::11] = np.argmax(P[::11], axis=1)
+    thetas = (0.0, 0.01, 0.3, 0.5, 0.9, 0.99, 0.999, 1.0)
+    for u in ("fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"):
+        expected = [svbop.metrics.set_utility(svbop.threshold_sets(P, t), y, u).mean() for t in thetas]
+        for chunk_bytes in (K * P.itemsize * 64, 2**25):
+            sizes, ranks = svbop.baselines._threshold_sizes(P, y, np.array(thetas), "P", chunk_bytes)
+            for j, t in enumerate(thetas):
+                sets = svbop.threshold_sets(P, t)
+                np.testing.assert_array_equal(sizes[j], sets.sizes)
+                np.testing.assert_array_equal(ranks < sizes[j], sets.contains(y))
+        theta, scores = svbop.tune_threshold(P, y, u, thetas)
+        assert scores.tolist() == expected
+    with pytest.raises(ValueError, match=r"theta must be in \[0, 1\], got 1.5"):
+        svbop.tune_threshold(P, y, "fbeta", (0.5, 1.5))
+
+
 def test_conformal_quantile_uses_the_finite_sample_level():
     scores = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])  # n = 9
     P = np.column_stack([1 - scores, scores])  # true class 0: nonconformity = scores
