@@ -259,3 +259,27 @@ def test_the_default_threshold_grid_is_fine_near_both_ends():
     assert len(grids) >= 2  # the schema's default and config.yaml's
     for grid in grids:
         assert {0.01, 0.02, 0.05, 0.95, 0.98, 0.99, 1.0} <= set(grid) and grid == sorted(grid)
+
+
+def test_sorted_heads_of_float32_scores_equal_those_of_the_same_values_in_float64(rng):
+    """float32 rows are sorted through one packed int64 key per candidate (value bits, class); the
+    heads must equal the general float64 path's on the same values: order, ties in increasing
+    class index, zeros, padding, -0.0 and every threshold."""
+    from svbop._prefix import sorted_heads
+
+    for trial in range(30):
+        n, K = int(rng.integers(1, 50)), int(rng.integers(1, 300))
+        P = rng.dirichlet(np.full(K, 0.3), size=n).astype(np.float32)
+        if trial % 3 == 0:
+            P = np.round(P, 2).astype(np.float32)  # many exact ties
+        if trial % 4 == 0:
+            P[:, ::3] = 0.0
+        if trial % 7 == 0:
+            P[0, 0] = -0.0
+        t = [np.zeros(n), P.max(axis=1) * rng.uniform(0, 1, n), P.max(axis=1)][trial % 3].astype(np.float32)
+        got, want = sorted_heads(P, t), sorted_heads(P.astype(np.float64), t.astype(np.float64))
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            for field in ("rows", "values", "classes", "counts"):
+                x, y = getattr(a, field), getattr(b, field)
+                assert x.dtype == y.dtype and np.array_equal(x, y), (trial, field)
