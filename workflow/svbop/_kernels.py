@@ -623,45 +623,6 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
         out_pulled[r] = n
 
 
-# --- the cumulative threshold baseline's tuning -----------------------------------------------
-
-
-@njit(**_JIT)
-def threshold_sizes(C, thr, out):
-    """``out[i, j]``: the smallest ``s`` with ``C[i, s - 1] >= thr[i, j]`` (``K`` when none), for
-    rows ``C[i]`` of non-decreasing cumulative masses (a binary search per row and threshold)."""
-    K = C.shape[1]
-    for i in range(C.shape[0]):
-        for j in range(thr.shape[1]):
-            t = thr[i, j]
-            lo = 0
-            hi = K
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if C[i, mid] >= t:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            out[i, j] = lo + 1 if lo < K else K
-
-
-@njit(**_JIT)
-def label_ranks(X, y, out):
-    """``out[i]``: the position of class ``y[i]`` in row ``i`` sorted by decreasing value, ties in
-    increasing class index (the number of classes before it in that order)."""
-    for i in range(X.shape[0]):
-        c0 = y[i]
-        v = X[i, c0]
-        r = 0
-        for c in range(c0):
-            if X[i, c] >= v:
-                r += 1
-        for c in range(c0 + 1, X.shape[1]):
-            if X[i, c] > v:
-                r += 1
-        out[i] = r
-
-
 # --- set containers ------------------------------------------------------------------------------
 
 
