@@ -252,6 +252,10 @@ def check_scores(arr: np.ndarray, where: str, *, probabilities: bool = False, ch
         return
     for lo in range(0, arr.shape[0], chunk_rows):
         block = arr[lo:lo + chunk_rows]
+        if block.size and arr.dtype.kind == "f":  # two reductions, no temporaries: NaN fails both tests
+            least, most = block.min(), block.max()
+            if (least >= 0 and most <= 1) if probabilities else (np.isfinite(least) and np.isfinite(most)):
+                continue
         bad = ~np.isfinite(block) if arr.dtype.kind == "f" else np.zeros(block.shape, dtype=bool)
         if probabilities:
             bad |= (block < 0) | (block > 1)
