@@ -172,8 +172,15 @@ def test_stored_members_are_read_without_copies_and_equal_numpys_reading(tmp_pat
                 assert type(got) is np.ndarray and got.dtype == ref[key].dtype and got.shape == ref[key].shape
                 np.testing.assert_array_equal(got, ref[key])
             got = data["P_test"]
+            if path.name == "s.npz":  # save_arrays aligns the data of its uncompressed members: mapped
+                assert got.flags.aligned and got.ctypes.data % 64 == 0 and got.base is not None
             got[0, 0] = 7.0
         np.testing.assert_array_equal(np.load(path)["P_test"], P)
+    np.savez(tmp_path / "plain.npz", P_test=P)  # numpy's own layout: data at any offset, copied
+    with NpzReader(tmp_path / "plain.npz") as data:
+        got = data["P_test"]
+        assert got.flags.aligned and got.flags.owndata
+        np.testing.assert_array_equal(got, P)
     P_back, y_back = load_score_arrays(tmp_path / "s.npz", "P_test", "y_test")
     np.testing.assert_array_equal(P_back, P)
     bad = P.copy()

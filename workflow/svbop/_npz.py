@@ -19,6 +19,9 @@ __all__ = ["UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bound
 
 #: Uncompressed ``.npz`` members of at least this many bytes are mapped, not copied (:meth:`NpzReader._read_stored`).
 _MAP_BYTES = 1 << 24
+#: Only members whose data start at a multiple of this many bytes are mapped (an array at an odd
+#: address is slower to compute on, and a compiled kernel would be compiled again for it).
+_ALIGN = 64
 
 #: What numpy raises for a file that is not a readable ``.npy`` / ``.npz`` (not a zip, truncated,
 #: a damaged member, pickled objects): caught at the library's boundary and reported naming the file.
@@ -217,7 +220,8 @@ class NpzReader:
                 if dtype.hasobject or fortran or fh.tell() - start + int(np.prod(shape)) * dtype.itemsize != info.file_size:
                     return None  # numpy's own reader decides (and _check_member has named real damage)
                 offset, nbytes = fh.tell(), int(np.prod(shape)) * dtype.itemsize
-                if nbytes >= _MAP_BYTES:  # mapped copy-on-write: pages come from the page cache as read
+                if nbytes >= _MAP_BYTES and offset % _ALIGN == 0:  # mapped copy-on-write, aligned
+                    # (svbop.io.save_arrays aligns its members): pages come from the page cache as read
                     buffer = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
                     return np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
                 arr = np.empty(shape, dtype=dtype)
