@@ -208,7 +208,8 @@ class NpzReader:
                 local = fh.read(30)
                 if len(local) != 30 or local[:4] != b"PK\x03\x04":
                     return None
-                start = info.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+                names = int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+                start = info.header_offset + 30 + names  # the file name and extra field follow
                 fh.seek(start)
                 version = npy_format.read_magic(fh)
                 if version == (1, 0):
