@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._npz import _MAP_BYTES
 from ._npz import (  # noqa: F401 - re-exported: svbop.io is where callers find them
     INFLATE_FLOOR_MB, INFLATE_RATIO, UNREADABLE_NPZ, NpzReader, check_npy_header, inflate_bounds, inflate_problem,
 )
@@ -32,7 +33,9 @@ SCORES_DTYPE = np.dtype(np.float32)
 def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
     """Read one ``.npy`` array without pickles; an unreadable file raises a ValueError naming it.
 
-    The header's shape is checked against the file's size before anything is allocated.
+    The header's shape is checked against the file's size before anything is allocated.  A file of
+    at least 16 MB is mapped copy-on-write rather than copied into fresh memory (which costs about
+    10 us per 4 KiB page on the development VM: 0.8 CPU s for 200 MB of float32 logits).
     """
     path = Path(path)
     if not path.is_file():
@@ -48,6 +51,8 @@ def load_npy(path: str | os.PathLike, what: str = ".npy file") -> np.ndarray:
     except OSError as exc:
         raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
+        if size >= _MAP_BYTES:  # mapped copy-on-write (a plain ndarray over the mapping): read as used
+            return np.asarray(np.load(path, mmap_mode="c", allow_pickle=False))
         return np.load(path, allow_pickle=False)
     except UNREADABLE_NPZ as exc:
         raise ValueError(f"{path}: not a readable {what} ({type(exc).__name__}: {exc})") from None

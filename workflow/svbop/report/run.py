@@ -53,11 +53,18 @@ def detect_outputs(path: str | os.PathLike) -> str:
     from ..datasets.outputs import SUM_TOLERANCE, _read_scores
 
     S, *_ = _read_scores(Path(path), scores_key=None, header=True, sep=None, label_column=None)
-    S = np.asarray(S, dtype=np.float64)
-    if S.ndim != 2 or S.size == 0 or not np.all(np.isfinite(S)):
+    S = np.asarray(S)
+    if S.ndim != 2 or S.size == 0:
         return "logits"  # the reader names the problem when the dataset is read
-    probabilities = S.min() >= 0 and np.abs(S.sum(axis=1) - 1.0).max() <= SUM_TOLERANCE
-    return "probabilities" if probabilities else "logits"
+    # in blocks of rows, each in float64, stopping at the first that is not probabilities (logits are
+    # told by their first block; the whole matrix in float64 took 1.35 CPU s at 50,000 x 1,000)
+    rows = max(1, (1 << 20) // S.shape[1])
+    for lo in range(0, S.shape[0], rows):
+        block = np.asarray(S[lo: lo + rows], dtype=np.float64)
+        if not (np.all(np.isfinite(block)) and block.min() >= 0
+                and np.abs(block.sum(axis=1) - 1.0).max() <= SUM_TOLERANCE):
+            return "logits"
+    return "probabilities"
 
 
 def _file_entry(files: dict, part: str, kind: str, path: str | os.PathLike) -> str:
