@@ -74,6 +74,34 @@ def test_threshold_tuning_breaks_exact_ties_despite_rounding(seed):
     assert svbop.tune_threshold(P, y, "fbeta:beta=1")[0] == expected
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_threshold_tuning_scores_equal_those_of_the_sets_themselves_bit_for_bit(dtype, rng):
+    """tune_threshold sorts each validation row once for every theta; its mean utilities must be
+    exactly those of threshold_sets' own sets (ties, zeros, rows reaching theta = 1 early, several
+    chunks of rows, and scores not normalised)."""
+    n, K = 700, 60
+    P = rng.dirichlet(np.full(K, 0.2), size=n) * rng.choice([1.0, 3.0], size=(n, 1))
+    P[::7, 40:] = 0.0  # zeros: theta = 1 stops before them
+    P[::5] = np.round(P[::5], 2)  # exact ties in value
+    P[3] = 1.0  # every class tied
+    P = P.astype(dtype)
+    y = rng.integers(0, K, n)
+    y[::11] = np.argmax(P[::11], axis=1)
+    thetas = (0.0, 0.01, 0.3, 0.5, 0.9, 0.99, 0.999, 1.0)
+    for u in ("fbeta:beta=1", "credal:delta=2.2,gamma=1.2", "fbeta:beta=5"):
+        expected = [svbop.metrics.set_utility(svbop.threshold_sets(P, t), y, u).mean() for t in thetas]
+        for chunk_bytes in (K * P.itemsize * 64, 2**25):
+            sizes, ranks = svbop.baselines._threshold_sizes(P, y, np.array(thetas), "P", chunk_bytes)
+            for j, t in enumerate(thetas):
+                sets = svbop.threshold_sets(P, t)
+                np.testing.assert_array_equal(sizes[j], sets.sizes)
+                np.testing.assert_array_equal(ranks < sizes[j], sets.contains(y))
+        theta, scores = svbop.tune_threshold(P, y, u, thetas)
+        assert scores.tolist() == expected
+    with pytest.raises(ValueError, match=r"theta must be in \[0, 1\], got 1.5"):
+        svbop.tune_threshold(P, y, "fbeta", (0.5, 1.5))
+
+
 def test_conformal_quantile_uses_the_finite_sample_level():
     scores = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])  # n = 9
     P = np.column_stack([1 - scores, scores])  # true class 0: nonconformity = scores
@@ -231,3 +259,27 @@ def test_the_default_threshold_grid_is_fine_near_both_ends():
     assert len(grids) >= 2  # the schema's default and config.yaml's
     for grid in grids:
         assert {0.01, 0.02, 0.05, 0.95, 0.98, 0.99, 1.0} <= set(grid) and grid == sorted(grid)
+
+
+def test_sorted_heads_of_float32_scores_equal_those_of_the_same_values_in_float64(rng):
+    """float32 rows are sorted through one packed int64 key per candidate (value bits, class); the
+    heads must equal the general float64 path's on the same values: order, ties in increasing
+    class index, zeros, padding, -0.0 and every threshold."""
+    from svbop._prefix import sorted_heads
+
+    for trial in range(30):
+        n, K = int(rng.integers(1, 50)), int(rng.integers(1, 300))
+        P = rng.dirichlet(np.full(K, 0.3), size=n).astype(np.float32)
+        if trial % 3 == 0:
+            P = np.round(P, 2).astype(np.float32)  # many exact ties
+        if trial % 4 == 0:
+            P[:, ::3] = 0.0
+        if trial % 7 == 0:
+            P[0, 0] = -0.0
+        t = [np.zeros(n), P.max(axis=1) * rng.uniform(0, 1, n), P.max(axis=1)][trial % 3].astype(np.float32)
+        got, want = sorted_heads(P, t), sorted_heads(P.astype(np.float64), t.astype(np.float64))
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            for field in ("rows", "values", "classes", "counts"):
+                x, y = getattr(a, field), getattr(b, field)
+                assert x.dtype == y.dtype and np.array_equal(x, y), (trial, field)

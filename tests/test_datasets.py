@@ -92,6 +92,22 @@ def test_dense_round_trip_is_exact(tmp_path, rng):
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["imgs.npz"]  # no temporary file left
 
 
+def test_dense_floats_are_stored_uncompressed_and_other_matrices_compressed(tmp_path, rng, tiny):
+    """zlib costs minutes per GB of float scores (a model's outputs) and hardly shrinks them: a dense
+    float X is stored as it is; sparse matrices and integer pixels stay compressed."""
+    import zipfile
+
+    ds = Dataset("scores", rng.normal(size=(6, 4)), np.array([0, 1, 2, 3, 0, 1]), list("abcd"))
+    path = ds.save(tmp_path / "scores.npz")
+    _assert_same(ds, Dataset.load(path))
+    with zipfile.ZipFile(path) as zf:
+        assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_STORED}
+    pixels = Dataset("px", rng.integers(0, 255, (4, 3, 3), dtype=np.uint8), np.array([0, 1, 0, 1]), list("ab"))
+    for kept in (pixels, tiny):
+        with zipfile.ZipFile(kept.save(tmp_path / f"{kept.name}.npz")) as zf:
+            assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_DEFLATED}
+
+
 def test_sparse_round_trip_with_hierarchy_is_exact(tmp_path, tiny):
     path = tiny.save(tmp_path / "tiny.npz")
     back = Dataset.load(path)

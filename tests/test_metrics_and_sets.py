@@ -151,6 +151,49 @@ def test_scores_file_keeps_float32_and_is_stored_uncompressed(tmp_path):
         assert {info.compress_type for info in zf.infolist()} == {zipfile.ZIP_DEFLATED}
 
 
+def test_stored_members_are_read_without_copies_and_equal_numpys_reading(tmp_path, monkeypatch):
+    """NpzReader reads uncompressed members itself (mapped copy-on-write from a size on, else one
+    readinto): the arrays equal np.load's, are plain writable ndarrays, and a write never reaches
+    the file; compressed members and Fortran-ordered ones go through numpy."""
+    import svbop._npz as npz
+    from svbop.io import NpzReader, load_score_arrays, save_arrays
+
+    monkeypatch.setattr(npz, "_MAP_BYTES", 1000)  # map the 30 x 40 float32 matrix (4,800 bytes)
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(40), size=30).astype(np.float32)
+    arrays = {"P_test": P, "y_test": np.arange(30), "F": np.asfortranarray(rng.random((5, 4))),
+              "big": np.arange(3, dtype=">i4"), "empty": np.zeros((0, 3)), "name": np.array("x")}
+    save_arrays(tmp_path / "s.npz", compress=False, **arrays)
+    save_arrays(tmp_path / "z.npz", **arrays)
+    for path in (tmp_path / "s.npz", tmp_path / "z.npz"):
+        with NpzReader(path) as data, np.load(path) as ref:
+            for key in arrays:
+                got = data[key]
+                assert type(got) is np.ndarray and got.dtype == ref[key].dtype and got.shape == ref[key].shape
+                np.testing.assert_array_equal(got, ref[key])
+            got = data["P_test"]
+            if path.name == "s.npz":  # save_arrays aligns the data of its uncompressed members: mapped
+                assert got.flags.aligned and got.ctypes.data % 64 == 0 and got.base is not None
+            got[0, 0] = 7.0
+        np.testing.assert_array_equal(np.load(path)["P_test"], P)
+    np.savez(tmp_path / "plain.npz", P_test=P)  # numpy's own layout: data at any offset, copied
+    with NpzReader(tmp_path / "plain.npz") as data:
+        got = data["P_test"]
+        assert got.flags.aligned and got.flags.owndata
+        np.testing.assert_array_equal(got, P)
+    P_back, y_back = load_score_arrays(tmp_path / "s.npz", "P_test", "y_test")
+    np.testing.assert_array_equal(P_back, P)
+    bad = P.copy()
+    bad[4, 2] = np.nan
+    save_arrays(tmp_path / "bad.npz", compress=False, P_test=bad)
+    with pytest.raises(ValueError, match=r"bad\.npz: key 'P_test': value nan at row 4, column 2 is not finite"):
+        load_score_arrays(tmp_path / "bad.npz", "P_test")
+    bad[4, 2] = 1.5
+    save_arrays(tmp_path / "bad.npz", compress=False, P_test=bad)
+    with pytest.raises(ValueError, match=r"value 1\.5 at row 4, column 2 is outside \[0, 1\]"):
+        load_score_arrays(tmp_path / "bad.npz", "P_test")
+
+
 def test_contains_and_repeated_class_need_no_memory_the_size_of_the_sets():
     import tracemalloc
 

