@@ -5,6 +5,8 @@ sets and numbers as with the numpy array itself."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -250,8 +252,24 @@ def test_cuda_tensors_give_the_numpy_results():
 
 
 def test_jax_arrays_give_the_numpy_results():
-    """jax (CPU) is in the test extra (pyproject.toml), so this runs wherever the README's test command does."""
-    jnp = pytest.importorskip("jax.numpy", reason="jax (the test extra: pip install -e '.[test]') is not installed")
+    """jax (CPU) is in the test extra (pyproject.toml), so this runs wherever the README's test command does.
+
+    In a fresh interpreter: JAX starts threads when imported, and a test worker that later forks
+    (multiprocessing in test_linear.py, test_trees.py) could deadlock on a lock one of them held."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax (the test extra: pip install -e '.[test]') is not installed")
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_array_likes as t; t._jax_check()"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def _jax_check():
+    import jax.numpy as jnp
+
     from svbop.calibration import TemperatureScaling, calibration_metrics, fit_temperature, outputs_to_probabilities
 
     P, y = _problem(np.float32)
