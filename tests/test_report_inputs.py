@@ -93,11 +93,11 @@ def test_a_fifo_and_a_device_are_refused_without_reading_them(files, capsys):
     opened.start()
     try:
         assert _refused(capsys, "--test", "fifo.npy", "y.npy") == (
-            "svbop: error: --test: fifo.npy: is a FIFO, not a regular file; give the file itself")
+            "svbop: error: --test: fifo.npy: is a FIFO (named pipe), not a regular file; give the file itself")
         assert _refused(capsys, "--test", "zero.csv", "y.npy") == (
-            "svbop: error: --test: zero.csv: is a device, not a regular file; give the file itself")
+            "svbop: error: --test: zero.csv: is a character device, not a regular file; give the file itself")
         assert _refused(capsys, "--test", "p.npy", "y.npy", "--class-names", "fifo.npy") == (
-            "svbop: error: --class-names: fifo.npy: is a FIFO, not a regular file; give the file itself")
+            "svbop: error: --class-names: fifo.npy: is a FIFO (named pipe), not a regular file; give the file itself")
     finally:
         opened.cancel()
 

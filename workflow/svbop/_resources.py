@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["WORKFLOW_FILES", "packaged_workflow", "workflow_file", "workflow_root", "_workflow_path"]
+__all__ = ["WORKFLOW_FILES", "packaged_workflow", "workflow_path", "workflow_root"]
 
 #: The workflow's files, relative to its root, that ``svbop report`` needs to run the pipeline
 #: (folders are copied whole).  ``setup.py`` packages exactly these.
@@ -60,12 +60,7 @@ def workflow_root() -> Path:
     return root
 
 
-def workflow_file(relative: str) -> Path:
-    """``relative`` (e.g. ``"workflow/schemas/config.schema.yaml"``) under :func:`workflow_root`."""
-    return workflow_root() / relative
-
-
-def _workflow_path(relative: str) -> Path:
+def workflow_path(relative: str) -> Path:
     """``relative`` under the checkout or the wheel's copy, whichever exists; never raises (a
     module-level default path: a missing file is named when it is opened)."""
     for root in (_checkout(), packaged_workflow()):

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._resources import _workflow_path
+from ._resources import workflow_path
 from .archives import relative_path_problem
 from .download import SIDECAR_SUFFIXES
 
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 #: The workflow's config schema.
-SCHEMA = _workflow_path("workflow/schemas/config.schema.yaml")
+SCHEMA = workflow_path("workflow/schemas/config.schema.yaml")
 
 _SPLIT_PARTS = ("validation", "calibration", "test")
 

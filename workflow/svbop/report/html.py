@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 from markupsafe import Markup
 
-from .._resources import _workflow_path
+from .._resources import workflow_path
 from ..io import atomic_path
 from ..utilities import utility
 from .compare import SMALL_TEST, check_claims, table2_vs_paper, table3_vs_paper, table4_vs_paper, table5_vs_paper
@@ -45,7 +45,7 @@ from .tables import (
 __all__ = ["DEFAULT_TEMPLATE", "build_report", "environment_versions"]
 
 #: The template shipped with the repository (``<repo>/report/templates/report.html.j2``).
-DEFAULT_TEMPLATE = _workflow_path("report/templates/report.html.j2")
+DEFAULT_TEMPLATE = workflow_path("report/templates/report.html.j2")
 
 #: Distributions reported by :func:`environment_versions`: shown name -> distribution names tried.
 _PACKAGES = {

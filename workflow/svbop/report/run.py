@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,15 +96,7 @@ def report_config(
     files: dict[str, dict] = {}
     parts = {}
     groups = dict(groups or {})
-    given = [part for part, pair in (("validation", validation), ("calibration", calibration), ("test", test))
-             if pair is not None]
-    stray = [part for part in groups if part not in given]
-    if stray:
-        raise ValueError(f"--{stray[0]}-groups: there is no --{stray[0]} (groups are given for the parts given)")
-    if groups and len(groups) != len(given):
-        missing = [part for part in given if part not in groups]
-        raise ValueError(f"--{missing[0]}-groups: missing; with groups for one part, every part given needs them "
-                         f"(given: {', '.join('--' + p for p in given)})")
+    _check_group_flags(groups, validation=validation, calibration=calibration, test=test)
     for part, pair in (("validation", validation), ("calibration", calibration), ("test", test)):
         if pair is None:
             continue
@@ -144,6 +137,18 @@ def _suffix(path) -> str:
     return "".join(Path(path).suffixes[-1:]).lower()
 
 
+def _check_group_flags(groups: dict[str, str], **pairs) -> None:
+    """Groups only for parts given, and then for every part given (``pairs``: part -> files or None)."""
+    given = [part for part in ("validation", "calibration", "test") if pairs.get(part) is not None]
+    stray = [part for part in groups if part not in given]
+    if stray:
+        raise ValueError(f"--{stray[0]}-groups: there is no --{stray[0]} (groups are given for the parts given)")
+    if groups and len(groups) != len(given):
+        missing = [part for part in given if part not in groups]
+        raise ValueError(f"--{missing[0]}-groups: missing; with groups for one part, every part given needs them "
+                         f"(given: {', '.join('--' + p for p in given)})")
+
+
 # --- checks before any work -----------------------------------------------------------------------
 
 def check_options(*, epsilons: Sequence[float] | None, cores: int, name: str) -> None:
@@ -160,8 +165,6 @@ def check_options(*, epsilons: Sequence[float] | None, cores: int, name: str) ->
             raise ValueError(f"--epsilon: {e!r} is not in (0, 1) (the significance level: 0.1 asks for 90 % coverage)")
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
         raise ValueError(f"--cores: {cores!r}; expected a whole number >= 1")
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", str(name)) or str(name).endswith("."):
         raise ValueError(f"--name: {name!r}; expected a word of letters, digits, '_', '-', '.' (it names the "
                          "dataset's folders), at most 64 characters")
@@ -181,10 +184,11 @@ def check_inputs(
     """Read and check every input file completely, as the workflow will; return ``(outputs, K, n_rows)``.
 
     ``outputs="auto"`` is decided from the test scores (probabilities when every row is
-    non-negative and sums to 1).  Scores, labels, groups and class names are read by
-    :func:`svbop.datasets.outputs.read_model_outputs`: shapes, dtypes, finiteness, row sums of
-    probabilities, labels within the classes, agreeing row counts and the number of names; the
-    hierarchy by :func:`svbop.datasets.hierarchies.read_hierarchy`.
+    non-negative and sums to 1).  Each path is first refused, naming its flag, unless it is a regular
+    file; scores, labels, groups and class names are then checked by
+    :func:`svbop.datasets.outputs.check_model_outputs` (shapes, dtypes, finiteness, row sums of
+    probabilities, labels within the classes, agreeing row counts, the number of names; no float64
+    copy of the scores), the hierarchy by :func:`svbop.datasets.hierarchies.read_hierarchy`.
 
     Raises
     ------
@@ -221,15 +225,15 @@ def _regular_file(flag: str, path) -> None:
     """A regular file (a FIFO, a device or a folder would hang or read without end)."""
     import stat
 
+    from .._npz import file_kind
+
     p = Path(path).expanduser()
     try:
         mode = p.stat().st_mode
     except OSError as exc:
         raise ValueError(f"{flag}: {path}: {(exc.strerror or 'cannot be read').lower()}") from None
     if not stat.S_ISREG(mode):
-        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
-        raise ValueError(f"{flag}: {path}: is {kind}, not a regular file; give the file itself")
+        raise ValueError(f"{flag}: {path}: is {file_kind(mode)}, not a regular file; give the file itself")
 
 
 def _check_folder(out: Path, root: Path) -> None:
@@ -383,9 +387,7 @@ def main(args) -> int:
     check_options(epsilons=args.epsilon, cores=args.cores, name=args.name)
     out = Path(args.output).expanduser()
     _check_folder(out, workflow_root())
-    # the same checks report_config makes on the flags, before the files are read
-    report_config(test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
-                  class_names=args.class_names, hierarchy=args.hierarchy, name=args.name)
+    _check_group_flags(groups, validation=args.validation, calibration=args.calibration, test=args.test)
     outputs, K, n = check_inputs(
         test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
         outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
