@@ -173,14 +173,19 @@ def _nll_curve(Z: np.ndarray, y: np.ndarray, outputs: str, t_min: float):
     c = _scale(Z, outputs, t_min)
     keep = Z.shape[0] * Z.shape[1] <= 4 * 10**7  # up to 320 MB of float64 logits: convert them once
     whole = _logits(Z, outputs) if keep else None
+    work = np.empty_like(whole) if keep else None  # one buffer for every T (fresh pages cost here)
 
     def nll(T: float) -> float:
         total = 0.0
         for lo in range(0, n, n if keep else _BLOCK_ROWS):
-            z = whole.copy() if keep else _logits(Z[lo: lo + _BLOCK_ROWS], outputs)
+            if keep:
+                np.copyto(work, whole)
+                z = work
+            else:
+                z = _logits(Z[lo: lo + _BLOCK_ROWS], outputs)
             s, d = _shifted(z, T, c)
-            dy = d[np.arange(s.shape[0]), y[lo: lo + s.shape[0]]]
-            lse = np.log(np.exp(s).sum(axis=1))
+            dy = d[np.arange(s.shape[0]), y[lo: lo + s.shape[0]]]  # before s (perhaps d itself) is exponentiated
+            lse = np.log(np.exp(s, out=s).sum(axis=1))
             total += float(np.sum(lse / c - dy))
         return total / n
 
