@@ -62,7 +62,7 @@ def auto_calibration_rows(y, part, sizes: Mapping[str, object], *, rows_per_clas
     ValueError
         ``rows_per_class`` below 1, or ``least``/``most`` not in (0, 1) with ``least <= most``.
     """
-    from .outputs import split_model_outputs
+    from .outputs import part_rows, split_model_outputs
 
     if int(rows_per_class) < 1:
         raise ValueError(f"rows_per_class: {rows_per_class!r}, expected a count >= 1")
@@ -85,7 +85,7 @@ def auto_calibration_rows(y, part, sizes: Mapping[str, object], *, rows_per_clas
         found = np.searchsorted(classes, y[rows])
         return np.bincount(found, minlength=classes.size)
 
-    taken = 0 if "validation" in given else _rows_of(sizes.get("validation", 0.1), pool)
+    taken = 0 if "validation" in given else part_rows(sizes.get("validation", 0.1), pool)
     lo = max(1, int(np.floor(least * pool + 0.5)))
     hi = min(int(np.floor(most * pool)), pool - taken - 1)
     if hi < 1:  # too few rows for any calibration of its own: the split says so
@@ -109,8 +109,3 @@ def auto_calibration_rows(y, part, sizes: Mapping[str, object], *, rows_per_clas
                classes_short=int(np.sum(final < int(rows_per_class))))
     return out
 
-
-def _rows_of(size: object, pool: int) -> int:
-    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-        return int(size)
-    return int(np.floor(float(size) * pool + 0.5))

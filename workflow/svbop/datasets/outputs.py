@@ -58,7 +58,7 @@ from . import _files
 from ._files import open_binary, read_text_lines, regular_file, resolve, undecodable_line
 from .base import Dataset
 
-__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "check_model_outputs", "detect_outputs", "read_model_outputs", "split_model_outputs", "split_origin"]
+__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "check_model_outputs", "detect_outputs", "part_rows", "read_model_outputs", "split_model_outputs", "split_origin"]
 
 logger = logging.getLogger(__name__)
 
@@ -585,6 +585,14 @@ def _read_parts(root, parts, *, outputs, scores_key, label_column, header, sep, 
     return _Parts(outputs, K, names, part_names, [(b[0], b[3]) for b in blocks], labels, groups)
 
 
+def part_rows(size: object, pool: int) -> int:
+    """The rows a split part of ``size`` takes of ``pool`` rows: a count as it is, a fraction rounded
+    half up (:func:`split_model_outputs`, and ``split.calibration: auto``'s search)."""
+    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
+        return int(size)
+    return int(np.floor(float(size) * pool + 0.5))
+
+
 def split_model_outputs(y: np.ndarray, part: np.ndarray, sizes: Mapping[str, object], *, seed: int = 0) -> dict[str, np.ndarray]:
     """Validation, calibration and test rows of a model's outputs (no training rows).
 
@@ -611,7 +619,7 @@ def split_model_outputs(y: np.ndarray, part: np.ndarray, sizes: Mapping[str, obj
         size = sizes.get(key, 0.1)
         if isinstance(size, str):
             raise ValueError(f"split.{key}: {size!r}, but the model outputs give no {key} part")
-        n = int(size) if isinstance(size, (int, np.integer)) else int(np.floor(float(size) * pool.size + 0.5))
+        n = part_rows(size, pool.size)
         if taken + n >= pool.size:
             raise ValueError(f"split.{key}: {n} rows leave none of the {pool.size} {pool_name} rows for the test")
         out[key] = np.sort(order[taken: taken + n])
