@@ -31,15 +31,14 @@ import argparse
 import importlib.abc
 import importlib.machinery
 import os
-import statistics
 import sys
-import time
 import types
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import svbop
+from _timing import median_time
 
 
 class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -74,15 +73,6 @@ def real_like(rng, n, K, sharpen=1.5):
     return P / P.sum(axis=1, keepdims=True), y
 
 
-def median_of(f, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
@@ -115,7 +105,7 @@ def main() -> None:
             P_cal, y_cal, P_test, y_test = P[:n_cal], y[:n_cal], P[n_cal:], y[n_cal:]
             L_cal = torch.from_numpy(np.log(np.maximum(P_cal, 1e-300)))
             L_test = torch.from_numpy(np.log(np.maximum(P_test, 1e-300)))
-            t_cal, t_test = torch.from_numpy(y_cal), torch.from_numpy(y_test)
+            t_cal = torch.from_numpy(y_cal)
             print(f"\nK = {K}, {n_cal} calibration / {n_test} test rows")
             print(f"{'method':38s} {'svbop fit+mask':>14s} {'fit+predict':>12s} {'TorchCP':>10s} {'ratio':>6s}"
                   f" {'cov svbop':>9s} {'cov TCP':>8s} {'|S| svbop':>9s} {'|S| TCP':>8s}")
@@ -133,9 +123,9 @@ def main() -> None:
                     return predictor.predict_with_logits(L_test)
 
                 ours(), theirs()  # compile and warm up
-                t_ours, mask = median_of(ours, args.repeat)
-                t_sets, _ = median_of(ours_sets, args.repeat)
-                t_theirs, S = median_of(theirs, args.repeat)
+                t_ours, mask = median_time(ours, args.repeat)
+                t_sets, _ = median_time(ours_sets, args.repeat)
+                t_theirs, S = median_time(theirs, args.repeat)
                 S = S.numpy() if hasattr(S, "numpy") else np.array([[c in s for c in range(K)] for s in S])
                 cov = lambda m: m[np.arange(n_test), y_test].mean()  # noqa: E731
                 print(f"{name:38s} {t_ours * 1e3:11.1f} ms {t_sets * 1e3:9.1f} ms {t_theirs * 1e3:7.1f} ms"

@@ -13,23 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 import warnings
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import svbop
-
-
-def median_of(f, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from _timing import median_time
 
 
 def main() -> None:
@@ -49,11 +39,11 @@ def main() -> None:
     with threadpool_limits(1):
         for score, kw in (("lac", {}), ("aps", {"random_state": 0}), ("fbeta", {})):
             model = svbop.ConformalSetPredictor(0.1, score=score, **kw)
-            t_fit = median_of(lambda: model.fit(P[:n], y[:n], groups=g[:n]), args.repeat)
-            t_pred = median_of(lambda: model.predict(P[n:], groups=g[n:]), args.repeat)
+            t_fit = median_time(lambda: model.fit(P[:n], y[:n], groups=g[:n]), args.repeat)[0]
+            t_pred = median_time(lambda: model.predict(P[n:], groups=g[n:]), args.repeat)[0]
             plain = svbop.ConformalSetPredictor(0.1, score=score, **kw)
-            t_fit0 = median_of(lambda: plain.fit(P[:n], y[:n]), args.repeat)
-            t_pred0 = median_of(lambda: plain.predict(P[n:]), args.repeat)
+            t_fit0 = median_time(lambda: plain.fit(P[:n], y[:n]), args.repeat)[0]
+            t_pred0 = median_time(lambda: plain.predict(P[n:]), args.repeat)[0]
             print(f"{score:6s} fit {t_fit:7.3f} s (no groups {t_fit0:6.3f} s)   predict {t_pred:7.3f} s"
                   f" (no groups {t_pred0:6.3f} s)")
 

@@ -17,23 +17,14 @@ and prints each time and its ratio to ``np.load``.  Not a test.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from _timing import median_time
+
 from svbop.datasets.outputs import check_model_outputs, read_model_outputs
-
-
-def _median(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -56,17 +47,17 @@ def main() -> None:
         np.save(d / "g.npy", g)
         logits = {"test": {"scores": d / "logits.npy", "labels": d / "y.npy", "groups": d / "g.npy"}}
         probs = {"test": {"scores": d / "probs.npy", "labels": d / "y.npy", "groups": d / "g.npy"}}
-        base = _median(lambda: np.load(d / "logits.npy"), args.repeats)
+        base, _ = median_time(lambda: np.load(d / "logits.npy"), args.repeats)
         rows = [
-            ("np.load (scores only)", base),
-            ("check_model_outputs logits", _median(lambda: check_model_outputs(logits, outputs="logits"), args.repeats)),
-            ("check_model_outputs probabilities", _median(lambda: check_model_outputs(probs, outputs="probabilities"),
+            ("np.load (scores only)", (base, None)),
+            ("check_model_outputs logits", median_time(lambda: check_model_outputs(logits, outputs="logits"), args.repeats)),
+            ("check_model_outputs probabilities", median_time(lambda: check_model_outputs(probs, outputs="probabilities"),
                                                           args.repeats)),
-            ("check_model_outputs auto (probabilities)", _median(lambda: check_model_outputs(probs), args.repeats)),
-            ("read_model_outputs logits", _median(lambda: read_model_outputs(None, logits, outputs="logits"), args.repeats)),
+            ("check_model_outputs auto (probabilities)", median_time(lambda: check_model_outputs(probs), args.repeats)),
+            ("read_model_outputs logits", median_time(lambda: read_model_outputs(None, logits, outputs="logits"), args.repeats)),
         ]
     print(f"{args.rows:,} x {args.classes:,} float32 scores, median of {args.repeats}")
-    for name, t in rows:
+    for name, (t, _) in rows:
         print(f"  {name:<42} {t:8.3f} s  {t / base:6.2f} x np.load")
 
 
