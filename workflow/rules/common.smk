@@ -75,13 +75,8 @@ def scores_unless_calibrated():
 
 
 # Utility labels (the paper's names, e.g. fbeta_1, credal_2.2_1.2) name files; specs drive svbop.
-UTILITIES = {}
-for _spec in config["utilities"]:
-    try:
-        _label = svbop.utility(_spec).label
-    except ValueError as exc:
-        raise ValueError(f"config: utilities: {exc}") from None
-    UTILITIES[_label] = _spec
+# Every spec was parsed by svbop.config.check_config in the Snakefile (a bad one named with its key).
+UTILITIES = {svbop.utility(_spec).label: _spec for _spec in config["utilities"]}
 
 
 def epsilon_label(epsilon):
@@ -112,13 +107,9 @@ COVERAGE_FAMILIES = list(METHODS["coverage"])
 # Mondrian (group-conditional) conformal sets: one method per score and grouping known at test time
 MONDRIAN_BY = list(METHODS["mondrian"]["by"])
 MONDRIAN_SCORES = list(METHODS["mondrian"]["scores"]) if MONDRIAN_BY else []
-HIERARCHICAL_UTILITIES = {}  # label -> spec, as UTILITIES
-for _spec in METHODS["hierarchical"]["utilities"] or config["utilities"]:
-    try:
-        _label = svbop.utility(_spec).label
-    except ValueError as exc:
-        raise ValueError(f"config: methods.hierarchical.utilities: {exc}") from None
-    HIERARCHICAL_UTILITIES[_label] = _spec
+HIERARCHICAL_UTILITIES = {  # label -> spec, as UTILITIES
+    svbop.utility(_spec).label: _spec for _spec in METHODS["hierarchical"]["utilities"] or config["utilities"]
+}
 
 
 wildcard_constraints:
