@@ -42,9 +42,21 @@ def _count(key: str, value, n_samples: int) -> int:
     return int(np.floor(v * n_samples + 0.5))
 
 
-def _stratified_order(rows: np.ndarray, y: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
-    """``rows`` in random order; with ``y``, interleaved by class so every prefix holds each class
-    in proportion, and every class's first row comes before all second rows."""
+def _stratified_order(rows: np.ndarray, y: np.ndarray | None, rng: np.random.Generator, *,
+                      every_class_first: bool = False) -> np.ndarray:
+    """``rows`` in random order; with ``y``, interleaved by class so that every slice of the order is a
+    stratified random draw: the same share of every class, drawn at random within the class.
+
+    Class ``c``'s ``n_c`` rows, in random order, get the keys ``(r + u_c) / n_c`` (``r`` the rank,
+    ``u_c`` uniform: systematic sampling with a random start), so the rows whose keys fall in
+    ``[a, b)`` hold ``floor`` or ``ceil`` of ``(b - a) n_c`` rows of class ``c``, ``(b - a) n_c`` in
+    expectation: every row has the same chance to be in a slice, whatever its class's size, so a
+    part dealt from the order is exchangeable with the rows dealt after it (the conformal guarantee
+    needs calibration rows exchangeable with test rows).  ``every_class_first`` (the training
+    prefix of :func:`make_split`: every class trains) puts each class's first row before all others;
+    the other rows get the keys ``(r - 1 + u_c) / (n_c - 1)``, so every slice after those first rows
+    is a stratified draw of the rows beyond each class's first.
+    """
     perm = rows[rng.permutation(rows.size)]
     if y is None or rows.size == 0:
         return perm
@@ -56,10 +68,12 @@ def _stratified_order(rows: np.ndarray, y: np.ndarray | None, rng: np.random.Gen
     class_counts = np.bincount(g_codes)
     starts = np.concatenate([[0], np.cumsum(class_counts)[:-1]])
     rank = np.arange(rows.size) - starts[g_codes]
-    # Row of rank r in a class of size n_c gets key (r + u_c) / n_c; rank-0 rows come first.
     u = rng.random(class_counts.size)[g_codes]
-    key = (rank + u) / class_counts[g_codes]
-    key[rank == 0] = u[rank == 0] - 1.0
+    if not every_class_first:
+        key = (rank + u) / class_counts[g_codes]
+    else:  # rank-0 rows first (keys below 0), the rest spread over [0, 1) as a class of n_c - 1 rows
+        key = (rank - 1 + u) / np.maximum(class_counts[g_codes] - 1, 1)
+        key[rank == 0] = u[rank == 0] - 1.0
     return grouped[np.argsort(key, kind="stable")]
 
 
@@ -173,7 +187,7 @@ def make_split(
     if taken >= pool.size:
         parts = ", ".join(f"{k}={v}" for k, v in counts.items() if v)
         raise ValueError(f"sizes: {parts} take {taken} of {pool.size} rows and leave no training rows")
-    order = _stratified_order(pool, y, rng)
+    order = _stratified_order(pool, y, rng, every_class_first=True)
     start = pool.size - taken
     split["train"] = order[:start]
     for key in _SIZED_KEYS:
