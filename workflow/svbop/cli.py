@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import stat
 import sys
@@ -426,8 +427,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as exc:  # unreadable or unwritable files: the file and the system's reason
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"svbop: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        fix = "; free some space and rerun (finished steps are kept)" if exc.errno == errno.ENOSPC else ""
+        print(f"svbop: error: {where}{exc.strerror or exc}{fix}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT; nothing half-written is kept
+        print("svbop: interrupted; rerun the same command to go on", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,12 +37,15 @@ from .download import SIDECAR_SUFFIXES
 __all__ = [
     "ConfigError",
     "DATASET_KEY_PATTERN",
+    "EPSILON_KEYS",
+    "MIN_EPSILON",
     "DOWNLOAD_SIDECAR_SUFFIXES",
     "RESERVED_DATASET_KEYS",
     "SCHEMA",
     "UTILITY_KEYS",
     "check_config",
     "check_dataset",
+    "check_epsilons",
     "check_tuning",
     "check_utilities",
     "check_yaml",
@@ -296,7 +299,14 @@ def _validator(schema: Mapping[str, Any]):
         except TypeError:  # a list or mapping among the items
             yield from unique_items(validator, unique, instance, subschema)
 
-    return validators.extend(Draft202012Validator, {"properties": set_defaults, "uniqueItems": unique_hashable})(schema)
+    # JSON Schema counts 2.0 as an integer; YAML's 2.0 is a float, and the code given a seed, a row count
+    # or a size of 2.0 fails later (SeedSequence refuses it; a float size is a fraction): an integer key
+    # takes an integer only
+    checker = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool))
+    strict = validators.extend(Draft202012Validator, {"properties": set_defaults, "uniqueItems": unique_hashable},
+                               type_checker=checker)
+    return strict(schema)
 
 
 #: The smallest positive normal double: a number closer to 0 (a subnormal, e.g. ``5e-324``) has
@@ -660,11 +670,40 @@ def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = Non
     known = dict(config.get("datasets") or {})
     names = list(config.get("run") or []) if datasets is None else list(datasets)
     check_utilities(config)
+    check_epsilons(config)
     for name in names:
         if name not in known:
             raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
         check_dataset(name, known[name], config.get("weights"))
         check_tuning(name, known[name], config.get("tuning"))
+
+
+#: The smallest significance level the workflow runs: a finite conformal threshold at level epsilon
+#: needs ``ceil(1/epsilon - 1)`` calibration rows (:func:`svbop.conformal.min_calibration_rows`),
+#: 10^9 at this level, more than any data set the workflow reads holds in memory.
+MIN_EPSILON = 1e-9
+#: The keys holding significance levels (lists), checked by :func:`check_epsilons`.
+EPSILON_KEYS = (("baselines", "icp_epsilon"), ("methods", "epsilon"))
+
+
+def check_epsilons(config: Mapping[str, Any]) -> None:
+    """Refuse a significance level below :data:`MIN_EPSILON` (the schema lets any number in (0, 1)
+    through, and the workflow's split overflowed on the rows such a level needs).
+
+    Raises
+    ------
+    ConfigError
+        ``"config: methods.epsilon[0]: 1e-300 is below 1e-09 ..."``.
+    """
+    for path in EPSILON_KEYS:
+        node: Any = config
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        for i, e in enumerate(node if isinstance(node, (list, tuple)) else ()):
+            if isinstance(e, (int, float)) and not isinstance(e, bool) and 0 < e < MIN_EPSILON:
+                raise ConfigError(f"config: {_key([*path, i])}: {e!r} is below {MIN_EPSILON:g}: a finite conformal "
+                                  f"threshold at this level needs at least 1/epsilon - 1 = {1 / e - 1:.3g} calibration "
+                                  "rows, more than any data set holds")
 
 
 #: Every key whose value is a utility spec, or a list of them (checked by :func:`check_utilities`).

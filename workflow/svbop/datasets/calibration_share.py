@@ -6,9 +6,9 @@ A class-conditional conformal threshold at level epsilon needs at least
 0.05): with fewer, its threshold is infinite and every set holds the class.  A fixed share (10 %) of
 10,000 test rows of 100 classes gives about 10 rows a class, so one class in two falls short of 9 when
 the classes are uneven or the share is 8 %.  ``auto`` takes the smallest share, at least
-:data:`LEAST_SHARE` of the rows it is drawn from, whose stratified draw gives every class that many
-rows, and never more than :data:`MOST_SHARE` of them.  A class too rare to get them even from that
-share does not move the share (it cannot be calibrated on its own; the report says so).
+:data:`LEAST_SHARE` of the rows it is drawn from (and at least the rows one finite threshold needs),
+whose stratified draw gives every class that many rows, and never more than :data:`MOST_SHARE` of
+them.  A class too rare to get them even from that share does not move the share (it cannot be calibrated on its own; the report says so).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def auto_calibration_rows(y, part, sizes: Mapping[str, object], *, rows_per_clas
     if hi < 1:  # too few rows for any calibration of its own: the split says so
         out["rows"] = lo
         return out
-    lo = min(lo, hi)
+    lo = min(max(lo, int(rows_per_class)), hi)  # at least the rows one finite (marginal) threshold needs
     # a class too rare to get its rows even from the largest share does not push the share up: it cannot
     # be calibrated on its own whatever the share (the report says so, naming the rows it needs)
     reachable = counts(hi) >= int(rows_per_class)

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._resources import WORKFLOW_FILES, workflow_root
+from .folder import LOCK_NAME, check_links, clear_leftovers, clear_stale_locks, hold_folder
+from .rows import check_part_rows
 
 __all__ = ["WORKFLOW_FILES", "OUTPUT_NAMES", "WORK_DIR", "check_inputs", "check_options", "detect_outputs",
            "report_config", "run_report", "workflow_root"]
@@ -160,9 +162,19 @@ def check_options(*, epsilons: Sequence[float] | None, cores: int, name: str) ->
         ``--epsilon`` outside (0, 1) (NaN included), ``--cores`` below 1, a ``--name`` that is not a
         plain word (it names folders and files).
     """
+    from ..config import MIN_EPSILON
+
+    seen = set()
     for e in epsilons or ():
         if not (isinstance(e, (int, float)) and math.isfinite(e) and 0 < e < 1):
             raise ValueError(f"--epsilon: {e!r} is not in (0, 1) (the significance level: 0.1 asks for 90 % coverage)")
+        if e < MIN_EPSILON:
+            raise ValueError(f"--epsilon: {e!r} is below {MIN_EPSILON:g}: a finite conformal threshold at this level "
+                             f"needs at least 1/epsilon - 1 = {1 / e - 1:.3g} calibration "
+                             "rows, more than any data set holds")
+        if e in seen:
+            raise ValueError(f"--epsilon: {e!r} is given twice; give each level once")
+        seen.add(e)
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
         raise ValueError(f"--cores: {cores!r}; expected a whole number >= 1")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", str(name)) or str(name).endswith("."):
@@ -180,8 +192,12 @@ def check_inputs(
     class_names: str | None = None,
     hierarchy: str | None = None,
     hierarchy_format: str = "edges",
+    epsilons: Sequence[float] | None = None,
 ) -> tuple[str, int, int]:
     """Read and check every input file completely, as the workflow will; return ``(outputs, K, n_rows)``.
+
+    ``epsilons`` (the ``--epsilon`` levels; None: the default 0.1) also checks that the rows can be
+    split into parts with the rows each needs (:func:`svbop.report.rows.check_part_rows`).
 
     ``outputs="auto"`` is decided from the test scores (probabilities when every row is
     non-negative and sums to 1).  Each path is first refused, naming its flag, unless it is a regular
@@ -213,6 +229,7 @@ def check_inputs(
         _regular_file("--hierarchy", hierarchy)
     found = check_model_outputs(parts, outputs=outputs, class_names_file=class_names)
     K = int(found["n_classes"])
+    check_part_rows(found["rows"], epsilons=epsilons)
     if hierarchy is not None:
         from ..datasets.hierarchies import read_hierarchy
 
@@ -256,7 +273,7 @@ def _check_folder(out: Path, root: Path) -> None:
         if (out / name).is_symlink():
             raise ValueError(f"-o {out}: {name} is a link (to {os.readlink(out / name)}); svbop report writes only "
                              "real files inside the folder: remove the link or choose another folder")
-    ours = (out / WORK_DIR / "Snakefile").is_file()
+    ours = (out / WORK_DIR / "Snakefile").is_file() or (out / WORK_DIR / LOCK_NAME).is_file()
     if not ours:
         taken = [name for name in OUTPUT_NAMES if (out / name).exists()]
         if taken:
@@ -264,6 +281,7 @@ def _check_folder(out: Path, root: Path) -> None:
                              "empty folder")
     elif not (out / WORK_DIR).is_dir():
         raise ValueError(f"-o {out}: {WORK_DIR} is not a folder")
+    check_links(out, OUTPUT_NAMES, WORK_DIR)  # anywhere in what is written: nothing goes through a link
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -285,6 +303,7 @@ def _sync(src: Path, dst: Path) -> None:
         if dst.is_symlink():
             dst.unlink()
         dst.mkdir(parents=True, exist_ok=True)
+        clear_leftovers(dst, {child.name for child in src.iterdir()})  # an interrupted copy's temporaries
         for child in src.iterdir():
             if child.name in ("__pycache__", ".snakemake") or child.suffix == ".pyc":
                 continue
@@ -325,13 +344,27 @@ def run_report(out: str | os.PathLike, config: dict, *, cores: int = 1, echo=sys
     ValueError
         The folder cannot be used, or the run failed (the message names the log and its last error).
     """
-    import yaml
-
     root = workflow_root()
     out = Path(out).expanduser()
     _check_folder(out, root)
     work = out / WORK_DIR
     work.mkdir(parents=True, exist_ok=True)
+    lock = hold_folder(work, out)  # before anything else is written: a second run stops here
+    try:
+        _check_folder(out, root)  # again, now that no other run can change the folder
+        if clear_stale_locks(work, out) and echo is not None:
+            print(f"svbop report: cleared the Snakemake lock that a stopped run left in {work}", file=echo, flush=True)
+        clear_leftovers(out, {"report.html", "svbop_report.log", "svbop_report.yaml"})
+        return _run(out, work, root, config, cores, echo, lock)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _run(out: Path, work: Path, root: Path, config: dict, cores: int, echo, lock: int | None) -> Path:
+    """:func:`run_report`'s work, once the folder is held."""
+    import yaml
+
     for name in WORKFLOW_FILES:
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         _sync(root / name, work / name)
@@ -340,17 +373,27 @@ def run_report(out: str | os.PathLike, config: dict, *, cores: int = 1, echo=sys
                 + yaml.safe_dump(config, sort_keys=False))
     log_path = out / "svbop_report.log"
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(int(cores)), "--configfile", str(cfg_path.resolve())]
+    # the workflow's caches (matplotlib's fonts, Snakemake's sources) stay inside the folder, not in ~/.cache
+    env = {**os.environ, "XDG_CACHE_HOME": str((work / ".cache").resolve()),
+           "MPLCONFIGDIR": str((work / ".cache" / "matplotlib").resolve())}
     tmp_log = _mkstemp(out, "svbop_report.log")
-    with open(tmp_log, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL)
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            if echo is not None and (" steps (" in line or line.startswith(("svbop:", "Error in rule"))):
-                print(f"svbop report: {line.rstrip()}", file=echo, flush=True)
-        code = proc.wait()
-    os.replace(tmp_log, log_path)
+    try:
+        with open(tmp_log, "w") as log:
+            proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    stdin=subprocess.DEVNULL, env=env, pass_fds=() if lock is None else (lock,))
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    log.flush()
+                    if echo is not None and (" steps (" in line or line.startswith(("svbop:", "Error in rule"))):
+                        print(f"svbop report: {line.rstrip()}", file=echo, flush=True)
+                code = proc.wait()
+            except BaseException:  # Ctrl-C, a full disk: the workflow stops too, and its output is kept
+                _stop(proc, log)
+                raise
+    finally:
+        if os.path.exists(tmp_log):
+            os.replace(tmp_log, log_path)
     if code != 0:
         raise ValueError(f"the workflow failed (exit status {code}){_failure_reason(log_path, work)}; "
                          f"Snakemake's output: {log_path}")
@@ -361,6 +404,33 @@ def run_report(out: str | os.PathLike, config: dict, *, cores: int = 1, echo=sys
     page = out / "report.html"
     _sync(results / "report.html", page)
     return page
+
+
+def _stop(proc: subprocess.Popen, log) -> None:
+    """Stop the workflow after Ctrl-C or a failed write here: a moment for Snakemake to end on the
+    terminal's own SIGINT, then SIGINT (Snakemake ends its jobs and releases its lock), SIGTERM,
+    SIGKILL; what it still prints goes to ``log``."""
+    import signal
+
+    try:
+        for sig, wait in ((None, 5), (signal.SIGINT, 60), (signal.SIGTERM, 10), (signal.SIGKILL, None)):
+            if proc.poll() is not None and proc.stdout.closed:
+                return
+            if sig is not None and proc.poll() is None:
+                proc.send_signal(sig)
+            try:
+                rest, _ = proc.communicate(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            try:
+                log.write(rest or "")
+            except OSError:  # the disk is full: the log keeps what it has
+                pass
+            return
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once
+        proc.kill()
+        proc.wait()
+        raise
 
 
 def _failure_reason(log_path: Path, work: Path) -> str:
@@ -391,7 +461,7 @@ def main(args) -> int:
     outputs, K, n = check_inputs(
         test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
         outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
-        hierarchy_format=args.hierarchy_format or "edges",
+        hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon,
     )
     print(f"svbop report: read {n:,} rows x {K:,} classes ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     if args.outputs == "auto":
