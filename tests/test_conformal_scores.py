@@ -4,6 +4,7 @@ sets, ``predict_mask``; issue 44: Mondrian calibration with 10^5 groups, F-beta'
 Every set is checked against the literal transcription of the definitions in test_conformal.py
 (``_brute_sets``), with the predictor's own uniforms for the randomised scores."""
 
+import copy
 import math
 from fractions import Fraction
 
@@ -40,9 +41,10 @@ def test_new_scores_equal_a_transcription_of_the_definitions(config, kind):
                 model = ConformalSetPredictor(eps, empty=empty, random_state=seed, **config).fit(P_cal, y_cal)
                 U_cal, U = model._uniforms(0, len(y_cal)), model._uniforms(1, len(P_test))
                 expected = _brute_sets(P_cal, y_cal, P_test, eps, empty=empty, U_cal=U_cal, U=U, **config)
+                twin = copy.deepcopy(model)  # a call draws fresh uniforms (issue 47): the twin's first call is the same
                 got = model.predict(P_test)
                 assert got.to_list() == expected, (seed, eps, empty)
-                assert np.array_equal(model.predict_mask(P_test), got.to_mask())
+                assert np.array_equal(twin.predict_mask(P_test), got.to_mask())
 
 
 def test_topk_and_margin_sets_by_their_definitions(rng):
@@ -201,8 +203,12 @@ def test_randomised_sets_are_reproducible_for_a_seed(rng):
         one = ConformalSetPredictor(0.1, score=score, random_state=3).fit(P[:300], y[:300])
         two = ConformalSetPredictor(0.1, score=score, random_state=3).fit(P[:300], y[:300])
         assert one.quantile_ == two.quantile_
-        assert one.predict(P[300:]) == two.predict(P[300:]) == one.predict(P[300:])
+        # the same seed, the same calls: the same sets (each call draws fresh uniforms, issue 47)
+        assert one.predict(P[300:]) == two.predict(P[300:]) and one.predict(P[300:]) == two.predict(P[300:])
         assert np.array_equal(one.predict_mask(P[300:]), two.predict(P[300:]).to_mask())
+        rows = np.arange(300, 600)  # row seeds: the same sets from every call
+        assert one.predict(P[300:], row_seeds=rows) == two.predict(P[300:], row_seeds=rows) \
+            == one.predict(P[300:], row_seeds=rows)
         other = ConformalSetPredictor(0.1, score=score, random_state=4).fit(P[:300], y[:300])
         assert other.predict(P[300:]) != one.predict(P[300:])
         fresh = [ConformalSetPredictor(0.1, score=score).fit(P[:300], y[:300]) for _ in range(2)]
@@ -211,7 +217,9 @@ def test_randomised_sets_are_reproducible_for_a_seed(rng):
                for _ in range(2)]
         assert gen[0].seed_ == gen[1].seed_ and gen[0].predict(P[300:]) == gen[1].predict(P[300:])
         # a chunk of rows gets the same uniforms whatever the chunking
-        assert one.predict(P[300:], chunk_bytes=200) == one.predict(P[300:])
+        a, b = copy.deepcopy(one), copy.deepcopy(one)
+        assert a.predict(P[300:], chunk_bytes=200) == b.predict(P[300:])
+        assert one.predict(P[300:], chunk_bytes=200, row_seeds=rows) == one.predict(P[300:], row_seeds=rows)
 
 
 @pytest.mark.parametrize("config", NEW_CONFIGS + [dict(score="lac"), dict(score="aps", randomized=False),
@@ -226,14 +234,15 @@ def test_predict_mask_holds_the_sets_of_predict(config, rng):
     P[5:10] = 1.0
     for eps in (0.05, 0.2):
         model = ConformalSetPredictor(eps, random_state=1, **config).fit(P[:400], y[:400])
-        sets = model.predict(P[400:])
-        assert np.array_equal(model.predict_mask(P[400:]), sets.to_mask())
-        assert np.array_equal(model.predict_mask(P[400:], chunk_bytes=999), sets.to_mask())
+        rows = np.arange(500)  # the same uniforms in every call (randomised scores; issue 47)
+        sets = model.predict(P[400:], row_seeds=rows)
+        assert np.array_equal(model.predict_mask(P[400:], row_seeds=rows), sets.to_mask())
+        assert np.array_equal(model.predict_mask(P[400:], chunk_bytes=999, row_seeds=rows), sets.to_mask())
         if not model.class_conditional:
             g = np.arange(900) % 4
             grouped = ConformalSetPredictor(eps, random_state=1, **config).fit(P[:400], y[:400], groups=g[:400])
-            assert np.array_equal(grouped.predict_mask(P[400:], groups=g[400:]),
-                                  grouped.predict(P[400:], groups=g[400:]).to_mask())
+            assert np.array_equal(grouped.predict_mask(P[400:], groups=g[400:], row_seeds=rows),
+                                  grouped.predict(P[400:], groups=g[400:], row_seeds=rows).to_mask())
 
 
 def test_clustered_sets_with_ten_rows_per_class_stay_usable():
@@ -436,10 +445,11 @@ def test_sets_of_many_classes_through_the_kernel_equal_the_definitions(config):
     P[:20, 10:40] = P[:20, 10:11]  # ties that straddle the 16th rank
     y = np.array([rng.choice(K, p=p / p.sum()) for p in P])
     model = ConformalSetPredictor(0.05, random_state=2, **config).fit(P[:80], y[:80])
+    twin = copy.deepcopy(model)
     got = model.predict(P[80:])
     assert got.sizes.max() > 40
     U_cal, U = model._uniforms(0, 80), model._uniforms(1, 80)
     expected = _brute_sets(P[:80], y[:80], P[80:], 0.05, empty=model.empty, U_cal=U_cal, U=U,
                            randomized=model.randomized, **{k: v for k, v in config.items() if k != "randomized"})
     assert got.to_list() == expected
-    assert np.array_equal(model.predict_mask(P[80:]), got.to_mask())
+    assert np.array_equal(twin.predict_mask(P[80:]), got.to_mask())

@@ -1,5 +1,7 @@
 """ConformalSetClassifier with group-conditional (Mondrian) calibration (issue 38, item 3)."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -38,10 +40,11 @@ def test_groups_calibrate_one_threshold_per_group_on_the_calibration_rows(rng, c
         ref = ConformalSetPredictor(0.1, score="aps", random_state=0).fit(P_cal, y_cal, groups=g_cal)
         np.testing.assert_array_equal(clf.predictor_.group_quantiles_, ref.group_quantiles_)
     assert sum(clf.predictor_.group_counts_) == (300 if cv == "prefit" else 120)
+    twins = copy.deepcopy(clf), copy.deepcopy(clf)  # each call draws fresh uniforms (APS; issue 47)
     sets = clf.predict_sets(X, groups=groups, output="indices")
-    expected = clf.predictor_.predict(clf.predict_proba(X), groups=groups)
+    expected = twins[0].predictor_.predict(clf.predict_proba(X), groups=groups)
     assert sets == expected
-    assert clf.score(X, y, groups=groups) == pytest.approx(set_utility(expected, y, "fbeta:beta=1").mean())
+    assert twins[1].score(X, y, groups=groups) == pytest.approx(set_utility(expected, y, "fbeta:beta=1").mean())
     with pytest.raises(ValueError, match="groups is required: the predictor was calibrated per group"):
         clf.predict_sets(X)
     with pytest.raises(ValueError, match="groups given to predict but the predictor was calibrated without groups"):

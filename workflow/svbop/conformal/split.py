@@ -63,11 +63,16 @@ class ConformalSetPredictor:
 
     *Randomisation* (``randomized=True``, the default of APS, RAPS and SAPS; Romano, Sesia and
     Candès 2020; Angelopoulos et al. 2021): ``u`` is uniform on [0, 1), one per row, drawn from
-    ``random_state`` for the calibration rows and, by position, for the rows of each ``predict``
-    call (the same ``P`` gets the same sets from :meth:`predict` and :meth:`predict_mask`).  The
-    score of ``(x, y)`` is then continuous, and coverage is in ``[1 - epsilon, 1 - epsilon +
-    1/(n+1)]`` in expectation when sets may be empty (``empty="keep"``, the default of the
-    randomised scores).  ``randomized=False`` is the deterministic score: APS/RAPS with ``u = 0``
+    ``random_state`` for the calibration rows and, fresh for every call, from the fitted model's
+    generator for the rows of each ``predict`` call: rows predicted one at a time (a service's
+    requests) get independent uniforms and cover as a batch does.  (Drawing them by position, as
+    earlier versions did, gave every one-row call the same ``u``: coverage over one-row calls was
+    0.888 for 0.9.)  ``row_seeds=`` (one integer per row, e.g. a request id) makes a row's ``u`` a
+    function of the fit's seed and that integer instead: reproducible whatever the batch, and the
+    same for :meth:`predict` and :meth:`predict_mask`.  The score of ``(x, y)`` is then continuous,
+    and coverage is in ``[1 - epsilon, 1 - epsilon + 1/(n+1)]`` in expectation when sets may be
+    empty (``empty="keep"``, the default of the randomised scores).  A fitted model's generator
+    is not for threads that predict at once (give each its ``row_seeds``).  ``randomized=False`` is the deterministic score: APS/RAPS with ``u = 0``
     (the class that crosses ``q`` is kept whole), SAPS with ``u = 1``: coverage at least
     ``1 - epsilon`` and, on overconfident models, far above it (why it is not the default; see
     ``workflow/docs/library.md``).  Every score is non-decreasing along the ranking for a fixed
@@ -412,6 +417,7 @@ class ConformalSetPredictor:
             for row0 in range(0, P_cal.shape[0], rows):
                 row_stats(np.ascontiguousarray(P_cal[row0 : row0 + rows]), row0, "P_cal")
         self.seed_ = _seed(self.random_state)
+        self._test_rng = None  # predict's uniforms: a fresh stream from this fit's seed
         K = P_cal.shape[1]
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
         if groups is not None and self.score in (*RANKED_SCORES, "hierarchical"):
@@ -602,14 +608,19 @@ class ConformalSetPredictor:
             )
         return where[inverse]
 
-    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                row_seeds=None):
         """Conformal sets of the rows of ``P`` (classes in decreasing probability).
 
         ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
         row gets its group's threshold; a group not seen in ``fit`` gets the marginal one (one
         :class:`GroupCalibrationWarning` per call names them).  The randomised scores draw one
-        uniform per row from the seed of ``fit`` (``random_state``): the same ``P`` gets the same
-        sets from every call, and from :meth:`predict_mask`.
+        fresh uniform per row from the fitted model's generator (seeded by ``fit``'s
+        ``random_state``): every call gets new ones, so rows predicted one at a time cover as
+        rows predicted in one batch do (the calls of a fitted model, in the same order, give the
+        same sets).  ``row_seeds`` (one integer per row, e.g. a request id) gives each row its own
+        uniform instead, a function of the fit's seed and that number: the same row and seed get
+        the same set from every call, whatever the batch, and from :meth:`predict_mask`.
         """
         if not hasattr(self, "quantile_"):
             raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
@@ -618,10 +629,10 @@ class ConformalSetPredictor:
         P = self._check_predict(P)
         where = self._row_calibrations(P, groups)
         if where is None:
-            return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes)
+            return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes, row_seeds)
         if self.score in RANKED_SCORES:  # one pass, one threshold per row
             return _mask_sets(P, self.score, self._row_quantiles(where), None, self.k_reg, self.lam,
-                              self._test_uniforms(P.shape[0]), self.empty, chunk_bytes)
+                              self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes)
         # one call per distinct calibration: every small and unseen group's rows together
         key = self._row_keys(where)
         marginal = self._marginal()
@@ -642,14 +653,15 @@ class ConformalSetPredictor:
         merged = _merge_rows(parts, P.shape[0], P.shape[1])
         return (merged, nodes) if return_nodes else merged
 
-    def predict_mask(self, P, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.ndarray:
+    def predict_mask(self, P, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, row_seeds=None) -> np.ndarray:
         """The sets of :meth:`predict` as an ``(n, K)`` boolean array (``mask[i, c]``: class ``c`` is in
         the set of row ``i``), computed without ranking the classes of a set (the fast path for
         LAC, APS, RAPS, SAPS, top-k and margin sets; the other scores convert :meth:`predict`'s
-        sets)."""
+        sets).  The randomised scores' uniforms are drawn as :meth:`predict` draws them (fresh per
+        call, or from ``row_seeds``)."""
         P = self._check_predict(P)
         if self.score not in RANKED_SCORES:
-            return self.predict(P, groups, chunk_bytes=chunk_bytes).to_mask()
+            return self.predict(P, groups, chunk_bytes=chunk_bytes, row_seeds=row_seeds).to_mask()
         where = self._row_calibrations(P, groups)
         if where is None:
             cal = self._marginal()
@@ -658,12 +670,20 @@ class ConformalSetPredictor:
             q_row, q_class = self._row_quantiles(where), None
         mask = np.empty(P.shape, dtype=bool)
         for row0, part, _ in _mask_chunks(P, self.score, q_row, q_class, self.k_reg, self.lam,
-                                          self._test_uniforms(P.shape[0]), self.empty, chunk_bytes):
+                                          self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes):
             mask[row0 : row0 + part.shape[0]] = part
         return mask
 
-    def _test_uniforms(self, n: int):
-        return self._uniforms(1, n) if self.randomized else None
+    def _test_uniforms(self, n: int, row_seeds=None):
+        """The uniforms of ``n`` rows of one predict call: fresh from the model's generator (its
+        stream 1, so a first call draws what earlier versions drew by position), or from ``row_seeds``."""
+        if not self.randomized:
+            return None
+        if row_seeds is not None:
+            return row_uniforms(self.seed_, row_seeds, n)
+        if getattr(self, "_test_rng", None) is None:
+            self._test_rng = np.random.default_rng(np.random.SeedSequence(self.seed_, spawn_key=(1,)))
+        return self._test_rng.random(n)
 
     def _row_quantiles(self, where: np.ndarray) -> np.ndarray:
         """Each row's threshold: its group's, or the marginal one for a group not seen in ``fit``."""
@@ -689,7 +709,8 @@ class ConformalSetPredictor:
             utility=getattr(self, "utility_", None),
         )
 
-    def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int, return_nodes: bool = False):
+    def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int, return_nodes: bool = False,
+                      row_seeds=None):
         """The sets of the rows of ``P`` under one calibration (see :meth:`_calibrate`); with
         ``return_nodes`` (hierarchical score only) also each row's nodes."""
         if self.score == "hierarchical":
@@ -704,11 +725,27 @@ class ConformalSetPredictor:
             return predict_sets(P, cal.utility, chunk_bytes=chunk_bytes)
         if self._kernel_path:
             return _mask_sets(P, self.score, cal.quantile, cal.quantiles, self.k_reg, self.lam,
-                              self._test_uniforms(P.shape[0]), self.empty, chunk_bytes)
+                              self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes)
         if self.score == "lac" and not self.class_conditional:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile
         return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
+
+
+def row_uniforms(seed: int, row_seeds, n: int) -> np.ndarray:
+    """One uniform in [0, 1) per row from ``seed`` and the row's integer ``row_seeds[i]``
+    (SplitMix64 of both: independent of the batch a row comes in)."""
+    r = np.asarray(row_seeds)
+    if r.shape != (n,) or not np.issubdtype(r.dtype, np.integer):
+        raise ValueError(f"row_seeds: expected {n} integers (one per row), got {r.dtype} of shape {r.shape}")
+    with np.errstate(over="ignore"):
+        z = r.astype(np.uint64) + np.uint64(int(seed) % 2**64) * np.uint64(0x9E3779B97F4A7C15)
+        for _ in range(2):  # SplitMix64's finaliser, twice: the seed and the row number mixed
+            z = z + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
 
 
 def _seed(random_state) -> int:
