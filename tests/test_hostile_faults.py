@@ -260,3 +260,35 @@ def test_check_config_refuses_what_the_workflow_cannot_run(tmp_path, capsys, yam
     code = cli.main(["check-config", str(CHECKOUT / "config.yaml"), str(path)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and key in err, err
+
+
+# --- float16 probabilities ----------------------------------------------------------------------------
+
+def _float16_probabilities(n=400, K=10):
+    rng = np.random.default_rng(3)
+    P32 = rng.dirichlet(np.full(K, 0.3), size=n).astype(np.float32)  # a float32 softmax, stored as float16
+    P16 = P32.astype(np.float16)
+    assert np.abs(P16.astype(np.float64).sum(axis=1) - 1).max() > 1e-6  # float16 cannot hold 1e-6
+    return P16, rng.integers(0, K, n)
+
+
+def test_float16_probabilities_are_detected_and_accepted(tmp_path):
+    from svbop.datasets.outputs import check_model_outputs, detect_outputs, read_model_outputs, sum_tolerance
+
+    P16, y = _float16_probabilities()
+    assert detect_outputs(P16) == "probabilities"  # was "logits": the page built from softmax(probabilities)
+    np.save(tmp_path / "p.npy", P16)
+    np.save(tmp_path / "y.npy", y)
+    parts = {"test": {"scores": str(tmp_path / "p.npy"), "labels": str(tmp_path / "y.npy")}}
+    assert check_model_outputs(parts, outputs="auto")["outputs"] == "probabilities"
+    check_model_outputs(parts, outputs="probabilities")  # no "renormalise to 1e-6"
+    ds = read_model_outputs(None, parts, outputs="probabilities")
+    np.testing.assert_allclose(ds.X.sum(axis=1), 1.0, atol=1e-12)  # rows renormalised when read
+    assert sum_tolerance(np.float32, 10) == sum_tolerance(np.float64, 10) == 1e-6
+    # logits in float16 stay logits, and rows far from 1 are still refused, naming the dtype's tolerance
+    assert detect_outputs((P16 * 3).astype(np.float16)) == "logits"
+    bad = P16.copy()
+    bad[5] *= np.float16(1.01)
+    np.save(tmp_path / "p.npy", bad)
+    with pytest.raises(ValueError, match=r"row 5 sums to .*not 1 \(within 0\.00195, for float16 values\)"):
+        check_model_outputs(parts, outputs="probabilities")

@@ -29,7 +29,8 @@ class names
 
 Every check names the file, and the row or column where it applies: NaN or inf; with
 ``outputs: probabilities``, a negative value or a row not summing to 1 within
-:data:`SUM_TOLERANCE` (the message suggests ``outputs: logits`` when the values look like
+:func:`sum_tolerance` of its dtype (:data:`SUM_TOLERANCE`; float16's ``2 eps``; float16 rows are
+renormalised when read) (the message suggests ``outputs: logits`` when the values look like
 logits); a different K than another part's; labels outside ``0 .. K - 1`` or unknown names; a
 row count that differs from the labels'; an empty part.  ``.npy`` and ``.npz`` headers are
 checked against the file's size before anything is allocated, and object (pickle) arrays are
@@ -58,7 +59,8 @@ from . import _files
 from ._files import open_binary, read_text_lines, regular_file, resolve, undecodable_line
 from .base import Dataset
 
-__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "check_model_outputs", "detect_outputs", "part_rows", "read_model_outputs", "split_model_outputs", "split_origin"]
+__all__ = ["OUTPUT_KINDS", "OUTPUT_PARTS", "SUM_TOLERANCE", "check_model_outputs", "detect_outputs", "part_rows",
+           "read_model_outputs", "split_model_outputs", "split_origin", "sum_tolerance"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,18 @@ OUTPUT_KINDS = ("probabilities", "logits")
 OUTPUT_PARTS = ("validation", "calibration", "test", "all")
 #: How far a row of probabilities may sum from 1.
 SUM_TOLERANCE = 1e-6
+
+
+def sum_tolerance(dtype, n_classes: int) -> float:
+    """How far from 1 a row of probabilities stored as ``dtype`` may sum: :data:`SUM_TOLERANCE`, or,
+    for a dtype too coarse to hold it (float16, 11 bits), ``2 eps + K * (its smallest subnormal)``:
+    rounding each probability to the dtype moves the row's sum by at most ``eps / 2`` of it (and a
+    subnormal by half its spacing), so probabilities computed in float32 and stored as float16 pass."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        return SUM_TOLERANCE
+    info = np.finfo(dt)
+    return max(SUM_TOLERANCE, 2 * float(info.eps) + int(n_classes) * float(info.smallest_subnormal))
 _BLOCK = 8192
 
 
@@ -314,10 +328,12 @@ def check_outputs(S: np.ndarray, outputs: str, where: str) -> None:
             raise ValueError(f"{where}: row {lo + r}, column {c}: negative probability {block[r, c]:.6g}"
                              f"{_logit_hint(block)}")
         sums = np.add.reduce(block, axis=1, dtype=np.float64)
-        off = np.abs(sums - 1.0) > SUM_TOLERANCE
+        tol = sum_tolerance(block.dtype, block.shape[1])
+        off = np.abs(sums - 1.0) > tol
         if off.any():
             r = int(np.flatnonzero(off)[0])
-            raise ValueError(f"{where}: row {lo + r} sums to {sums[r]:.9g}, not 1 (within {SUM_TOLERANCE:g})"
+            within = f"{tol:g}" if tol == SUM_TOLERANCE else f"{tol:.3g}, for {block.dtype} values"
+            raise ValueError(f"{where}: row {lo + r} sums to {sums[r]:.9g}, not 1 (within {within})"
                              f"{_logit_hint(block.astype(np.float64))}")
 
 
@@ -392,6 +408,8 @@ def read_model_outputs(
     lo = 0
     for S, _ in blocks:
         X[lo: lo + S.shape[0]] = S
+        if outputs == "probabilities" and sum_tolerance(S.dtype, K) > SUM_TOLERANCE:  # float16: rows to sum to 1
+            X[lo: lo + S.shape[0]] /= X[lo: lo + S.shape[0]].sum(axis=1, keepdims=True)
         lo += S.shape[0]
     y = np.concatenate(parts_read.labels)
     groups = parts_read.groups
@@ -464,7 +482,8 @@ def check_model_outputs(
 
 def detect_outputs(S: np.ndarray) -> str:
     """``"probabilities"`` when every row of ``S`` is finite, non-negative and sums to 1 within
-    :data:`SUM_TOLERANCE`, else ``"logits"`` (in blocks of rows: no float64 copy of the matrix)."""
+    :func:`sum_tolerance` of its dtype (float16 probabilities are probabilities), else ``"logits"``
+    (in blocks of rows: no float64 copy of the matrix)."""
     S = np.asarray(S)
     if S.ndim != 2 or S.size == 0 or S.dtype.kind not in "fiu":
         return "logits"
@@ -474,7 +493,8 @@ def detect_outputs(S: np.ndarray) -> str:
             return "logits"
         if block.min() < 0:
             return "logits"
-        if np.abs(np.add.reduce(block, axis=1, dtype=np.float64) - 1.0).max() > SUM_TOLERANCE:
+        if np.abs(np.add.reduce(block, axis=1, dtype=np.float64) - 1.0).max() > sum_tolerance(block.dtype,
+                                                                                               block.shape[1]):
             return "logits"
     return "probabilities"
 
