@@ -292,3 +292,52 @@ def test_float16_probabilities_are_detected_and_accepted(tmp_path):
     np.save(tmp_path / "p.npy", bad)
     with pytest.raises(ValueError, match=r"row 5 sums to .*not 1 \(within 0\.00195, for float16 values\)"):
         check_model_outputs(parts, outputs="probabilities")
+
+
+# --- tables a spreadsheet opens -----------------------------------------------------------------------
+
+HOSTILE_NAMES = ["=SUM(1+2)", "+cmd", "-1+2", "@A1", "\tx", "\rx", "'quoted", "plain", "-0.5", "a=b"]
+
+
+def test_every_table_writer_escapes_cells_a_spreadsheet_would_run(tmp_path):
+    import csv
+
+    import pandas as pd
+
+    from svbop.io import escape_cell, unescape_cell, write_tsv
+    from svbop.report.model import write_choose_sets
+    from svbop.report.tables import write_table
+
+    escaped = ["'=SUM(1+2)", "'+cmd", "'-1+2", "'@A1", "'\tx", "'\rx", "''quoted", "plain", "-0.5", "a=b"]
+    assert [escape_cell(n) for n in HOSTILE_NAMES] == escaped
+    assert [unescape_cell(escape_cell(n)) for n in HOSTILE_NAMES] == HOSTILE_NAMES
+    names = [n for n in HOSTILE_NAMES if "\r" not in n]  # a CR inside a cell is a line break to pandas' reader
+    escaped = [escape_cell(n) for n in names]
+    frame = pd.DataFrame({"name": names, "coverage": np.linspace(0, 1, len(names))})
+    for suffix, sep in ((".csv", ","), (".tsv", "\t")):
+        write_table(frame.set_index("name"), tmp_path / f"t{suffix}")
+        with open(tmp_path / f"t{suffix}", newline="") as fh:
+            cells = [row[0] for row in csv.reader(fh, delimiter=sep)][1:]
+        assert cells == escaped
+    write_tsv(tmp_path / "m.tsv", [{"class": n, "n": 1} for n in names])
+    with open(tmp_path / "m.tsv", newline="") as fh:
+        assert [row[0] for row in csv.reader(fh, delimiter="\t")][1:] == escaped
+    goal = pd.DataFrame({c: ["=HYPERLINK(\"x\")"] for c in ("goal", "method", "parameter", "coverage", "mean_size",
+                                                             "singletons", "empty", "seconds")})
+    from svbop.report.model import CHOOSE_COLUMNS
+
+    write_choose_sets(tmp_path / "c.csv", {"m": goal.reindex(columns=list(CHOOSE_COLUMNS), fill_value="=1")})
+    text = (tmp_path / "c.csv").read_text()
+    assert "\n=" not in text and ",=" not in text
+
+
+def test_the_class_coverage_table_reads_back_the_names_as_written(tmp_path):
+    import pandas as pd
+
+    from svbop.io import escape_frame, unescape_frame
+
+    names = [n for n in HOSTILE_NAMES if "\r" not in n]
+    classes = pd.DataFrame({"class": range(len(names)), "name": names})
+    escape_frame(classes).to_csv(tmp_path / "c.tsv", sep="\t", index=False)
+    back = unescape_frame(pd.read_csv(tmp_path / "c.tsv", sep="\t", dtype={"name": str}, keep_default_na=False), ["name"])
+    assert back["name"].tolist() == names

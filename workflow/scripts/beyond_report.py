@@ -3,7 +3,7 @@ size (rule beyond_report; the report's section "Beyond the paper")."""
 
 import logging
 
-from svbop.io import atomic_path
+from svbop.io import atomic_path, escape_frame
 from svbop.report.beyond import read_beyond
 from svbop.report.figures import plot_coverage_size, save_figure
 from svbop.logs import to_log_file
@@ -11,7 +11,7 @@ from svbop.logs import to_log_file
 to_log_file(snakemake.log[0])
 frame = read_beyond(snakemake.input.beyond, snakemake.params.utilities)
 with atomic_path(snakemake.output.table) as tmp:
-    frame.to_csv(tmp, index=False)
+    escape_frame(frame).to_csv(tmp, index=False)  # a name is never a formula
 save_figure(plot_coverage_size(frame, snakemake.params.titles), snakemake.output.figure)
 logging.info("%d methods on %d datasets -> %s, %s", len(frame), frame["dataset"].nunique(), snakemake.output.table,
              snakemake.output.figure)

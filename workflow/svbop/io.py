@@ -18,7 +18,7 @@ from ._npz import (  # noqa: F401 - re-exported: svbop.io is where callers find 
 )
 from .sets import SetPredictions
 
-__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "load_score_groups", "save_sets", "load_sets", "SetFiles"]
+__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "FORMULA_STARTS", "escape_cell", "escape_frame", "unescape_cell", "unescape_frame", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "load_score_groups", "save_sets", "load_sets", "SetFiles"]
 
 
 #: dtype of the held-out rows' class probabilities the pipeline stores (rule score_flat,
@@ -123,20 +123,78 @@ def _umask() -> int:
     return mask
 
 
+#: First characters that make a spreadsheet read a text cell as a formula (``=SUM(1+2)``; OWASP, "CSV
+#: injection"), and the quote that marks an escaped cell: such a cell is written with a ``'`` before it.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def escape_cell(value):
+    """``value`` as a CSV/TSV cell a spreadsheet shows as text: a string starting with one of
+    :data:`FORMULA_STARTS` gets a ``'`` before it (a number written as text, ``-0.5``, stays);
+    anything else is returned as it is.  :func:`unescape_cell` undoes it."""
+    if isinstance(value, str) and value[:1] in FORMULA_STARTS and not _is_number(value):
+        return "'" + value
+    return value
+
+
+def unescape_cell(value):
+    """The cell :func:`escape_cell` escaped, as it was (a string starting with ``'`` loses it)."""
+    return value[1:] if isinstance(value, str) and value.startswith("'") else value
+
+
+def escape_frame(df):
+    """A copy of the DataFrame ``df`` with every text cell, column name and index label escaped
+    (:func:`escape_cell`), for ``DataFrame.to_csv``."""
+    out = df.copy()
+    for j in range(out.shape[1]):
+        if not _numeric_kind(out.iloc[:, j]):
+            out.isetitem(j, out.iloc[:, j].map(escape_cell))
+    out.columns = out.columns.map(lambda c: tuple(map(escape_cell, c)) if isinstance(c, tuple) else escape_cell(c))
+    if not _numeric_kind(out.index):
+        out.index = out.index.map(lambda c: tuple(map(escape_cell, c)) if isinstance(c, tuple) else escape_cell(c))
+    return out
+
+
+def _numeric_kind(values) -> bool:
+    return getattr(values, "dtype", None) is not None and getattr(values.dtype, "kind", "O") in "biufcmM"
+
+
+def unescape_frame(df, columns=None):
+    """``df`` with the text cells of ``columns`` (default: every text column) and the column names
+    unescaped in place (:func:`unescape_cell`); returns ``df``."""
+    df.columns = [unescape_cell(c) for c in df.columns]
+    for col in df.columns if columns is None else [c for c in columns if c in df.columns]:
+        if not _numeric_kind(df[col]):
+            df[col] = df[col].map(unescape_cell)
+    return df
+
+
 def write_tsv(path: str | os.PathLike, rows, columns=None) -> None:
     """Write dict rows as a tab-separated table with a header, atomically.
 
-    ``columns`` defaults to the keys in order of first appearance; a missing value is empty.
+    ``columns`` defaults to the keys in order of first appearance; a missing value is empty.  Text
+    cells and names that a spreadsheet would run as a formula are escaped (:func:`escape_cell`).
     """
     import csv
 
     rows = list(rows)
     if columns is None:
         columns = list(dict.fromkeys(key for row in rows for key in row))
+    extra = {key for row in rows for key in row} - set(columns)
+    if extra:
+        raise ValueError(f"write_tsv: rows hold fields not in columns: {sorted(map(str, extra))}")
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, delimiter="\t", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+        writer.writerow([escape_cell(c) for c in columns])
+        writer.writerows([escape_cell(row.get(c, "")) for c in columns] for row in rows)
 
 
 def save_arrays(path: str | os.PathLike, *, compress: bool = True, **arrays) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..evaluation import BEYOND_COLUMNS, BEYOND_PAPER_METHODS
+from ..io import unescape_frame
 from .names import method_name, utility_label
 
 __all__ = ["BEYOND_FAMILIES", "method_family", "read_beyond", "beyond_table", "group_coverage_table"]
@@ -79,7 +80,7 @@ def read_beyond(paths: str | os.PathLike | Iterable[str | os.PathLike],
             raise ValueError(f"{path}: no such file")
         try:
             # every column as written (param "0.10" stays "0.10"); numbers, NaN written as "nan" included, below
-            df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+            df = unescape_frame(pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False))
         except pd.errors.EmptyDataError:
             raise ValueError(f"{path}: empty file, expected a header with columns {', '.join(required)}") from None
         except (pd.errors.ParserError, UnicodeDecodeError) as exc:

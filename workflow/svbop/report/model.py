@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..io import unescape_frame
 from .names import utility_label, utility_name
 
 __all__ = ["CHOOSE_COLUMNS", "EXAMPLES", "choose_sets", "coverage_goal", "describe_model", "model_context", "plain_name",
@@ -133,7 +134,7 @@ def write_choose_sets(path: str | os.PathLike, chosen: Mapping[str, pd.DataFrame
     ``chosen`` maps each dataset to its :func:`choose_sets`; with more than one dataset, each goal
     starts with the dataset's key (``"mymodel: coverage >= 90%"``).
     """
-    from ..io import atomic_path
+    from ..io import atomic_path, escape_frame
 
     frames = []
     for d, c in chosen.items():
@@ -143,7 +144,7 @@ def write_choose_sets(path: str | os.PathLike, chosen: Mapping[str, pd.DataFrame
         frames.append(c[list(CHOOSE_COLUMNS)])
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(CHOOSE_COLUMNS))
     with atomic_path(path) as tmp:
-        out.to_csv(tmp, index=False, float_format="%.2f")
+        escape_frame(out).to_csv(tmp, index=False, float_format="%.2f")  # a name is never a formula
 
 
 # --- classes and example rows ------------------------------------------------------------------------------
@@ -419,8 +420,8 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
                                     "classes": None, "examples": [], "share": ""}
         classes_path = (model.get("classes") or {}).get(d)
         if classes_path:
-            classes = pd.read_csv(classes_path, sep="\t", dtype={"name": str}, keep_default_na=False,
-                                  na_values={c: ["", "nan", "NaN"] for c in ("n_test",)})
+            classes = unescape_frame(pd.read_csv(classes_path, sep="\t", dtype={"name": str}, keep_default_na=False,
+                                                 na_values={c: ["", "nan", "NaN"] for c in ("n_test",)}), ["name"])
             class_name = dict(zip(classes["class"].astype(int), classes["name"].astype(str)))
             # the methods each class is shown under: the coverage goals' choices, ICP, class-conditional, SVBOP-Full
             keys = [g["rows"][0]["key"] for g in goals if g["coverage"] and g["rows"][0]["key"]]

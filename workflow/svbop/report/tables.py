@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..evaluation import METHODS as METHOD_ORDER
 from ..evaluation import SUMMARY_KEYS, SVBOP_METHODS
-from ..io import atomic_path, write_tsv
+from ..io import atomic_path, escape_frame, unescape_frame, write_tsv
 from ..metrics import COVERAGE_KEYS, EXTRA_COVERAGE_KEYS
 from ..utilities import STANDARD_UTILITIES, utility_table
 from .names import method_name, utility_label, utility_name
@@ -194,11 +194,11 @@ def read_metrics(
         if not path.is_file():
             raise ValueError(f"{path}: no such file")
         try:
-            df = pd.read_csv(
+            df = unescape_frame(pd.read_csv(
                 path, sep="\t", dtype={"dataset": str, "method": str, "param": str, "theta_edge": str},
                 keep_default_na=False,
                 na_values={c: ["", "NA", "NaN", "nan"] for c in (*_OPTIONAL_NUMERIC, *_NUMERIC_METRICS)},
-            )
+            ), ["dataset", "method", "param", "theta_edge"])
         except pd.errors.EmptyDataError:
             raise ValueError(f"{path}: empty file, expected a header with columns {', '.join(required)}") from None
         for col in required:
@@ -422,4 +422,4 @@ def write_table(df: pd.DataFrame, path: PathLike, index: bool = True) -> None:
         if suffix == ".tex":
             tmp.write_text(df.to_latex(index=index, float_format="%.2f", escape=True))
         else:
-            df.to_csv(tmp, sep="\t" if suffix == ".tsv" else ",", index=index)
+            escape_frame(df).to_csv(tmp, sep="\t" if suffix == ".tsv" else ",", index=index)  # no formula cells
