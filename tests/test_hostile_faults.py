@@ -341,3 +341,51 @@ def test_the_class_coverage_table_reads_back_the_names_as_written(tmp_path):
     escape_frame(classes).to_csv(tmp_path / "c.tsv", sep="\t", index=False)
     back = unescape_frame(pd.read_csv(tmp_path / "c.tsv", sep="\t", dtype={"name": str}, keep_default_na=False), ["name"])
     assert back["name"].tolist() == names
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_its_workflow_leaves_a_folder_the_next_run_uses(tmp_path):
+    """kill -9 of svbop report and its workflow mid-run (a stale Snakemake lock and a temporary log
+    left), then a rerun: it clears them and finishes; a class named =SUM(1+2) is escaped in the table;
+    no cache is written to ~/.cache."""
+    files = _inputs(tmp_path, n=400)
+    names = tmp_path / "names.txt"
+    names.write_text("=SUM(1+2)\n+b\nc\nd\ne\n")
+    out = tmp_path / "out"
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT / "workflow"), "HOME": str(home)}
+    env.pop("XDG_CACHE_HOME", None)
+    env.pop("MPLCONFIGDIR", None)
+    argv = [sys.executable, "-m", "svbop", "report", "--test", *files, "--class-names", str(names), "-o", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / ".svbop" / ".snakemake" / "locks").is_dir():
+        time.sleep(0.1)
+    time.sleep(1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (out / ".svbop" / ".snakemake" / "locks").is_dir()  # what a killed run leaves
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "cleared the Snakemake lock that a stopped run left" in again.stderr
+    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".svbop"] == []
+    table = (out / "tables" / "class_coverage_model.tsv").read_text().splitlines()
+    assert any("\t'=SUM(1+2)\t" in f"\t{line}\t" for line in table) and "\t=SUM" not in "\n".join(table)
+    assert not (home / ".cache").exists() and (out / ".svbop" / ".cache").is_dir()
+
+
+def test_a_workflow_failure_names_the_working_folders_paths_whole_and_a_full_disks_fix(tmp_path):
+    from svbop.report.run import _failure_reason
+
+    work = tmp_path / "out" / ".svbop"
+    (work / "results" / "logs").mkdir(parents=True)
+    (work / "results" / "logs" / "score.log").write_text(
+        "Traceback ...\nOSError: [Errno 28] No space left on device: 'results/model/scores/flat.npz'\n")
+    log = tmp_path / "out" / "svbop_report.log"
+    log.write_text("Error in rule score_flat:\n    jobid: 3\n    log: results/logs/score.log (check log file(s) for "
+                   "error details)\nthe run failed; results/report.partial.html shows it\n")
+    reason = _failure_reason(log, work)
+    assert reason == (f": OSError: [Errno 28] No space left on device: '{work}/results/model/scores/flat.npz'; "
+                      "free some space and rerun (finished steps are kept)")

@@ -119,7 +119,7 @@ def processes_in(folder: Path) -> list[int]:
     except OSError:
         return found
     for pid in pids:
-        if pid == os.getpid():
+        if pid in (os.getpid(), os.getppid()):  # this run, and the shell that started it
             continue
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")

@@ -434,7 +434,16 @@ def _stop(proc: subprocess.Popen, log) -> None:
 
 
 def _failure_reason(log_path: Path, work: Path) -> str:
-    """The failed job's own last error line (its log under results/logs), else Snakemake's."""
+    """The failed job's own last error line (its log under results/logs), else Snakemake's; the
+    workflow's paths (``results/...``, ``data/...``) made whole inside ``work`` (they are not the
+    user's files), and a full disk's fix added."""
+    reason = re.sub(r"(?<![\w/.~-])(results|data)/", lambda m: f"{work}/{m.group(1)}/", _last_error(log_path, work))
+    if "No space left on device" in reason:
+        reason += "; free some space and rerun (finished steps are kept)"
+    return reason
+
+
+def _last_error(log_path: Path, work: Path) -> str:
     lines = log_path.read_text(errors="replace").splitlines()
     for i, ln in enumerate(lines):
         if ln.strip().startswith("log:") and i and any("Error in rule" in x for x in lines[max(0, i - 12):i]):
