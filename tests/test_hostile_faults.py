@@ -389,3 +389,16 @@ def test_a_workflow_failure_names_the_working_folders_paths_whole_and_a_full_dis
     reason = _failure_reason(log, work)
     assert reason == (f": OSError: [Errno 28] No space left on device: '{work}/results/model/scores/flat.npz'; "
                       "free some space and rerun (finished steps are kept)")
+
+
+def test_a_hard_link_in_the_results_is_refused(tmp_path, capsys):
+    files = _inputs(tmp_path)
+    out = tmp_path / "out"
+    work = _earlier_run(out)
+    (work / "results").mkdir()
+    victim = tmp_path / "victim.tsv"
+    victim.write_text("keep\n")
+    os.link(victim, work / "results" / "metrics.tsv")
+    code, line = _report(capsys, files, out)
+    assert code == 2 and ".svbop/results/metrics.tsv is a hard link (2 names for one file)" in line
+    assert victim.read_text() == "keep\n"

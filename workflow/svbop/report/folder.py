@@ -1,6 +1,6 @@
 """The output folder of ``svbop report`` under faults: links, a second run, a killed run, leftovers.
 
-* :func:`check_links`: no link anywhere in what ``svbop report`` writes (``OUT/.svbop`` and its
+* :func:`check_links`: no link (symbolic or hard) anywhere in what ``svbop report`` writes (``OUT/.svbop`` and its
   workflow files, ``data/``, ``results/``, ``.snakemake/``; ``OUT/tables``, ``OUT/figures`` and the
   files at the top), refused before any work, so nothing is written through one.  The only links
   allowed are the ones the workflow makes itself: ``.svbop/data/<dataset>/downloads/<file>`` (a
@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 __all__ = ["LOCK_NAME", "check_links", "clear_leftovers", "clear_stale_locks", "hold_folder", "temporary_name"]
@@ -69,6 +70,13 @@ def check_links(out: Path, names, work_dir: str) -> None:
                 path = Path(folder) / entry
                 if path.is_symlink() and not _workflow_link(work, path):
                     _refuse_link(out, path)
+            for entry in files:  # a hard link: a file written in place would change its other name too
+                path = Path(folder) / entry
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                    raise ValueError(f"-o {out}: {path.relative_to(out)} is a hard link ({info.st_nlink} names for one "
+                                     "file); svbop report never writes through a link: remove it, or choose another "
+                                     "folder")
 
 
 def _refuse_link(out: Path, path: Path) -> None:
