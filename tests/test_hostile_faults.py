@@ -249,7 +249,9 @@ def test_the_auto_share_takes_at_least_the_rows_one_finite_threshold_needs():
 @pytest.mark.parametrize("yaml_text, key", [
     ("seed: 2.0\n", "config: seed: expected integer, got 2.0"),
     ("datasets: {digits: {split: {seed: 3.0}}}\n", "config: datasets.digits.split.seed: expected integer"),
-    ("datasets: {digits: {split: {calibration: 5.0}}}\n", "config: datasets.digits.split.calibration:"),
+    ("datasets: {digits: {split: {calibration: 5.0}}}\n", "config: datasets.digits.split.calibration: expected a "
+                                                         "value < 1, got 5.0 (an integer is written without a "
+                                                         "decimal point: 5, not 5.0)"),
     ("timing: {repeats: 2.0}\n", "config: timing.repeats: expected integer"),
     ("methods: {epsilon: [1.0e-300]}\n", "config: methods.epsilon[0]: 1e-300 is below 1e-09"),
     ("baselines: {icp_epsilon: [0.1, 1.0e-12]}\n", "config: baselines.icp_epsilon[1]: 1e-12 is below 1e-09"),

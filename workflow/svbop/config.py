@@ -219,7 +219,20 @@ def _kind_of(error, config: Mapping[str, Any]) -> str | None:
 
 
 def _describe(error, config: Mapping[str, Any]) -> str:
-    """One line for a jsonschema error: the key path and what was expected."""
+    """One line for a jsonschema error: the key path and what was expected; a whole float where an
+    integer would do (``5.0`` rows, ``seed: 2.0``) says to write it as an integer."""
+    line = _describe_error(error, config)
+    inst = error.instance
+    schemas, e = [], error
+    while e is not None:  # the error and the alternatives (anyOf) it was one of
+        schemas.append(str(e.schema))
+        e = e.parent
+    if isinstance(inst, float) and inst.is_integer() and abs(inst) < 2**63 and any("integer" in t for t in schemas):
+        line += f" (an integer is written without a decimal point: {int(inst)}, not {inst!r})"
+    return line
+
+
+def _describe_error(error, config: Mapping[str, Any]) -> str:
     path = list(error.absolute_path)
     v, value, inst = error.validator, error.validator_value, error.instance
     if "propertyNames" in list(error.absolute_schema_path) and isinstance(inst, str) and v == "pattern":
