@@ -18,6 +18,12 @@ The output folder holds what the user reads::
 
 Nothing is written outside ``OUT``, no link is made or written through, and a second run in the same
 folder reuses the work (only what changed reruns).  The input files are read, never modified.
+Faults (:mod:`svbop.report.folder`): a link anywhere in what is written is refused before any work; a
+run holds ``OUT/.svbop/report.lock`` before it writes anything, so a second run into the folder is
+refused first; a killed run's Snakemake lock is cleared when no process works in ``.svbop`` any more;
+Ctrl-C stops the workflow and leaves no temporary file (exit status 130); the workflow's caches stay
+in ``OUT/.svbop/.cache``.  Rows too few for the split's parts are refused up front
+(:mod:`svbop.report.rows`).
 """
 
 from __future__ import annotations
