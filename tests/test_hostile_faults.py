@@ -404,3 +404,32 @@ def test_a_hard_link_in_the_results_is_refused(tmp_path, capsys):
     code, line = _report(capsys, files, out)
     assert code == 2 and ".svbop/results/metrics.tsv is a hard link (2 names for one file)" in line
     assert victim.read_text() == "keep\n"
+
+
+def test_a_killed_runs_workflow_that_still_holds_the_folder_is_named(tmp_path):
+    """kill -9 of svbop report alone: its workflow holds the lock on; the next run names that process."""
+    out = tmp_path / "out"
+    work = _earlier_run(out)
+    code = (f"import os, subprocess, sys; sys.path.insert(0, {str(CHECKOUT / 'workflow')!r}); "
+            f"from svbop.report.folder import hold_folder; from pathlib import Path; "
+            f"fd = hold_folder(Path({str(work)!r}), Path({str(out)!r})); "
+            f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], cwd={str(work)!r}, "
+            f"pass_fds=(fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid, flush=True); "
+            f"os.kill(os.getpid(), 9)")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    workflow = int(child.stdout.strip())
+    try:
+        with pytest.raises(ValueError) as info:
+            hold_folder(work, out)
+        assert str(info.value) == (f"-o {out}: the workflow of a stopped svbop report still runs in {work} (process "
+                                   f"{workflow}); wait for it to end or stop it (kill {workflow}), then rerun")
+    finally:
+        os.kill(workflow, signal.SIGKILL)
+    for _ in range(100):  # the kernel drops the lock with its last holder
+        try:
+            os.close(hold_folder(work, out))
+            break
+        except ValueError:
+            time.sleep(0.1)
+    else:
+        raise AssertionError("the lock outlived its holders")

@@ -27,7 +27,8 @@ import shutil
 import stat
 from pathlib import Path
 
-__all__ = ["LOCK_NAME", "check_links", "clear_leftovers", "clear_stale_locks", "hold_folder", "temporary_name"]
+__all__ = ["LOCK_NAME", "check_links", "clear_leftovers", "clear_stale_locks", "hold_folder", "processes_in",
+           "temporary_name"]
 
 #: svbop report's own lock file, inside the working folder.
 LOCK_NAME = "report.lock"
@@ -109,12 +110,27 @@ def hold_folder(work: Path, out: Path) -> int | None:
     except OSError:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
         os.close(fd)
+        if holder.isdigit() and not _alive(int(holder)):  # its svbop report was killed; its workflow runs on
+            busy = processes_in(work)
+            if busy:
+                raise ValueError(f"-o {out}: the workflow of a stopped svbop report still runs in {work} (process "
+                                 f"{busy[0]}); wait for it to end or stop it (kill {busy[0]}), then rerun") from None
         raise ValueError(f"-o {out}: another svbop report is running in this folder"
                          + (f" (process {holder})" if holder.isdigit() else "")
                          + "; wait for it to end, or give another -o folder") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def processes_in(folder: Path) -> list[int]:
