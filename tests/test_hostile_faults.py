@@ -341,7 +341,8 @@ def test_the_class_coverage_table_reads_back_the_names_as_written(tmp_path):
     names = [n for n in HOSTILE_NAMES if "\r" not in n]
     classes = pd.DataFrame({"class": range(len(names)), "name": names})
     escape_frame(classes).to_csv(tmp_path / "c.tsv", sep="\t", index=False)
-    back = unescape_frame(pd.read_csv(tmp_path / "c.tsv", sep="\t", dtype={"name": str}, keep_default_na=False), ["name"])
+    back = unescape_frame(pd.read_csv(tmp_path / "c.tsv", sep="\t", dtype={"name": str}, keep_default_na=False),
+                          ["name"])
     assert back["name"].tolist() == names
 
 
