@@ -370,7 +370,8 @@ def model_page_files():
     if not model_page():
         return []
     return ["results/tables/choose_sets.csv",
-            *(f for d in DATASETS for f in (f"results/tables/class_coverage_{d}.tsv", f"results/{d}/examples.json"))]
+            *(f for d in DATASETS for f in (f"results/tables/class_coverage_{d}.tsv", f"results/{d}/examples.json",
+                                            f"results/{d}/live.json"))]
 
 
 def beyond_skipped(dataset):

@@ -308,12 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the pipeline's HTML report for a model's outputs (probabilities or logits)",
                        description="Runs the project's workflow on one model_outputs dataset made of these files and "
                                    "writes DIR/report.html (see workflow/docs/your_model.md).")
-    p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True,
-                   help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line)")
-    p.add_argument("--validation", nargs=2, metavar=("SCORES", "LABELS"),
-                   help="rows for the temperature and the threshold baseline (default: split off --test)")
-    p.add_argument("--calibration", nargs=2, metavar=("SCORES", "LABELS"),
-                   help="rows for the conformal methods (default: split off --test)")
+    p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True, action="append",
+                   help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line); repeat it "
+                        "for several models scored on the same rows (one --name each, in the same order)")
+    p.add_argument("--validation", nargs=2, metavar=("SCORES", "LABELS"), action="append",
+                   help="rows for the temperature and the threshold baseline (default: split off --test); with "
+                        "several models, once for all or once per --test")
+    p.add_argument("--calibration", nargs=2, metavar=("SCORES", "LABELS"), action="append",
+                   help="rows for the conformal methods (default: split off --test); with several models, once for "
+                        "all or once per --test")
     p.add_argument("--outputs", choices=("auto", "logits", "probabilities"), default="auto",
                    help="what the scores are (auto: probabilities when every row is non-negative and sums to 1)")
     p.add_argument("--calibrate", choices=("temperature", "none"), default="temperature",
@@ -329,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
                             + (" (give it for every part given)" if part == "test" else ""))
     p.add_argument("--epsilon", type=float, action="append",
                    help="significance level of the conformal methods (repeatable; default 0.1)")
-    p.add_argument("--name", default="model", help="the dataset's key in the report (default: model)")
+    p.add_argument("--name", action="append",
+                   help="the model's key in the report (default: model); once per --test, in the same order")
     p.add_argument("--title", help="the dataset's title in the report")
     p.add_argument("--cores", type=int, default=1, help="Snakemake's --cores, >= 1 (default 1)")
     p.add_argument("--output", "-o", required=True, metavar="DIR",

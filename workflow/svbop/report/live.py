@@ -211,3 +211,66 @@ def live_data(P_cal, y_cal, P_test, y_test, *, utilities: Sequence[str] = (), ex
                                 "p": [round(float(Xn[r, c]), 4) for c in rank[:50]]})
     out["class_names"] = [str(c) for c in class_names] if class_names is not None else None
     return out
+
+
+def write_live_data(path, data: dict) -> None:
+    """``results/<dataset>/live.json`` (written whole, atomically)."""
+    import json
+
+    from ..io import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
+def live_context(files, frame, labels: Sequence[str], names, order: Sequence[str], epsilons: Sequence[float]):
+    """The page's section "Choose the level": per dataset, its embedded data (JSON text safe inside a
+    ``<script>``) and the points of every method at the run's levels (grey in the page's figure).
+
+    Parameters
+    ----------
+    files : mapping
+        dataset -> its ``live.json`` (:func:`live_data`).
+    frame : DataFrame
+        Every kind of set (:func:`svbop.report.beyond.read_beyond`).
+    labels, names, order
+        The run's utility labels, display names and datasets in the page's order.
+    epsilons : sequence of float
+        The run's levels (the control starts at the smallest ... largest ε, 1 - ε the lowest coverage asked).
+    """
+    import json
+    from pathlib import Path
+
+    from markupsafe import Markup
+
+    from .beyond import beyond_table
+    from .model import plain_name
+    from .names import utility_name
+
+    files = dict(files or {})
+    if not files:
+        return None
+    out = []
+    utilities: list[dict[str, str]] = []
+    for d in order:
+        if d not in files:
+            continue
+        data = json.loads(Path(files[d]).read_text())
+        entry: dict[str, object] = {"id": d, "title": names.dataset(d), "too_large": data.get("too_large")}
+        if not entry["too_large"]:
+            for u in data.get("utilities", []):
+                if u["spec"] not in [v["spec"] for v in utilities]:
+                    utilities.append({"spec": u["spec"], "label": plain_name(utility_name(u["spec"]))})
+            table = beyond_table(frame, d, labels) if d in set(frame["dataset"].astype(str)) else None
+            points = [] if table is None else [
+                {"name": plain_name(m), "key": k, "coverage": float(c), "size": float(s)}
+                for m, k, c, s in zip(table["method"], table["key"], table["coverage_pct"], table["mean_size"])
+                if c == c and s == s]
+            data["title"] = entry["title"]
+            data["points"] = points
+            text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+            entry["json"] = Markup(text.replace("</", "<\\/").replace("<!--", "<\\!--"))
+        out.append(entry)
+    eps = [float(e) for e in epsilons if EPSILON_RANGE[0] <= float(e) <= EPSILON_RANGE[1]]
+    start = f"{max(eps) if eps else 0.1:.2f}"
+    return {"datasets": out, "utilities": utilities, "start": start, "range": [f"{e:.2f}" for e in EPSILON_RANGE]}

@@ -30,13 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .._resources import WORKFLOW_FILES, workflow_root
 
 __all__ = ["WORKFLOW_FILES", "OUTPUT_NAMES", "WORK_DIR", "check_inputs", "check_options", "detect_outputs",
-           "report_config", "run_report", "workflow_root"]
+           "check_same_rows", "report_config", "report_models", "run_report", "workflow_root"]
 
 #: The workflow's working folder inside the output folder.
 WORK_DIR = ".svbop"
@@ -45,7 +45,7 @@ OUTPUT_NAMES = ("report.html", "tables", "figures", "svbop_report.log", "svbop_r
 #: Conformal and coverage-guaranteed sets the command adds (the quickstart's choice).
 #: APS and RAPS are randomised (coverage close to 1 - epsilon, as practitioners know them); clustered
 #: class-conditional LAC beside class-conditional LAC (usable with few calibration rows per class).
-DEFAULT_METHODS = {"conformal": ["aps", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
+DEFAULT_METHODS = {"conformal": ["aps", "aps_deterministic", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
                    "coverage": ["fbeta", "credal"]}
 
 
@@ -379,25 +379,114 @@ def _failure_reason(log_path: Path, work: Path) -> str:
     return f": {reason}" if reason else ""
 
 
+def _pairs(value) -> list | None:
+    """An option's ``(scores, labels)`` pairs: ``None``, one pair, or a list of pairs (``action="append"``)."""
+    if value is None:
+        return None
+    value = list(value)
+    return [list(value)] if value and isinstance(value[0], (str, os.PathLike)) else [list(v) for v in value]
+
+
+def report_models(args) -> list[dict]:
+    """The models of ``svbop report``'s options: ``[{"name", "test", "validation", "calibration"}]``.
+
+    ``--test`` once per model, ``--name`` once per ``--test`` (or not at all for one model),
+    ``--validation`` and ``--calibration`` each absent, once for all models or once per model.
+
+    Raises
+    ------
+    ValueError
+        A count that does not match, naming the options; a name given twice.
+    """
+    tests = _pairs(args.test) or []
+    names = args.name if isinstance(args.name, list) else ([args.name] if args.name is not None else None)
+    if names is None:
+        if len(tests) > 1:
+            raise ValueError(f"--name: missing; with {len(tests)} --test (several models), give one --name per --test, "
+                             "in the same order")
+        names = ["model"]
+    if len(names) != len(tests):
+        raise ValueError(f"--name: given {len(names)} times for {len(tests)} --test; give one --name per --test, in "
+                         "the same order")
+    dup = [n for i, n in enumerate(names) if n in names[:i]]
+    if dup:
+        raise ValueError(f"--name: {dup[0]!r} given twice; each model needs its own name")
+    per = {}
+    for part in ("validation", "calibration"):
+        given = _pairs(getattr(args, part, None))
+        if given is not None and len(given) not in (1, len(tests)):
+            raise ValueError(f"--{part}: given {len(given)} times for {len(tests)} --test; give it once (for every "
+                             "model) or once per --test, in the same order")
+        per[part] = given
+    return [{"name": name, "test": tests[i],
+             **{part: None if per[part] is None else per[part][i if len(per[part]) > 1 else 0]
+                for part in ("validation", "calibration")}}
+            for i, name in enumerate(names)]
+
+
+def check_same_rows(models: Sequence[Mapping]) -> None:
+    """Several models must be scored on the same rows: each part's labels equal the first model's.
+
+    Raises
+    ------
+    ValueError
+        Naming both label files and the first row that differs (or the row counts).
+    """
+    import numpy as np
+
+    from ..datasets.outputs import _read_labels
+
+    first = models[0]
+    for part in ("test", "validation", "calibration"):
+        if first[part] is None:
+            continue
+        ref_path = Path(first[part][1]).expanduser()
+        ref = None
+        for m in models[1:]:
+            path = Path(m[part][1]).expanduser()
+            if path.resolve() == ref_path.resolve():
+                continue
+            ref = _read_labels(ref_path) if ref is None else ref
+            y = _read_labels(path)
+            if y.shape != ref.shape:
+                raise ValueError(f"--{part}: {path}: {y.shape[0]:,} labels, but {ref_path} (model {first['name']!r}) has "
+                                 f"{ref.shape[0]:,}; the models must be scored on the same rows")
+            diff = np.flatnonzero(np.asarray(y).astype(str) != np.asarray(ref).astype(str))
+            if diff.size:
+                i = int(diff[0])
+                raise ValueError(f"--{part}: {path}: row {i}: label {y[i]!r}, but {ref_path} (model {first['name']!r}) "
+                                 f"has {ref[i]!r}; the models must be scored on the same rows, in the same order")
+
+
 def main(args) -> int:
     """``svbop report`` (see :func:`svbop.cli.build_parser`): every check first, then the workflow."""
     t0 = time.perf_counter()
     groups = {part: g for part in ("test", "validation", "calibration")
               if (g := getattr(args, f"{part}_groups", None)) is not None}
-    check_options(epsilons=args.epsilon, cores=args.cores, name=args.name)
+    models = report_models(args)
+    for m in models:
+        check_options(epsilons=args.epsilon, cores=args.cores, name=m["name"])
     out = Path(args.output).expanduser()
     _check_folder(out, workflow_root())
-    _check_group_flags(groups, validation=args.validation, calibration=args.calibration, test=args.test)
-    outputs, K, n = check_inputs(
-        test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
-        outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
-        hierarchy_format=args.hierarchy_format or "edges",
-    )
-    print(f"svbop report: read {n:,} rows x {K:,} classes ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    if args.outputs == "auto":
-        print(f"svbop report: --outputs auto: the test scores are {outputs}"
-              + (" (every row non-negative, summing to 1)" if outputs == "probabilities" else " (not rows of probabilities)"),
-              file=sys.stderr)
+    for m in models:
+        _check_group_flags(groups, validation=m["validation"], calibration=m["calibration"], test=m["test"])
+    found = []
+    for m in models:
+        outputs, K, n = check_inputs(
+            test=m["test"], validation=m["validation"], calibration=m["calibration"], groups=groups,
+            outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
+            hierarchy_format=args.hierarchy_format or "edges",
+        )
+        found.append(outputs)
+        of = f" of {m['name']}" if len(models) > 1 else ""
+        print(f"svbop report: read {n:,} rows x {K:,} classes{of} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        if args.outputs == "auto":
+            print(f"svbop report: --outputs auto: the test scores are {outputs}"
+                  + (" (every row non-negative, summing to 1)" if outputs == "probabilities" else " (not rows of probabilities)"),
+                  file=sys.stderr)
+    if len(models) > 1:
+        check_same_rows(models)
+    args.validation, args.calibration = models[0]["validation"], models[0]["calibration"]
     if args.validation is None or args.calibration is None:
         missing = [p for p in ("validation", "calibration") if getattr(args, p) is None]
         how = {"validation": "validation 10 %",
@@ -406,13 +495,18 @@ def main(args) -> int:
         print(f"svbop report: warning: no --{' or --'.join(missing)}: {' and '.join(missing)} rows are split off the "
               f"test rows ({'; '.join(how[p] for p in missing)}; seeded, stratified); the page says which rows came "
               "from where", file=sys.stderr)
-    config = report_config(
-        test=args.test, validation=args.validation, calibration=args.calibration,
+    configs = [report_config(
+        test=m["test"], validation=m["validation"], calibration=m["calibration"],
         groups=groups, outputs=outputs,
         calibrate=args.calibrate, class_names=args.class_names, hierarchy=args.hierarchy,
-        hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=args.name,
-        title=args.title,
-    )
+        hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=m["name"],
+        title=args.title if len(models) == 1 else None,
+    ) for m, outputs in zip(models, found)]
+    config = configs[0]
+    if len(configs) > 1:  # one model_outputs dataset per model, on the same rows
+        config["run"] = [m["name"] for m in models]
+        config["datasets"] = {m["name"]: c["datasets"][m["name"]] for m, c in zip(models, configs)}
+        config["report"]["title"] = args.title or f"Set-valued predictions of {', '.join(config['run'])}"
     from ..config import ConfigError, check_config, load_yaml, merge_configs, validate_config
 
     try:  # the workflow's own config checks, here, before it starts
