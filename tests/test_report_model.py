@@ -104,7 +104,7 @@ def test_class_names_are_shown_wherever_a_class_is(model_run):
 def test_choose_sets_csv_agrees_with_the_pages_table_and_is_its_argmin(model_run):
     page, tables = model_run
     chosen = pd.read_csv(tables / "choose_sets.csv", dtype={"goal": str, "method": str})
-    assert list(chosen.columns) == ["goal", "method", "coverage_pct", "mean_set_size"]
+    assert list(chosen.columns) == ["model", "goal", "method", "coverage_pct", "mean_set_size"]
     header, rows = _every_kind_of_set(page)
     numbers = {m: r for m, r in rows.items() if r["coverage %"] not in ("–", "")}
     for r in chosen.itertuples(index=False):  # every method named is a row of the page's table, with its numbers
