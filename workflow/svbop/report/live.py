@@ -52,7 +52,7 @@ LIVE_METHODS = {
 #: Classes per row embedded for the Bayes-optimal sets.
 TOP = 10
 #: The most the embedded data may take (base64 characters, every model of the page together).
-BUDGET_BYTES = 8_000_000
+BUDGET_BYTES = 7_500_000
 
 
 def _k(n: int, epsilon) -> int:
@@ -187,6 +187,10 @@ def live_data(P_cal, y_cal, P_test, y_test, *, utilities: Sequence[str] = (), ex
     n, K = P_test.shape
     out: dict[str, object] = {"n_test": int(n), "K": int(K), "n_calibration": int(len(y_cal)),
                               "epsilon_range": list(EPSILON_RANGE), "y": _b64(y, _uint(K)), "methods": []}
+    # at least a few bytes per test score before any need is computed (an int64 matrix per method)
+    if n * K * 2 > 4 * budget_bytes:
+        return {"too_large": f"{n:,} test rows x {K:,} classes are too many to embed in the page "
+                             f"(at most {budget_bytes / 1e6:g} MB)"}
     size = 0
     for method in LIVE_METHODS:
         enc = _encode_method(method, needs(method, P_cal, y_cal, P_test), y)
@@ -269,7 +273,7 @@ def live_context(files, frame, labels: Sequence[str], names, order: Sequence[str
             data["title"] = entry["title"]
             data["points"] = points
             text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-            entry["json"] = Markup(text.replace("</", "<\\/").replace("<!--", "<\\!--"))
+            entry["json"] = Markup(text.replace("<", "\\u003c"))  # nothing in it can end the <script>
         out.append(entry)
     eps = [float(e) for e in epsilons if EPSILON_RANGE[0] <= float(e) <= EPSILON_RANGE[1]]
     start = f"{max(eps) if eps else 0.1:.2f}"
