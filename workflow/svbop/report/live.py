@@ -49,6 +49,8 @@ LIVE_METHODS = {
     "conformal_aps_deterministic": "APS (deterministic), one threshold",
     "conformal_lac_cc": "LAC, one threshold per class",
 }
+#: Their short names (the figure's legend, the example rows' columns).
+LIVE_SHORT = {"icp": "LAC (ICP)", "conformal_aps_deterministic": "APS", "conformal_lac_cc": "class-conditional LAC"}
 #: Classes per row embedded for the Bayes-optimal sets.
 TOP = 10
 #: The most the embedded data may take (base64 characters, every model of the page together).
@@ -152,7 +154,7 @@ def _encode_method(method: str, found: dict[str, np.ndarray], y: np.ndarray) -> 
     ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=need.shape[0]))])
     big = int(max(int(n_g.max()) + 1 if n_g.size else 1, 1))
     one = group.max() == 0 if group.size else True
-    out = {"method": method, "name": LIVE_METHODS[method], "one_threshold": bool(one),
+    out = {"method": method, "name": LIVE_METHODS[method], "short": LIVE_SHORT[method], "one_threshold": bool(one),
            "n": [int(v) for v in n_g], "need_type": _uint(big), "cls_type": _uint(need.shape[1]),
            "ptr": _b64(ptr, "<u4"), "need": _b64(need[rows, cls], _uint(big)),
            "need_y": _b64(need[np.arange(y.size), y], _uint(big)), "top1": _b64(found["top1"], _uint(need.shape[1]))}
