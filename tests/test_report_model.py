@@ -216,3 +216,10 @@ def test_split_calibration_auto_is_for_model_outputs_only():
         check_config(config)
     assert str(info.value) == ("config: datasets.digits.split.calibration: 'auto' is for a model's outputs "
                                "(format.kind: model_outputs); give a fraction or a row count")
+
+
+def test_one_model_has_the_level_section_and_no_comparison_of_models(model_run):
+    page, _ = model_run
+    assert '<section id="level">' in page and 'class="live-data" data-dataset="pets"' in page
+    assert '<section id="models">' not in page
+

@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", help="JSON schema (default: the workflow's config.schema.yaml)")
     p.set_defaults(func=_check_config)
     p = sub.add_parser("report", help="the pipeline's HTML report for a model's outputs (probabilities or logits)",
-                       description="Runs the project's workflow on one model_outputs dataset made of these files and "
+                       description="Runs the project's workflow on one model_outputs dataset per --test (each model) and "
                                    "writes DIR/report.html (see workflow/docs/your_model.md).")
     p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True, action="append",
                    help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line); repeat it "
