@@ -5,13 +5,19 @@ encoding stays within the page's budget for 10,000 rows x 100 classes."""
 from __future__ import annotations
 
 import base64
+import json
+import re
+from pathlib import Path
 
+import jinja2
 import numpy as np
+import pandas as pd
 import pytest
 
 from svbop import ConformalSetPredictor
 from svbop.report.live import BUDGET_BYTES, LIVE_METHODS, live_data, needs, sets_at
 
+ROOT = Path(__file__).resolve().parents[1]
 EPSILONS = (0.01, 0.03, 0.05, 0.1, 0.123, 0.2, 0.25, 0.3)
 
 
@@ -111,12 +117,8 @@ def test_ten_thousand_rows_of_a_hundred_classes_fit_the_budget():
     assert "too_large" in small and "10,000 test rows x 100 classes" in small["too_large"]
 
 
-def _render(files, tmp_path):
-    import json as _json
-
-    import jinja2
-    import pandas as pd
-
+def _render(files):
+    """The section "Choose the level" alone, as the page renders it."""
     from svbop.report.live import live_context
 
     class Names:
@@ -127,10 +129,7 @@ def _render(files, tmp_path):
     ctx = live_context(files, frame, [], Names(), list(files), [0.1])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT / "report" / "templates")), autoescape=True,
                              undefined=jinja2.StrictUndefined)
-    return env.get_template("live.html.j2").render(model={"live": ctx}), _json
-
-
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+    return env.get_template("live.html.j2").render(model={"live": ctx})
 
 
 def test_the_page_says_when_the_data_are_too_large_to_embed(tmp_path):
@@ -138,23 +137,20 @@ def test_the_page_says_when_the_data_are_too_large_to_embed(tmp_path):
 
     P_cal, y_cal, P_test, y_test = _data(6, 50, 60, 4, np.float64, False)
     write_live_data(tmp_path / "big.json", live_data(P_cal, y_cal, P_test, y_test, budget_bytes=100))
-    page, _ = _render({"big": tmp_path / "big.json"}, tmp_path)
+    page = _render({"big": tmp_path / "big.json"})
     assert "Too large to embed" in page and "60 test rows x 4 classes" in page
     assert 'class="live-data"' not in page
 
 
 def test_class_names_cannot_break_out_of_the_embedded_data(tmp_path):
-    import html as _html
-    import re
-
     from svbop.report.live import write_live_data
 
     P_cal, y_cal, P_test, y_test = _data(7, 50, 60, 3, np.float64, False)
     names = ["</script><script>alert(1)</script>", "<!--", "plain"]
     write_live_data(tmp_path / "m.json", live_data(P_cal, y_cal, P_test, y_test, utilities=["fbeta:beta=1"],
                                                    examples=[0], class_names=names))
-    page, json_ = _render({"m": tmp_path / "m.json"}, tmp_path)
+    page = _render({"m": tmp_path / "m.json"})
     scripts = re.findall(r'<script type="application/json" class="live-data" data-dataset="m">(.*?)</script>', page, re.S)
     assert len(scripts) == 1 and "</script" not in scripts[0] and "<!--" not in scripts[0]
-    assert json_.loads(scripts[0])["class_names"] == names
+    assert json.loads(scripts[0])["class_names"] == names  # raw text in a <script>: no entity is decoded
     assert 'option value="fbeta:beta=1"' in page
