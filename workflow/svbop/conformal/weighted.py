@@ -49,7 +49,7 @@ def check_weights(weights, n: int, name: str = "weights", rows_of: str = "P") ->
     w = w.astype(np.float64)
     bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
     if bad.size:
-        raise ValueError(f"{name}[{bad[0]}] = {w[bad[0]]!r}: a weight must be finite and >= 0")
+        raise ValueError(f"{name}[{bad[0]}] = {float(w[bad[0]])!r}: a weight must be finite and >= 0")
     return w
 
 
