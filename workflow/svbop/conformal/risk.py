@@ -31,7 +31,8 @@ from ._common import _no_calibration_rows
 from ._matrix import score_matrix, threshold_mask
 from .scores import RANKED_SCORES, _mask_sets
 
-__all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "SET_LOSSES", "FWER_PROCEDURES"]
+__all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "hoeffding_bentkus_p_values", "SET_LOSSES",
+           "FWER_PROCEDURES"]
 
 #: The losses named by a string (``set_loss(name, ...)``).
 SET_LOSSES = ("miscoverage", "class_cost", "hierarchical", "size_above")
