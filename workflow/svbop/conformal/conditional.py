@@ -174,7 +174,8 @@ class ConditionalSetPredictor:
         phi = np.concatenate([[1.0], row.astype(np.float64)])[keep]
         # the dual: max S^T eta s.t. X^T eta = -tau phi, tau - 1 <= eta_i <= tau (d constraints, n box
         # variables); beta is the multiplier of the equality constraints
-        res = linprog(-s, A_eq=X.T, b_eq=-tau * phi, bounds=(tau - 1.0, tau), method="highs")
+        res = linprog(-s, A_eq=X.T, b_eq=-tau * phi, bounds=(tau - 1.0, tau), method="highs-ds",
+                      options={"presolve": False})  # presolve costs more than it saves on d + 1 rows
         if res.status == 2:  # infeasible dual = unbounded fit: too few rows in a group of the test row
             return math.inf
         if res.status != 0:

@@ -24,12 +24,12 @@ from fractions import Fraction
 import numpy as np
 from scipy.stats import binom
 
-from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
+from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_labels
 from ..sets import SetPredictions
 from ._common import _no_calibration_rows
 from ._matrix import score_matrix, threshold_mask
-from .scores import RANKED_SCORES, _mask_sets
+from .scores import RANKED_SCORES, _calibration_scores, _mask_sets
 
 __all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "hoeffding_bentkus_p_values", "SET_LOSSES",
            "FWER_PROCEDURES"]
@@ -48,12 +48,15 @@ class SetLoss:
     sets (``steps``), without building any mask.
     """
 
-    def __init__(self, name: str, fn, bound: float, monotone: bool | None, steps=None) -> None:
+    def __init__(self, name: str, fn, bound: float, monotone: bool | None, steps=None,
+                 label_only: bool = False) -> None:
         self.name = name
         self.fn = fn
         self.bound = float(bound)
         self.monotone = monotone
         self.steps = steps
+        #: ``steps`` needs only the label's score of each row (``steps(s_label, y)``), not every class's
+        self.label_only = label_only
 
     def __call__(self, mask: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.fn(mask, y)
@@ -99,13 +102,13 @@ def set_loss(loss="miscoverage", *, cost=None, hierarchy=None, max_size=None, bo
     if wanted is not None and given[wanted] is None:
         raise ValueError(f"loss={loss!r} needs {wanted}=")
     if loss == "miscoverage":
-        return SetLoss("miscoverage", _miscoverage, 1.0, True, _miscoverage_steps)
+        return SetLoss("miscoverage", _miscoverage, 1.0, True, _miscoverage_steps, label_only=True)
     if loss == "class_cost":
         c = np.asarray(cost, dtype=np.float64)
         if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)) or np.any(c < 0):
             raise ValueError(f"cost must be one finite, non-negative cost per class, got {np.asarray(cost)!r:.80}")
         return SetLoss("class_cost", lambda m, y: _class_cost(m, y, c), float(c.max()), True,
-                       lambda S, y: _class_cost_steps(S, y, c))
+                       lambda s, y: _class_cost_steps(s, y, c), label_only=True)
     if loss == "size_above":
         if isinstance(max_size, (bool, np.bool_)) or not isinstance(max_size, (int, np.integer)) or max_size < 0:
             raise ValueError(f"max_size must be an integer >= 0, got {max_size!r}")
@@ -138,9 +141,9 @@ def _miscoverage(mask, y):
     return (~mask[np.arange(y.size), y]).astype(np.float64)
 
 
-def _miscoverage_steps(S, y):
+def _miscoverage_steps(s, y):
     n = y.size
-    return np.ones(n), S[np.arange(n), y], np.ones(n)
+    return np.ones(n), s, np.ones(n)
 
 
 def _class_cost(mask, y, c):
@@ -148,10 +151,8 @@ def _class_cost(mask, y, c):
     return np.where(mask[np.arange(y.size), y], 0.0, c[y])
 
 
-def _class_cost_steps(S, y, c):
-    _check_classes(S, c)
-    n = y.size
-    return c[y].astype(np.float64), S[np.arange(n), y], c[y].astype(np.float64)
+def _class_cost_steps(s, y, c):
+    return c[y].astype(np.float64), s, c[y].astype(np.float64)
 
 
 def _check_classes(M, c):
@@ -335,17 +336,30 @@ class _NestedSets:
             return SetPredictions.from_sets([np.flatnonzero(m) for m in mask], P.shape[1])
         return _mask_sets(P, self.score, self.lambda_, None, self.k_reg, self.lam, None, self.empty, chunk_bytes)
 
-    def _calibration(self, P_cal, y_cal, chunk_bytes):
+    def _calibration(self, P_cal, y_cal, chunk_bytes, losses):
+        """The calibration rows' scores: every class's (``(n, K)``), or only the label's (``(n,)``)
+        when every loss needs only those."""
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         _no_calibration_rows(P_cal)
-        S = score_matrix(P_cal, self.score, self.k_reg, self.lam, None, chunk_bytes, "P_cal")
+        for loss in losses:
+            if loss.name == "class_cost":
+                loss(np.zeros((0, P_cal.shape[1]), dtype=bool), np.zeros(0, dtype=np.int64))  # its classes
+        if all(loss.label_only for loss in losses):
+            if self.score == "lac":
+                S = 1.0 - P_cal[np.arange(y_cal.size), y_cal] / row_stats(P_cal, 0, "P_cal")[1]
+            else:
+                S = _calibration_scores(P_cal, y_cal, self.score, self.k_reg, self.lam, chunk_bytes)
+        else:
+            S = score_matrix(P_cal, self.score, self.k_reg, self.lam, None, chunk_bytes, "P_cal")
         self.n_classes_ = P_cal.shape[1]
         return S, y_cal
 
     def _losses_at(self, loss: SetLoss, S, y, lambdas, name) -> np.ndarray:
         """Total loss over the calibration rows at each of ``lambdas`` (sorted)."""
         if loss.steps is not None:
+            if S.ndim == 2 and loss.label_only:
+                return _total_losses(*loss.steps(S[np.arange(y.size), y], y), lambdas)
             return _total_losses(*loss.steps(S, y), lambdas)
         return np.array([_loss_values(loss, threshold_mask(S, t, False), y, name).sum() for t in lambdas])
 
@@ -411,7 +425,7 @@ class RiskControlSetPredictor(_NestedSets):
 
     def fit(self, P_cal, y_cal, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "RiskControlSetPredictor":
         """Choose ``lambda_`` on the calibration probabilities ``P_cal`` (n, K) and labels ``y_cal``."""
-        S, y = self._calibration(P_cal, y_cal, chunk_bytes)
+        S, y = self._calibration(P_cal, y_cal, chunk_bytes, [self.loss_])
         n, loss = y.size, self.loss_
         B = loss.bound
         alpha = _check_level(self.alpha, "alpha", B)
@@ -419,7 +433,7 @@ class RiskControlSetPredictor(_NestedSets):
         budget = alpha * (n + 1) - Fraction(B)
         limit = float(budget) * (1 + 8 * np.finfo(np.float64).eps) if budget > 0 else float(budget)
         if loss.steps is not None:
-            start, at, drop = loss.steps(S, y)
+            start, at, drop = loss.steps(S, y)  # S: the label's scores when the loss needs only those
             lambdas = np.concatenate([[-math.inf], np.unique(at)])
             totals = _total_losses(start, at, drop, lambdas)
         else:
@@ -497,9 +511,10 @@ class LearnThenTest(_NestedSets):
     r"""Learn-then-Test (Angelopoulos, Bates, Candès, Jordan, Lei 2021): a threshold with every
     loss's risk below its level, with probability at least ``1 - delta`` over the calibration rows.
 
-    For each ``lambda`` of a grid fixed before the data are seen (``lambdas``, default 201 points
-    evenly over the score's range: ``[0, 1]`` for LAC and APS, ``[-1, 1]`` margin, ``[0, 1 +
-    lam K]`` RAPS and SAPS, the ranks ``1..K`` top-k), the null hypothesis ``H_lambda``: *some* loss
+    For each ``lambda`` of a grid fixed before the data are seen (``lambdas``; default: for LAC and
+    APS 101 points evenly over ``[0, 1]`` and 100 log-spaced towards 1, ``1 - 10^-5 .. 0``; 201 points
+    evenly over ``[-1, 1]`` for margin and ``[0, 1 + lam K]`` for RAPS and SAPS; the ranks ``1..K``
+    for top-k), the null hypothesis ``H_lambda``: *some* loss
     ``j`` has risk ``E[L_j(lambda)] > level_j``.  Its p-value is the largest over the losses of
     the Hoeffding-Bentkus p-value (:func:`hoeffding_bentkus_p_values`, losses divided by their
     bounds).  The family-wise error rate over the grid is controlled at ``delta`` by
@@ -557,14 +572,16 @@ class LearnThenTest(_NestedSets):
             return self.lambdas
         if self.score == "topk":
             return np.arange(1, K + 1, dtype=np.float64)
-        lo, hi = {"lac": (0.0, 1.0), "aps": (0.0, 1.0), "margin": (-1.0, 1.0)}.get(self.score, (0.0, 1.0 + self.lam * K))
+        if self.score in ("lac", "aps"):  # evenly over [0, 1], and log-spaced towards 1 (a peaked model's sets)
+            return np.unique(np.concatenate([np.linspace(0.0, 1.0, 101), 1.0 - np.logspace(-5, 0, 100)]))
+        lo, hi = (-1.0, 1.0) if self.score == "margin" else (0.0, 1.0 + self.lam * K)
         return np.linspace(lo, hi, 201)
 
     def fit(self, P_cal, y_cal, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "LearnThenTest":
         """Test every ``lambda`` of the grid on the calibration rows; ``lambda_`` the smallest valid."""
-        S, y = self._calibration(P_cal, y_cal, chunk_bytes)
+        S, y = self._calibration(P_cal, y_cal, chunk_bytes, self.losses_)
         n = y.size
-        grid = self._grid(S.shape[1])
+        grid = self._grid(self.n_classes_)
         risks = np.empty((len(self.losses_), grid.size))
         for j, loss in enumerate(self.losses_):
             risks[j] = self._losses_at(loss, S, y, grid, f"loss {loss.name!r}") / n / loss.bound
