@@ -115,6 +115,13 @@ def test_a_group_without_calibration_rows_keeps_every_class():
     assert np.all(np.isinf(model.thresholds(test)))
     assert model.predict_mask(P[:5], test).all()
     assert np.all(np.isfinite(model.thresholds(Phi[:5])))
+    # a group of 3 rows is too small for the 0.9 quantile (9 needed): unbounded, every class; 9 rows suffice
+    g = np.zeros(300, bool)
+    g[:3] = True
+    assert np.isinf(ConditionalSetPredictor(0.1).fit(P, y, g[:, None]).thresholds(np.array([[True]]))[0])
+    g[:9] = True
+    q = ConditionalSetPredictor(0.1).fit(P, y, g[:, None]).thresholds(np.array([[True]]))[0]
+    assert q == pytest.approx(np.sort(model.scores_[:9]).max(), abs=1e-12)
 
 
 def test_other_scores_and_sets_in_ranked_order():

@@ -21,14 +21,18 @@ term is ``tau (S - phi(x)^T beta)``, a constant minus ``tau phi(x)^T beta``, so 
 the linear programme
 
 ``min sum_i tau u_i + (1 - tau) v_i - tau phi(x)^T beta``  s.t.  ``Phi_i beta + u_i - v_i = S_i``,
-``u, v >= 0``
+``u, v >= 0``,
 
-(scipy's HiGHS).  When its optimum is not unique (``tau (n_G + 1)`` an integer for a group of
-``n_G`` rows: the quantile lies anywhere between two scores), the smallest ``phi(x)^T beta``
-among the optima is taken, by a second programme over the optimal face: with disjoint groups this
-is exactly split-conformal's ``ceil((n_G+1)(1-epsilon))``-th smallest score of each group.  A
-group of the test row with no calibration row makes the programme unbounded: ``S* = inf``,
-every class.  ``S*`` depends on ``x`` only through ``phi(x)``, so it is computed once per distinct
+solved in its dual form (``max S^T eta`` s.t. ``Phi^T eta = -tau phi(x)``, ``tau - 1 <= eta_i <= tau``:
+``d + 1`` constraints; scipy's HiGHS dual simplex), ``beta`` the constraints' multipliers.  When the
+optimal ``beta`` is not unique (``tau (n_G + 1)`` an integer for a group of ``n_G`` rows: the quantile
+lies anywhere between two scores), the smallest ``phi(x)^T beta`` among the optima is taken: by
+complementary slackness with the optimal ``eta`` the optimal fits are a polyhedron in ``beta`` alone
+(one bound each way per group pattern), minimised by a second, ``d + 1``-variable programme.  With
+disjoint groups this is exactly split-conformal's ``ceil((n_G+1)(1-epsilon))``-th smallest score of
+each group, and it equals MAPIE's exact cutoff.  A group of the test row with no calibration row, or
+too few for its quantile, makes the fit unbounded: ``S* = inf``, every class.  ``S*`` depends on
+``x`` only through ``phi(x)``, so it is computed once per distinct
 row of ``Phi_test`` (``2^d`` patterns at most for ``d`` groups).
 """
 
