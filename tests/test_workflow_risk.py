@@ -53,7 +53,8 @@ def test_the_schema_and_the_checks():
     assert validate_config(merge_configs(BASE, {}))["methods"]["risk_control"] == {"losses": [], "scores": ["lac"],
                                                                                   "cost": None}
     for methods, message in [
-        ({"risk_control": {"losses": ["class_cost"]}}, "config: methods.risk_control.cost: missing: losses has class_cost"),
+        ({"risk_control": {"losses": ["class_cost"]}},
+         "config: methods.risk_control.cost: missing: losses has class_cost"),
         ({"risk_control": {"losses": ["miscoverage"], "cost": [1, 2]}}, "config: methods.risk_control.cost: given but"),
         ({"epsilon": [0.5], "risk_control": {"losses": ["class_cost"], "cost": [0.2, 0.5]}},
          "config: methods.risk_control.cost: the largest cost 0.5 (the loss's bound B) must exceed every level"),

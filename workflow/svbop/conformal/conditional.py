@@ -47,7 +47,7 @@ from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
 from ..metrics import check_labels
 from ..sets import SetPredictions
 from ._common import _epsilon, _no_calibration_rows
-from .scores import RANKED_SCORES, _calibration_scores, _lac_scores, _mask_chunks, _mask_sets
+from .scores import _calibration_scores, _lac_scores, _mask_chunks, _mask_sets
 
 __all__ = ["ConditionalSetPredictor", "check_group_columns"]
 
@@ -69,8 +69,8 @@ def check_group_columns(Phi, n: int, name: str = "Phi", rows_of: str = "P") -> n
     if A.dtype != bool:
         if A.dtype.kind not in "iuf" or not np.all((A == 0) | (A == 1)):
             bad = np.argwhere(~((A == 0) | (A == 1))) if A.dtype.kind in "iuf" else None
-            where = f" (row {bad[0][0]}, column {bad[0][1]}: {A[tuple(bad[0])].item()!r})" if bad is not None and bad.size \
-                else f" (dtype {A.dtype})"
+            where = (f" (row {bad[0][0]}, column {bad[0][1]}: {A[tuple(bad[0])].item()!r})"
+                     if bad is not None and bad.size else f" (dtype {A.dtype})")
             raise ValueError(f"{name} must hold group indicators, 0 or 1{where}")
         A = A.astype(bool)
     return A

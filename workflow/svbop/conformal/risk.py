@@ -31,8 +31,8 @@ from ._common import _no_calibration_rows
 from ._matrix import score_matrix, threshold_mask
 from .scores import RANKED_SCORES, _calibration_scores, _mask_sets
 
-__all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "hoeffding_bentkus_p_values", "SET_LOSSES",
-           "FWER_PROCEDURES"]
+__all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "hoeffding_bentkus_p_values",
+           "SET_LOSSES", "FWER_PROCEDURES"]
 
 #: The losses named by a string (``set_loss(name, ...)``).
 SET_LOSSES = ("miscoverage", "class_cost", "hierarchical", "size_above")
@@ -447,8 +447,9 @@ class RiskControlSetPredictor(_NestedSets):
             full = _loss_values(loss, np.ones(S.shape, dtype=bool), y, self._name()) if loss.steps is None \
                 else np.zeros(n)
             if np.any(full > float(alpha)):
-                raise ValueError(f"loss {loss.name!r} exceeds alpha={self.alpha} even on the full set for some calibration"
-                                 f" row (e.g. row {int(np.argmax(full > float(alpha)))}): no lambda controls it")
+                raise ValueError(f"loss {loss.name!r} exceeds alpha={self.alpha} even on the full set for some"
+                                 f" calibration row (e.g. row {int(np.argmax(full > float(alpha)))}): no lambda"
+                                 " controls it")
             self.calibration_risk_ = float(full.mean())
         self.B_ = B
         return self
