@@ -14,7 +14,7 @@ import svbop.report.status
 import svbop.tuning
 from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
-from svbop.conformal.methods import conformal_method
+from svbop.conformal.methods import conformal_method, risk_method
 from snakemake.logging import logger
 
 # The library's own files, inputs of the rules that use them (a code change reruns what it affects):
@@ -104,6 +104,9 @@ CONFORMAL_SCORES = [
     *(f"{score}_clustered" for score in METHODS["clustered"]),
 ]
 COVERAGE_FAMILIES = list(METHODS["coverage"])
+# conformal risk control: one method risk_<loss>_<score> per loss and score, alpha = each methods epsilon
+RISK_METHODS = [f"risk_{loss}_{score}" for loss in METHODS["risk_control"]["losses"]
+                for score in METHODS["risk_control"]["scores"]]
 # Mondrian (group-conditional) conformal sets: one method per score and grouping known at test time
 MONDRIAN_BY = list(METHODS["mondrian"]["by"])
 MONDRIAN_SCORES = list(METHODS["mondrian"]["scores"]) if MONDRIAN_BY else []
@@ -351,7 +354,7 @@ def predictions(dataset):
 
 def beyond_enabled():
     """Whether any method beyond the paper is configured (config `methods:`)."""
-    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY)
+    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY or RISK_METHODS)
 
 
 def model_page():
@@ -381,6 +384,9 @@ def beyond_skipped(dataset):
     if (MAX_NODES or "hierarchical" in METHODS["conformal"]) and not hierarchy:
         out["hierarchical"] = ("this dataset has no class hierarchy (give its config entry a hierarchy: key to get "
                                "sets restricted to the hierarchy's nodes)")
+    if any(m.startswith("risk_hierarchical_") for m in RISK_METHODS) and not hierarchy:
+        out["risk_hierarchical"] = ("risk control of the hierarchical loss needs a class hierarchy, which this dataset "
+                                    "has not")
     if "predicted_top_node" in MONDRIAN_BY and not hierarchy:
         out["mondrian"] = ("grouping by the predicted top-level node needs a class hierarchy, which this dataset "
                            "has not (grouping by the predicted class still runs)")
@@ -409,6 +415,11 @@ def beyond_predictions(dataset):
     for family in COVERAGE_FAMILIES:
         for eps in METHOD_EPSILONS:
             out[f"coverage_{family}", eps] = f"results/{dataset}/predictions/coverage_{family}/{eps}.npz"
+    for name in RISK_METHODS:
+        if name.startswith("risk_hierarchical_") and "risk_hierarchical" in beyond_skipped(dataset):
+            continue
+        for eps in METHOD_EPSILONS:
+            out[name, eps] = f"results/{dataset}/predictions/{name}/{eps}.npz"
     for by in mondrian_groupings(dataset):
         for score in MONDRIAN_SCORES:
             for eps in METHOD_EPSILONS:

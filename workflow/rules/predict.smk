@@ -387,6 +387,37 @@ use rule predict_conformal as predict_mondrian with:
         "results/benchmarks/predict_mondrian/{dataset}_{mscore}_{by}_{epsilon}.tsv",
 
 
+# Conformal risk control: E[loss] <= alpha (= each methods epsilon) for a loss of methods.risk_control.
+rule predict_risk:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if risk_method(wc.risk)["loss"] == "hierarchical"
+        else [],
+        code=library_sources("conformal", "_prefix", "sets", "evaluation"),
+    output:
+        sets="results/{dataset}/predictions/{risk}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/{risk}/{epsilon}.json",
+    params:
+        alpha=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        loss=lambda wc: risk_method(wc.risk)["loss"],
+        score=lambda wc: risk_method(wc.risk)["score"],
+        cost=METHODS["risk_control"]["cost"],
+        options=lambda wc: conformal_method(risk_method(wc.risk)["score"], METHODS, config["seed"])["options"],
+    wildcard_constraints:
+        risk="risk_(miscoverage|class_cost|hierarchical)_(lac|aps|raps|saps|topk|margin)",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_risk/{dataset}_{risk}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_risk/{dataset}_{risk}_{epsilon}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_risk.py"
+
+
 # Sets restricted to unions of at most max_nodes nodes of the dataset's own hierarchy.
 rule predict_hierarchical:
     input:

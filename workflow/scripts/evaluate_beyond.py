@@ -5,8 +5,8 @@ import logging
 
 from svbop.conformal import predicted_groups
 from svbop.datasets import Dataset
-from svbop.evaluation import evaluate_beyond, read_calibration
-from svbop.io import SetFiles, load_score_arrays, load_score_groups, write_tsv
+from svbop.evaluation import evaluate_beyond, read_calibration, test_risk
+from svbop.io import SetFiles, load_score_arrays, load_score_groups, read_json_object, write_tsv
 from svbop.logs import to_log_file
 
 to_log_file(snakemake.log[0])
@@ -23,8 +23,16 @@ if "group_column" in snakemake.params.groupings:  # format.group_column: coverag
 methods = [tuple(m) for m in snakemake.params.methods]
 sets = SetFiles(dict(zip(methods, snakemake.input.sets)))  # read one method at a time
 extra, unreachable = {}, []
+risk_tree = None
 for method, path in zip(snakemake.params.calibrated, snakemake.input.calibration):
     extra[tuple(method)] = read_calibration(path)
+    if method[0].startswith("risk_"):  # risk control's promise, E[loss] <= alpha, checked on the test rows
+        if method[0].startswith("risk_hierarchical_") and risk_tree is None:
+            risk_tree = Dataset.load(snakemake.input.dataset).hierarchy
+        checked = test_risk(read_json_object(path, "the calibration record"), sets[tuple(method)], y, risk_tree)
+        extra[tuple(method)].update(checked)
+        extra[tuple(method)]["calibrated"] += (f"; promise E[loss] <= {checked['target_risk']:g}: mean loss on the "
+                                               f"test rows {checked['test_risk']:.4f}")
     if not extra[tuple(method)].pop("reached"):  # no parameter reaches 1 - epsilon: a row without numbers
         unreachable.append(tuple(method))
 rows = evaluate_beyond(sets, y, snakemake.params.utilities, dataset=snakemake.params.dataset, extra=extra,

@@ -660,11 +660,42 @@ def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = Non
     known = dict(config.get("datasets") or {})
     names = list(config.get("run") or []) if datasets is None else list(datasets)
     check_utilities(config)
+    check_risk_control(config)
     for name in names:
         if name not in known:
             raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
         check_dataset(name, known[name], config.get("weights"))
         check_tuning(name, known[name], config.get("tuning"))
+
+
+def check_risk_control(config: Mapping[str, Any]) -> None:
+    """``methods.risk_control``: ``cost`` exactly when ``class_cost`` is a loss, finite, and above every
+    level (``methods.epsilon``, else ``baselines.icp_epsilon``), the bound ``B`` of that loss.
+
+    Raises
+    ------
+    ConfigError
+        ``"config: methods.risk_control.cost: missing: losses has class_cost ..."``.
+    """
+    methods = config.get("methods") or {}
+    rc = methods.get("risk_control") or {}
+    losses, cost = list(rc.get("losses") or []), rc.get("cost")
+    if "class_cost" in losses and not cost:
+        raise ConfigError("config: methods.risk_control.cost: missing: losses has class_cost, which needs one cost "
+                          "per class")
+    if cost and "class_cost" not in losses:
+        raise ConfigError("config: methods.risk_control.cost: given but losses has no class_cost (the only loss "
+                          "that reads it)")
+    if cost:
+        values = [float(c) for c in cost]
+        bad = [i for i, c in enumerate(values) if not (math.isfinite(c) and c >= 0)]
+        if bad:
+            raise ConfigError(f"config: methods.risk_control.cost[{bad[0]}]: {cost[bad[0]]!r} is not a finite cost >= 0")
+        levels = methods.get("epsilon") or (config.get("baselines") or {}).get("icp_epsilon") or []
+        above = [a for a in levels if a >= max(values)]
+        if above:
+            raise ConfigError(f"config: methods.risk_control.cost: the largest cost {max(values):g} (the loss's bound"
+                              f" B) must exceed every level, and {above[0]:g} (methods.epsilon) does not")
 
 
 #: Every key whose value is a utility spec, or a list of them (checked by :func:`check_utilities`).

@@ -26,7 +26,7 @@ from .utilities import Utility, utility
 
 __all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
-           "not_calibrated_text", "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
+           "not_calibrated_text", "read_calibration", "read_seconds", "risk_record", "test_risk", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
            "unreachable_record"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
@@ -53,7 +53,8 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 _SCORES = r"(aps|raps|saps)(_deterministic)?|topk|margin"
 _BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered)|{_SCORES}|hierarchical_[1-9][0-9]*)"
                      r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
-                     r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column))\Z")
+                     r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column)"
+                     r"|risk_(miscoverage|class_cost|hierarchical)_(lac|aps|raps|saps|topk|margin))\Z")
 
 #: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
 #: ``<label>_pct`` per utility and the optional ``calibrated``.
@@ -69,7 +70,7 @@ def beyond_method(method: str) -> bool:
 def target_coverage_pct(method: str, param: str) -> float:
     """The coverage a method guarantees, in percent: 100 (1 - epsilon) for ICP and the conformal and
     coverage methods (``param`` = epsilon), NaN for the others."""
-    if method == "icp" or method.startswith(("conformal_", "coverage_", "mondrian_")):
+    if method == "icp" or method.startswith(("conformal_", "coverage_", "mondrian_", "risk_miscoverage_")):
         try:
             return 100.0 * (1.0 - float(param))
         except ValueError:
@@ -279,6 +280,32 @@ def unreachable_record(*, method: str, epsilon: float, n_calibration: int, reaso
             "unreachable": " ".join(str(reason).split())}
 
 
+def risk_record(predictor, *, method: str, n_calibration: int) -> dict[str, object]:
+    """What a risk-control method calibrated (:class:`svbop.conformal.RiskControlSetPredictor`), as JSON:
+    ``method``, ``alpha``, ``loss``, ``bound`` (B), ``lambda`` (``"inf"``/``"-inf"`` at the ends),
+    ``calibration_risk`` and ``n_calibration``; ``cost`` for the class-cost loss."""
+    lam = float(predictor.lambda_)
+    record: dict[str, object] = {
+        "method": method, "alpha": float(predictor.alpha), "loss": predictor.loss_.name, "bound": predictor.B_,
+        "lambda": lam if math.isfinite(lam) else ("inf" if lam > 0 else "-inf"),
+        "calibration_risk": float(predictor.calibration_risk_), "n_calibration": int(n_calibration)}
+    if predictor.cost is not None:
+        record["cost"] = [float(c) for c in predictor.cost]
+    return record
+
+
+def test_risk(record: Mapping[str, object], sets: SetPredictions, y, hierarchy=None) -> dict[str, object]:
+    """The promise of a risk-control method checked on the test rows: ``{"target_risk": alpha,
+    "test_risk": mean loss of its sets}`` (``record``: its :func:`risk_record`; ``hierarchy`` for the
+    hierarchical loss)."""
+    from .conformal import set_loss
+
+    name = str(record["loss"])
+    loss = set_loss(name, cost=record.get("cost"), hierarchy=hierarchy if name == "hierarchical" else None)
+    y = np.asarray(y)
+    return {"target_risk": float(record["alpha"]), "test_risk": float(loss(sets.to_mask(), y).mean())}
+
+
 def read_calibration(path: str | os.PathLike) -> dict[str, object]:
     """The ``calibrated`` column of :func:`evaluate_beyond` from a :func:`calibration_record` file.
 
@@ -299,6 +326,10 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
         The file is missing, not JSON, or has neither a parameter nor a quantile (naming the file).
     """
     record = read_json_object(path, "the calibration record")
+    if "lambda" in record and "alpha" in record:  # risk control: its threshold and the calibration rows' risk
+        return {"calibrated": f"lambda = {float(record['lambda']):.4g} ({record['loss']} on the calibration rows "
+                              f"{float(record['calibration_risk']):.4g}, alpha {float(record['alpha']):g})",
+                "reached": True}
     if "unreachable" in record:
         return {"calibrated": f"not reachable: {record['unreachable']}", "reached": False}
     try:

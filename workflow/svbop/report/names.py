@@ -152,6 +152,11 @@ def method_name(method: str, param: object) -> str:
     if method.startswith("mondrian_"):
         score, _, by = method.removeprefix("mondrian_").partition("_")
         return f"Mondrian {_score_name(score)} by {by.replace('_', ' ')}{eps}"
+    if method.startswith("risk_"):  # conformal risk control, param = alpha
+        for loss in ("miscoverage", "class_cost", "hierarchical"):
+            if method.startswith(f"risk_{loss}_"):
+                score = method.removeprefix(f"risk_{loss}_")
+                return f"Risk control, {loss.replace('_', ' ')}, {_score_name(score)}" + (f"_{{α={param}}}" if param else "")
     if method.startswith("coverage_"):
         family = method.removeprefix("coverage_")
         return f"SVBOP-{_FAMILY_NAMES.get(family, family)}-coverage{eps}"
