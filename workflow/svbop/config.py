@@ -47,6 +47,8 @@ __all__ = [
     "check_utilities",
     "check_yaml",
     "has_group_column",
+    "has_group_columns",
+    "has_weights",
     "has_hierarchy",
     "load_yaml",
     "Summarised",
@@ -394,6 +396,25 @@ def has_group_column(cfg: Mapping[str, Any]) -> bool:
     return any(isinstance(spec, Mapping) and "groups" in spec for spec in dict(fmt.get("parts") or {}).values())
 
 
+def _parts_give(cfg: Mapping[str, Any], key: str) -> bool:
+    fmt = cfg.get("format") or {}
+    if fmt.get("kind") != "model_outputs":
+        return False
+    return any(isinstance(spec, Mapping) and key in spec for spec in dict(fmt.get("parts") or {}).values())
+
+
+def has_weights(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset's rows carry likelihood-ratio weights (``weights`` files of a model's outputs):
+    ``methods.weighted`` applies to it."""
+    return _parts_give(cfg, "weights")
+
+
+def has_group_columns(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset's rows carry group indicator columns (``group_columns`` files of a model's
+    outputs): ``methods.conditional`` applies to it."""
+    return _parts_give(cfg, "group_columns")
+
+
 def calibrate_method(cfg: Mapping[str, Any]) -> str:
     """A dataset's ``calibrate:``: as configured, else ``temperature`` for a model's outputs (a deep
     network's softmax is rarely calibrated, Guo et al. 2017, and a temperature fitted on the validation
@@ -409,12 +430,17 @@ def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, An
     for part, spec in dict(fmt.get("parts") or {}).items():
         if not isinstance(spec, Mapping):
             raise ConfigError(f"config: {where}.parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
-        for key in ("scores", "labels", "groups"):
+        for key in ("scores", "labels", "groups", "weights", "group_columns"):
             if key in spec:
                 _raw_file_check(f"{where}.parts.{part}.{key}", spec[key], files, unpack)
         if "groups" in spec and fmt.get("group_column") is not None:
             raise ConfigError(f"config: {where}.parts.{part}.groups: and format.group_column both give the groups; "
                               "give one")
+        for key in ("weights", "group_columns"):  # every part or none (each part's rows keep their own)
+            given = [p for p, v in dict(fmt.get("parts") or {}).items() if isinstance(v, Mapping) and key in v]
+            if given and key not in spec:
+                raise ConfigError(f"config: {where}.parts.{part}.{key}: missing (parts.{given[0]} gives {key}: give "
+                                  f"every part a {key} file, or none)")
         if "labels" not in spec and fmt.get("label_column") is None:
             raise ConfigError(f"config: {where}.parts.{part}.labels: missing (or set format.label_column to read the "
                               "labels from a CSV/TSV scores file)")
