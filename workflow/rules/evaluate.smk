@@ -84,6 +84,8 @@ rule evaluate_beyond:
             category="Beyond the paper",
             labels={"dataset": "{dataset}", "table": "every kind of set"},
         ),
+        # weighted and conditional conformal sets' promises, checked on the test rows (the page's block)
+        promises="results/{dataset}/promises.json",
     params:
         dataset=lambda wc: wc.dataset,
         utilities=list(UTILITIES.values()),

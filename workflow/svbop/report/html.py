@@ -889,6 +889,9 @@ def build_report(
                                                      calibration=records)
         context["model"]["live"] = live_context(model.get("live"), frame, labels, names, dataset_ids,
                                                 model.get("epsilons") or [])
+        from .promises import promises_context  # weighted and conditional sets' promises, checked on the test rows
+
+        context["model"]["promises"] = promises_context(model.get("promises"), names, dataset_ids)
     template_path = _resolve_template(template)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_path.parent)),
