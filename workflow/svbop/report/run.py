@@ -47,6 +47,12 @@ OUTPUT_NAMES = ("report.html", "tables", "figures", "svbop_report.log", "svbop_r
 #: class-conditional LAC beside class-conditional LAC (usable with few calibration rows per class).
 DEFAULT_METHODS = {"conformal": ["aps", "aps_deterministic", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
                    "coverage": ["fbeta", "credal"]}
+#: With ``--weights``: weighted conformal sets under covariate shift (methods.weighted.scores).
+WEIGHTED_METHODS = ("lac", "aps")
+#: With ``--group-columns``: conformal sets covering in every group (methods.conditional.scores).
+CONDITIONAL_METHODS = ("lac", "aps")
+#: svbop report's options of per-row files beside the scores, by the parts' key; the test part's is the bare name.
+ROW_OPTIONS = {"weights": "weights", "group_columns": "group-columns"}
 
 
 def detect_outputs(path: str | os.PathLike) -> str:
@@ -71,6 +77,8 @@ def report_config(
     validation: Sequence[str] | None = None,
     calibration: Sequence[str] | None = None,
     groups: dict[str, str] | None = None,
+    weights: dict[str, str] | None = None,
+    group_columns: dict[str, str] | None = None,
     outputs: str = "logits",
     calibrate: str = "temperature",
     class_names: str | None = None,
@@ -88,7 +96,10 @@ def report_config(
     schema's default fraction, the calibration rows by ``split.calibration: auto``
     (:mod:`svbop.datasets.calibration_share`: enough rows for one conformal threshold per class).  ``groups`` maps each given part to a file of one group per row (the parts' ``groups:``
     files, :mod:`svbop.datasets.outputs`): Mondrian LAC by that group is added, and the report shows
-    each group's coverage.  Conformal sets (randomised APS and RAPS, class-conditional and clustered LAC), Bayes-optimal sets with a coverage
+    each group's coverage.  ``weights`` and ``group_columns`` map each given part to a file of one
+    likelihood ratio per row, or of group indicator columns (the parts' ``weights:`` and
+    ``group_columns:`` files): weighted conformal sets (:data:`WEIGHTED_METHODS`) and conditional
+    ones (:data:`CONDITIONAL_METHODS`) are added, and the page checks their promises.  Conformal sets (randomised APS and RAPS, class-conditional and clustered LAC), Bayes-optimal sets with a coverage
     guarantee (F-beta, credal) at each ``epsilons``, Mondrian LAC by the predicted class and, with a
     ``hierarchy``, sets restricted to at most 1 and 3 of its nodes (Bayes-optimal and conformal) and
     Mondrian LAC by the top-level node are added to the paper's methods.
@@ -97,6 +108,9 @@ def report_config(
     parts = {}
     groups = dict(groups or {})
     _check_group_flags(groups, validation=validation, calibration=calibration, test=test)
+    rows = {"weights": dict(weights or {}), "group_columns": dict(group_columns or {})}
+    for key, given in rows.items():
+        _check_row_flags(key, given, validation=validation, calibration=calibration, test=test)
     for part, pair in (("validation", validation), ("calibration", calibration), ("test", test)):
         if pair is None:
             continue
@@ -106,6 +120,10 @@ def report_config(
         if part in groups:
             parts[part]["groups"] = _file_entry(files, f"--{part}-groups", f"{part}_groups{_suffix(groups[part])}",
                                                 groups[part])
+        for key, given in rows.items():  # weights, group columns: each part's rows keep their own
+            if part in given:
+                parts[part][key] = _file_entry(files, row_flag(key, part), f"{part}_{key}{_suffix(given[part])}",
+                                               given[part])
     fmt: dict = {"kind": "model_outputs", "outputs": outputs, "parts": parts}
     entry: dict = {"title": title or f"{name} (model outputs)", "files": files, "format": fmt, "calibrate": calibrate}
     if calibration is None:  # split off the test rows: as many as one threshold per class needs (schema: auto)
@@ -122,6 +140,10 @@ def report_config(
         methods["mondrian"] = {"by": ["predicted_class", "predicted_top_node"]}
     if groups:  # coverage within each of the user's groups too
         methods["mondrian"] = {"by": [*methods["mondrian"]["by"], "group_column"]}
+    if rows["weights"]:  # covariate shift: weighted conformal sets, their coverage under the weights
+        methods["weighted"] = {"scores": list(WEIGHTED_METHODS)}
+    if rows["group_columns"]:  # overlapping groups: sets covering in every group, each group's coverage
+        methods["conditional"] = {"scores": list(CONDITIONAL_METHODS)}
     return {
         "run": [name],
         "timing": {"repeats": int(repeats)},
@@ -147,6 +169,24 @@ def _check_group_flags(groups: dict[str, str], **pairs) -> None:
         missing = [part for part in given if part not in groups]
         raise ValueError(f"--{missing[0]}-groups: missing; with groups for one part, every part given needs them "
                          f"(given: {', '.join('--' + p for p in given)})")
+
+
+def row_flag(key: str, part: str) -> str:
+    """The option of a part's per-row file: ``--weights`` (the test rows), ``--calibration-weights``, ..."""
+    return f"--{ROW_OPTIONS[key]}" if part == "test" else f"--{part}-{ROW_OPTIONS[key]}"
+
+
+def _check_row_flags(key: str, given: dict[str, str], **pairs) -> None:
+    """Weights or group columns (``key``) only for parts given, and then for every part given, as groups."""
+    parts = [part for part in ("validation", "calibration", "test") if pairs.get(part) is not None]
+    stray = [part for part in given if part not in parts]
+    if stray:
+        raise ValueError(f"{row_flag(key, stray[0])}: there is no --{stray[0]} ({ROW_OPTIONS[key]} are given for the "
+                         "parts given)")
+    if given and len(given) != len(parts):
+        missing = [part for part in parts if part not in given]
+        raise ValueError(f"{row_flag(key, missing[0])}: missing; with {ROW_OPTIONS[key]} for one part, every part given "
+                         f"needs them, each for its own rows (given: {', '.join('--' + p for p in parts)})")
 
 
 # --- checks before any work -----------------------------------------------------------------------
@@ -176,6 +216,8 @@ def check_inputs(
     validation: Sequence[str] | None = None,
     calibration: Sequence[str] | None = None,
     groups: dict[str, str] | None = None,
+    weights: dict[str, str] | None = None,
+    group_columns: dict[str, str] | None = None,
     outputs: str = "auto",
     class_names: str | None = None,
     hierarchy: str | None = None,
@@ -207,11 +249,31 @@ def check_inputs(
         parts[part] = {"scores": str(pair[0]), "labels": str(pair[1])}
         if groups and part in groups:
             parts[part]["groups"] = str(groups[part])
+        for key, given in (("weights", weights), ("group_columns", group_columns)):
+            if given and part in given:
+                _regular_file(row_flag(key, part), given[part])
+                parts[part][key] = str(given[part])
     if class_names is not None:
         _regular_file("--class-names", class_names)
     if hierarchy is not None:
         _regular_file("--hierarchy", hierarchy)
-    found = check_model_outputs(parts, outputs=outputs, class_names_file=class_names)
+    try:
+        found = check_model_outputs(parts, outputs=outputs, class_names_file=class_names)
+    except ValueError as exc:  # name the option of a weights or group columns file
+        message = str(exc)
+        for part, spec in parts.items():
+            for key in ("weights", "group_columns"):
+                if key in spec and message.startswith(f"{spec[key]}:"):
+                    raise ValueError(f"{row_flag(key, part)}: {message}") from None
+        raise
+    counts = found.get("group_counts") or {}
+    source = "calibration" if "calibration" in counts else "test"  # calibration rows: given, or split off --test
+    for j, name in enumerate(found.get("group_columns") or []):
+        if source in counts and counts[source][j] == 0:
+            where = ("has no calibration row" if source == "calibration"
+                     else "has no --test row, so the calibration rows split off them have none either")
+            raise ValueError(f"{row_flag('group_columns', source)}: {group_columns[source]}: group {name!r} {where}; "
+                             "coverage in a group needs calibration rows in it (drop the column, or give it rows)")
     K = int(found["n_classes"])
     if hierarchy is not None:
         from ..datasets.hierarchies import read_hierarchy
@@ -463,6 +525,8 @@ def main(args) -> int:
     t0 = time.perf_counter()
     groups = {part: g for part in ("test", "validation", "calibration")
               if (g := getattr(args, f"{part}_groups", None)) is not None}
+    rows = {key: {part: f for part in ("test", "validation", "calibration")
+                  if (f := getattr(args, f"{part}_{key}", None)) is not None} for key in ROW_OPTIONS}
     models = report_models(args)
     for m in models:
         check_options(epsilons=args.epsilon, cores=args.cores, name=m["name"])
@@ -470,11 +534,13 @@ def main(args) -> int:
     _check_folder(out, workflow_root())
     for m in models:
         _check_group_flags(groups, validation=m["validation"], calibration=m["calibration"], test=m["test"])
+        for key, given in rows.items():
+            _check_row_flags(key, given, validation=m["validation"], calibration=m["calibration"], test=m["test"])
     found = []
     for m in models:
         outputs, K, n = check_inputs(
             test=m["test"], validation=m["validation"], calibration=m["calibration"], groups=groups,
-            outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
+            weights=rows["weights"], group_columns=rows["group_columns"], outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
             hierarchy_format=args.hierarchy_format or "edges",
         )
         found.append(outputs)
@@ -497,7 +563,7 @@ def main(args) -> int:
               "from where", file=sys.stderr)
     configs = [report_config(
         test=m["test"], validation=m["validation"], calibration=m["calibration"],
-        groups=groups, outputs=outputs,
+        groups=groups, weights=rows["weights"], group_columns=rows["group_columns"], outputs=outputs,
         calibrate=args.calibrate, class_names=args.class_names, hierarchy=args.hierarchy,
         hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=m["name"],
         title=args.title if len(models) == 1 else None,
