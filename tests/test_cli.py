@@ -187,7 +187,7 @@ def test_predict_method_options_are_checked_with_one_line_errors(tmp_path, capsy
         (["-o", out], "--method bayes needs --utility"),
         (["-m", "conformal", *cal, "-o", out], "--method conformal needs --epsilon"),
         (["-m", "conformal", "--epsilon", "0.1", "-o", out], "--method conformal needs --calibration"),
-        (["-u", "fbeta", "--epsilon", "0.1", "-o", out], "--epsilon is for --method conformal, not bayes"),
+        (["-u", "fbeta", "--epsilon", "0.1", "-o", out], "--epsilon is for --method conformal or conditional, not bayes"),
         (["-u", "fbeta", "--max-nodes", "2", "-o", out], "--max-nodes is for --method conformal or hierarchical, not bayes"),
         (["-m", "conformal", "--epsilon", "0.1", *cal, "-u", "fbeta", "-o", out],
          "--utility is for --method bayes or hierarchical, not conformal"),

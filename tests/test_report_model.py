@@ -104,7 +104,7 @@ def test_class_names_are_shown_wherever_a_class_is(model_run):
 def test_choose_sets_csv_agrees_with_the_pages_table_and_is_its_argmin(model_run):
     page, tables = model_run
     chosen = pd.read_csv(tables / "choose_sets.csv", dtype={"goal": str, "method": str})
-    assert list(chosen.columns) == ["goal", "method", "coverage_pct", "mean_set_size"]
+    assert list(chosen.columns) == ["model", "goal", "method", "coverage_pct", "mean_set_size"]
     header, rows = _every_kind_of_set(page)
     numbers = {m: r for m, r in rows.items() if r["coverage %"] not in ("–", "")}
     for r in chosen.itertuples(index=False):  # every method named is a row of the page's table, with its numbers
@@ -216,3 +216,10 @@ def test_split_calibration_auto_is_for_model_outputs_only():
         check_config(config)
     assert str(info.value) == ("config: datasets.digits.split.calibration: 'auto' is for a model's outputs "
                                "(format.kind: model_outputs); give a fraction or a row count")
+
+
+def test_one_model_has_the_level_section_and_no_comparison_of_models(model_run):
+    page, _ = model_run
+    assert '<section id="level">' in page and 'class="live-data" data-dataset="pets"' in page
+    assert '<section id="models">' not in page
+

@@ -14,7 +14,7 @@ import svbop.report.status
 import svbop.tuning
 from snakemake.exceptions import WorkflowError
 from svbop.config import Summarised
-from svbop.conformal.methods import conformal_method
+from svbop.conformal.methods import conformal_method, risk_method
 from snakemake.logging import logger
 
 # The library's own files, inputs of the rules that use them (a code change reruns what it affects):
@@ -104,6 +104,15 @@ CONFORMAL_SCORES = [
     *(f"{score}_clustered" for score in METHODS["clustered"]),
 ]
 COVERAGE_FAMILIES = list(METHODS["coverage"])
+# conformal risk control: one method risk_<loss>_<score> per loss and score, alpha = each methods epsilon
+RISK_METHODS = [f"risk_{loss}_{score}" for loss in METHODS["risk_control"]["losses"]
+                for score in METHODS["risk_control"]["scores"]]
+# weighted conformal sets under covariate shift: one method weighted_<name> per conformal method of
+# methods.weighted (the weights: the model_outputs parts' weights files)
+WEIGHTED_METHODS = [f"weighted_{name}" for name in METHODS["weighted"]["scores"]]
+# coverage in every one of overlapping groups: one method conditional_<score> per score of methods.conditional
+# (the groups: the model_outputs parts' group_columns files)
+CONDITIONAL_METHODS = [f"conditional_{score}" for score in METHODS["conditional"]["scores"]]
 # Mondrian (group-conditional) conformal sets: one method per score and grouping known at test time
 MONDRIAN_BY = list(METHODS["mondrian"]["by"])
 MONDRIAN_SCORES = list(METHODS["mondrian"]["scores"]) if MONDRIAN_BY else []
@@ -351,7 +360,8 @@ def predictions(dataset):
 
 def beyond_enabled():
     """Whether any method beyond the paper is configured (config `methods:`)."""
-    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY)
+    return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY or RISK_METHODS
+                or WEIGHTED_METHODS or CONDITIONAL_METHODS)
 
 
 def model_page():
@@ -370,7 +380,8 @@ def model_page_files():
     if not model_page():
         return []
     return ["results/tables/choose_sets.csv",
-            *(f for d in DATASETS for f in (f"results/tables/class_coverage_{d}.tsv", f"results/{d}/examples.json"))]
+            *(f for d in DATASETS for f in (f"results/tables/class_coverage_{d}.tsv", f"results/{d}/examples.json",
+                                            f"results/{d}/live.json", f"results/{d}/promises.json"))]
 
 
 def beyond_skipped(dataset):
@@ -380,12 +391,21 @@ def beyond_skipped(dataset):
     if (MAX_NODES or "hierarchical" in METHODS["conformal"]) and not hierarchy:
         out["hierarchical"] = ("this dataset has no class hierarchy (give its config entry a hierarchy: key to get "
                                "sets restricted to the hierarchy's nodes)")
+    if any(m.startswith("risk_hierarchical_") for m in RISK_METHODS) and not hierarchy:
+        out["risk_hierarchical"] = ("risk control of the hierarchical loss needs a class hierarchy, which this dataset "
+                                    "has not")
     if "predicted_top_node" in MONDRIAN_BY and not hierarchy:
         out["mondrian"] = ("grouping by the predicted top-level node needs a class hierarchy, which this dataset "
                            "has not (grouping by the predicted class still runs)")
     if "group_column" in MONDRIAN_BY and not svbop.config.has_group_column(config["datasets"][dataset]):
         out["mondrian_group_column"] = ("grouping by group_column: not applicable: no format.group_column (a column of "
                                         "the dataset's csv_text or model_outputs files naming each row's group)")
+    if WEIGHTED_METHODS and not svbop.config.has_weights(config["datasets"][dataset]):
+        out["weighted"] = ("weighted conformal sets: not applicable: no weights (give every model_outputs part a "
+                           "weights file, one likelihood ratio per row; svbop report --weights)")
+    if CONDITIONAL_METHODS and not svbop.config.has_group_columns(config["datasets"][dataset]):
+        out["conditional"] = ("conditional conformal sets: not applicable: no group columns (give every "
+                              "model_outputs part a group_columns file; svbop report --group-columns)")
     return out
 
 
@@ -408,6 +428,16 @@ def beyond_predictions(dataset):
     for family in COVERAGE_FAMILIES:
         for eps in METHOD_EPSILONS:
             out[f"coverage_{family}", eps] = f"results/{dataset}/predictions/coverage_{family}/{eps}.npz"
+    for name in RISK_METHODS:
+        if name.startswith("risk_hierarchical_") and "risk_hierarchical" in beyond_skipped(dataset):
+            continue
+        for eps in METHOD_EPSILONS:
+            out[name, eps] = f"results/{dataset}/predictions/{name}/{eps}.npz"
+    for family, names in (("weighted", WEIGHTED_METHODS), ("conditional", CONDITIONAL_METHODS)):
+        if family not in beyond_skipped(dataset):
+            for name in names:
+                for eps in METHOD_EPSILONS:
+                    out[name, eps] = f"results/{dataset}/predictions/{name}/{eps}.npz"
     for by in mondrian_groupings(dataset):
         for score in MONDRIAN_SCORES:
             for eps in METHOD_EPSILONS:
@@ -436,7 +466,7 @@ def beyond_results(dataset):
     if not beyond_enabled():
         return []
     return [*beyond_predictions(dataset).values(), *beyond_calibration(dataset).values(),
-            f"results/{dataset}/beyond.tsv"]
+            f"results/{dataset}/beyond.tsv", f"results/{dataset}/promises.json"]
 
 
 def dataset_results(dataset):

@@ -73,8 +73,9 @@ rule evaluate_beyond:
         calibration=lambda wc: list(beyond_calibration(wc.dataset).values()),
         scores="results/{dataset}/scores/flat.npz",
         # the hierarchy of the top-node grouping (methods.mondrian.by), for every method's worst group coverage
+        # and of risk control's hierarchical loss (its mean loss on the test rows)
         dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if "predicted_top_node" in mondrian_groupings(wc.dataset)
-        else [],
+        or any(k[0].startswith("risk_hierarchical_") for k in beyond_predictions(wc.dataset)) else [],
         code=library_sources("metrics", "evaluation", "sets", "io", "_kernels", "conformal"),
     output:
         report(
@@ -83,6 +84,8 @@ rule evaluate_beyond:
             category="Beyond the paper",
             labels={"dataset": "{dataset}", "table": "every kind of set"},
         ),
+        # weighted and conditional conformal sets' promises, checked on the test rows (the page's block)
+        promises="results/{dataset}/promises.json",
     params:
         dataset=lambda wc: wc.dataset,
         utilities=list(UTILITIES.values()),

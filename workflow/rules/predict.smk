@@ -387,6 +387,92 @@ use rule predict_conformal as predict_mondrian with:
         "results/benchmarks/predict_mondrian/{dataset}_{mscore}_{by}_{epsilon}.tsv",
 
 
+# Conformal risk control: E[loss] <= alpha (= each methods epsilon) for a loss of methods.risk_control.
+rule predict_risk:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        dataset=lambda wc: f"data/{wc.dataset}/dataset.npz" if risk_method(wc.risk)["loss"] == "hierarchical"
+        else [],
+        code=library_sources("conformal", "_prefix", "sets", "evaluation"),
+    output:
+        sets="results/{dataset}/predictions/{risk}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/{risk}/{epsilon}.json",
+    params:
+        alpha=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        loss=lambda wc: risk_method(wc.risk)["loss"],
+        score=lambda wc: risk_method(wc.risk)["score"],
+        cost=METHODS["risk_control"]["cost"],
+        options=lambda wc: conformal_method(risk_method(wc.risk)["score"], METHODS, config["seed"])["options"],
+    wildcard_constraints:
+        risk="risk_(miscoverage|class_cost|hierarchical)_(lac|aps|raps|saps|topk|margin)",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_risk/{dataset}_{risk}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_risk/{dataset}_{risk}_{epsilon}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_risk.py"
+
+
+# Weighted conformal sets under covariate shift: calibration and test rows weighted by their likelihood ratios.
+rule predict_weighted:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("conformal", "_prefix", "sets", "evaluation"),
+    output:
+        sets="results/{dataset}/predictions/weighted_{wname}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/weighted_{wname}/{epsilon}.json",
+    params:
+        epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        method=lambda wc: conformal_method(wc.wname, METHODS, config["seed"]),
+        empty=METHODS["empty"],
+    wildcard_constraints:
+        wname="((lac|aps|raps|saps|topk|margin)_cc|lac|(aps|raps|saps)(_deterministic)?|topk|margin)",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_weighted/{dataset}_{wname}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_weighted/{dataset}_{wname}_{epsilon}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_weighted.py"
+
+
+# Conformal sets covering within every one of the user's overlapping groups (group indicator columns).
+rule predict_conditional:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("conformal", "_prefix", "sets", "evaluation"),
+    output:
+        sets="results/{dataset}/predictions/conditional_{cscore}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/conditional_{cscore}/{epsilon}.json",
+    params:
+        epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        score=lambda wc: wc.cscore,
+        options=lambda wc: conformal_method(wc.cscore, METHODS, config["seed"])["options"],
+        empty=METHODS["empty"],
+    wildcard_constraints:
+        cscore="lac|aps|raps|saps|topk|margin",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_conditional/{dataset}_{cscore}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_conditional/{dataset}_{cscore}_{epsilon}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_conditional.py"
+
+
 # Sets restricted to unions of at most max_nodes nodes of the dataset's own hierarchy.
 rule predict_hierarchical:
     input:

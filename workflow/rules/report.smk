@@ -215,6 +215,28 @@ rule describe_model:
         "../scripts/describe_model.py"
 
 
+# The level chosen in the browser: the calibration and test rows as the page's script needs them to compute
+# LAC (ICP), deterministic APS and class-conditional LAC at any level from 0.01 to 0.30 (svbop/report/live.py).
+rule live_data:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        examples="results/{dataset}/examples.json",
+        code=library_sources("report/live", "conformal", "_prefix", "utilities"),
+    output:
+        "results/{dataset}/live.json",
+    params:
+        utilities=config["utilities"],
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/live_data/{dataset}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/live_data.py"
+
+
 rule choose_sets:
     input:
         beyond=expand("results/{dataset}/beyond.tsv", dataset=DATASETS),
@@ -253,7 +275,7 @@ rule report_html:
         model=lambda wc: model_page_files(),
         code=library_sources(
             "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
-            "report/beyond", "report/figures", "report/model", "tuning",
+            "report/beyond", "report/figures", "report/model", "report/live", "report/models", "tuning",
         ),
     output:
         report(

@@ -7,7 +7,7 @@ import logging
 from svbop.calibration import calibrate_parts, describe
 from svbop.datasets import Dataset, load_split
 from svbop.datasets.outputs import split_origin
-from svbop.datasets.splits import split_groups
+from svbop.datasets.splits import split_groups, split_row_arrays
 from svbop.io import (
     SCORES_DTYPE,
     NpzReader,
@@ -30,6 +30,7 @@ if params.model_outputs:  # the model's own scores, as read (float64), split int
     origin = split_origin(dataset.part, split)
     if dataset.groups is not None:
         groups = split_groups(dataset.groups, split, PARTS)
+    groups.update(split_row_arrays(dataset, split, PARTS))  # weights and group columns follow their rows
 else:  # the flat model's probabilities before calibration
     arrays = load_score_arrays(snakemake.input.scores, *(f"{k}_{p}" for p in PARTS for k in ("P", "y")))
     scores = {p: arrays[2 * i] for i, p in enumerate(PARTS)}
@@ -37,6 +38,8 @@ else:  # the flat model's probabilities before calibration
     with NpzReader(snakemake.input.scores, "score file") as data:
         if "group_names" in data:
             groups = {k: data[k] for k in ("group_names", *(f"g_{p}" for p in PARTS))}
+        groups.update({k: data[k] for k in ("group_column_names", *(f"{a}_{p}" for a in ("w", "Phi") for p in PARTS))
+                       if k in data})
 probs, record = calibrate_parts(scores, labels, outputs=params.outputs, method=params.method,
                                 utilities=params.utilities, dtype=SCORES_DTYPE)
 record["dataset"] = snakemake.wildcards.dataset

@@ -20,7 +20,9 @@ if snakemake.params.model_page:  # every dataset a model's outputs: the page abo
     files = list(snakemake.input.model)
     model = {"epsilons": snakemake.params.epsilons,
              "classes": {os.path.basename(f)[len("class_coverage_"):-len(".tsv")]: f for f in files if f.endswith(".tsv")},
-             "examples": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("examples.json")}}
+             "examples": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("examples.json")},
+             "live": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("live.json")},
+             "promises": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("promises.json")}}
     paper_only = ("table2_vs_paper", "table3_vs_paper", "table4_vs_paper", "table5_vs_paper", "dataset_status", "claims")
     tables = [t for t in tables if not os.path.basename(t).startswith(paper_only)]
     tables += [f for f in files if f.endswith((".csv", ".tsv"))]

@@ -4,7 +4,7 @@
 import logging
 
 from svbop.datasets import Dataset, load_split
-from svbop.datasets.splits import split_groups
+from svbop.datasets.splits import split_groups, split_row_arrays
 from svbop.io import SCORES_DTYPE, load_matrix, save_arrays
 from svbop.linear import LinearModel
 from svbop.logs import to_log_file
@@ -17,6 +17,7 @@ y = dataset.y
 split = load_split(snakemake.input.split)
 # format.group_column: each row's group (group_names, g_<part>) for Mondrian sets grouped by it
 arrays = split_groups(dataset.groups, split) if dataset.groups is not None else {}
+arrays.update(split_row_arrays(dataset, split))  # per-row weights and group columns follow their rows
 del dataset
 for part in ("validation", "calibration", "test"):
     rows = split[part]

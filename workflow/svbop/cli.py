@@ -48,8 +48,13 @@ _METHOD_OPTIONS = {
     "bayes": ({"utility"}, set()),
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
                   {"score", "class_conditional", "clustered", "k_reg", "lam", "gamma", "empty", "calibration_key",
-                   "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "seed"}),
+                   "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "seed", "weights",
+                   "calibration_weights"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
+    "risk": ({"alpha", "calibration", "calibration_labels"},
+             {"loss", "cost", "score", "k_reg", "lam", "empty", "calibration_key", "hierarchy", "hierarchy_format"}),
+    "conditional": ({"epsilon", "calibration", "calibration_labels", "group_columns", "calibration_group_columns"},
+                    {"score", "k_reg", "lam", "empty", "calibration_key"}),
 }
 
 
@@ -98,6 +103,82 @@ def _conformal(args, P: np.ndarray):
     if P_cal.shape[1] != P.shape[1]:
         raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
     check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
+    if (args.weights is None) != (args.calibration_weights is None):
+        raise ValueError("--weights and --calibration-weights go together (the test and the calibration rows' "
+                         "likelihood ratios)")
+    weighted = args.weights is not None
+    w_cal = _load_rows(args.calibration_weights, "--calibration-weights", P_cal.shape[0], args.calibration) \
+        if weighted else None
+    w_test = _load_rows(args.weights, "--weights", P.shape[0], args.probs) if weighted else None
+    try:
+        predictor.fit(P_cal, y_cal, **({"weights": w_cal} if weighted else {}))
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration}: {exc}") from None
+    try:
+        sets = predictor.predict(P, **({"weights": w_test} if weighted else {}))
+    except ValueError as exc:
+        raise ValueError(f"{args.probs}: {exc}") from None
+    kind = {True: " class-conditional", "clustered": " clustered class-conditional"}.get(predictor.class_conditional, "")
+    what = f"conformal {'randomised ' if predictor.randomized else ''}{predictor.score}{kind}"
+    if score == "hierarchical":
+        what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
+    if weighted:
+        what += " weighted for covariate shift"
+    calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
+                  if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
+    return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
+
+
+def _load_rows(path: str, option: str, n: int, beside: str) -> np.ndarray:
+    """A file of one number (or, 2-D, one row of numbers) per row: ``.npy``, or text with one row
+    per line (columns split at whitespace or commas); ``n`` rows, as many as ``beside`` has."""
+    if path.endswith(".npy"):
+        values = load_npy(path, f"{option} file (.npy)")
+    else:
+        if not os.path.isfile(path):
+            raise ValueError(f"{path}: {option}: no such file")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                with open(path, encoding="utf-8") as f:
+                    values = np.loadtxt((line.replace(",", " ") for line in f), dtype=np.float64, ndmin=1)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path}: {option}: expected numbers, one row per line ({exc})") from None
+    if values.shape[0] != n:
+        raise ValueError(f"{path}: {option} has {values.shape[0]} rows but {beside} has {n}")
+    return values
+
+
+def _calibration_rows(args, P: np.ndarray):
+    P_cal = load_scores(args.calibration, key=args.calibration_key)
+    y_cal = _load_labels(args.calibration_labels)
+    if P_cal.shape[1] != P.shape[1]:
+        raise ValueError(f"{args.calibration}: {P_cal.shape[1]} classes, but {args.probs} has {P.shape[1]}")
+    check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
+    return P_cal, y_cal
+
+
+def _risk(args, P: np.ndarray):
+    """Conformal risk control: E[--loss] <= --alpha (svbop.conformal.RiskControlSetPredictor)."""
+    from .conformal import RiskControlSetPredictor
+
+    loss = args.loss or "miscoverage"
+    options = {}
+    if loss == "class_cost":
+        if args.cost is None:
+            raise ValueError("--loss class_cost needs --cost (one cost per class, one per line or .npy)")
+        options["cost"] = _load_rows(args.cost, "--cost", P.shape[1], f"{args.probs} (columns)")
+    elif args.cost is not None:
+        raise ValueError(f"--cost is for --loss class_cost, not --loss {loss}")
+    if loss == "hierarchical":
+        if args.hierarchy is None:
+            raise ValueError("--loss hierarchical needs --hierarchy (a class tree over the columns 0 .. K-1)")
+        options["hierarchy"] = _read_tree(args, P.shape[1])
+    elif args.hierarchy is not None or args.hierarchy_format is not None:
+        raise ValueError(f"--hierarchy is for --loss hierarchical with --method risk, not --loss {loss}")
+    predictor = RiskControlSetPredictor(args.alpha, loss, args.score or "lac", k_reg=1 if args.k_reg is None
+                                        else args.k_reg, lam=args.lam, empty=args.empty or "keep", **options)
+    P_cal, y_cal = _calibration_rows(args, P)
     try:
         predictor.fit(P_cal, y_cal)
     except ValueError as exc:
@@ -106,13 +187,30 @@ def _conformal(args, P: np.ndarray):
         sets = predictor.predict(P)
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
-    kind = {True: " class-conditional", "clustered": " clustered class-conditional"}.get(predictor.class_conditional, "")
-    what = f"conformal {'randomised ' if predictor.randomized else ''}{predictor.score}{kind}"
-    if score == "hierarchical":
-        what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
-    calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
-                  if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
-    return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
+    return sets, (f"conformal risk control of {loss} at alpha={args.alpha} ({predictor.score}, lambda = "
+                  f"{predictor.lambda_:.6g}, {len(y_cal)} calibration rows)")
+
+
+def _conditional(args, P: np.ndarray):
+    """Coverage 1 - epsilon within every group column (svbop.conformal.ConditionalSetPredictor)."""
+    from .conformal import ConditionalSetPredictor
+
+    predictor = ConditionalSetPredictor(args.epsilon, args.score or "lac", k_reg=1 if args.k_reg is None else
+                                        args.k_reg, lam=args.lam, empty=args.empty or "top1")
+    P_cal, y_cal = _calibration_rows(args, P)
+    Phi_cal = _load_rows(args.calibration_group_columns, "--calibration-group-columns", P_cal.shape[0],
+                         args.calibration)
+    Phi = _load_rows(args.group_columns, "--group-columns", P.shape[0], args.probs)
+    try:
+        predictor.fit(P_cal, y_cal, Phi_cal)
+    except ValueError as exc:
+        raise ValueError(f"{args.calibration_group_columns}: {exc}") from None
+    try:
+        sets = predictor.predict(P, Phi)
+    except ValueError as exc:
+        raise ValueError(f"{args.group_columns}: {exc}") from None
+    return sets, (f"conformal {predictor.score} covering 1 - {args.epsilon} in each of {predictor.n_groups_} group "
+                  f"column(s) ({len(y_cal)} calibration rows)")
 
 
 def _read_tree(args, K: int):
@@ -139,7 +237,9 @@ def _hierarchical(args, P: np.ndarray, u):
 
 #: Inputs of ``svbop predict``: option (as the user writes it) and attribute of ``args``.
 _PREDICT_INPUTS = (("probs", "probs"), ("--calibration", "calibration"),
-                   ("--calibration-labels", "calibration_labels"), ("--hierarchy", "hierarchy"))
+                   ("--calibration-labels", "calibration_labels"), ("--hierarchy", "hierarchy"),
+                   ("--weights", "weights"), ("--calibration-weights", "calibration_weights"), ("--cost", "cost"),
+                   ("--group-columns", "group_columns"), ("--calibration-group-columns", "calibration_group_columns"))
 
 
 def _check_inputs(args, inputs) -> None:
@@ -189,6 +289,10 @@ def _predict(args) -> int:
     u = utility(args.utility) if args.utility is not None else None
     if args.method == "conformal":
         sets, what = _conformal(args, P)
+    elif args.method == "risk":
+        sets, what = _risk(args, P)
+    elif args.method == "conditional":
+        sets, what = _conditional(args, P)
     elif args.method == "hierarchical":
         sets, what = _hierarchical(args, P, u)
     else:
@@ -261,7 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", "-m", choices=sorted(_METHOD_OPTIONS), default="bayes",
                    help="bayes: the Bayes-optimal set of --utility (default); conformal: split-conformal sets "
                         "calibrated on --calibration/--calibration-labels; hierarchical: the best union of at most "
-                        "--max-nodes nodes of --hierarchy under --utility")
+                        "--max-nodes nodes of --hierarchy under --utility; risk: conformal risk control, "
+                        "E[--loss] <= --alpha; conditional: coverage 1 - epsilon within every --group-columns group")
     p.add_argument("--utility", "-u", help="utility spec, e.g. 'fbeta:beta=1' (bayes, hierarchical)")
     p.add_argument("--output", "-o", required=True, help="output .npz (with expected utilities) or .csv/.txt")
     p.add_argument("--key", help="array name inside an .npz input")
@@ -290,6 +395,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--calibration", help="calibration probabilities (same formats as probs)")
     g.add_argument("--calibration-labels", help="calibration class indices (.npy or text, one per line)")
     g.add_argument("--calibration-key", help="array name inside an .npz calibration file")
+    g.add_argument("--weights", help="conformal, covariate shift: the test rows' likelihood ratios (one per line or "
+                                     ".npy), with --calibration-weights")
+    g.add_argument("--calibration-weights", help="conformal, covariate shift: the calibration rows' likelihood ratios")
+    g = p.add_argument_group("risk control and group columns")
+    g.add_argument("--alpha", type=float, help="risk: the level of the expected loss")
+    g.add_argument("--loss", choices=("miscoverage", "class_cost", "hierarchical"),
+                   help="risk: the loss (default miscoverage; class_cost needs --cost, hierarchical --hierarchy)")
+    g.add_argument("--cost", help="risk, class_cost: one cost per class (one per line or .npy)")
+    g.add_argument("--group-columns", help="conditional: the test rows' 0/1 group indicators (one row per line, "
+                                           "columns split at spaces or commas, or a 2-D .npy)")
+    g.add_argument("--calibration-group-columns", help="conditional: the calibration rows' group indicators")
     g = p.add_argument_group("hierarchical")
     g.add_argument("--hierarchy", help="class tree over the columns, named 0 .. K-1 (default format: edges, "
                                        "'parent child' per line)")
@@ -307,14 +423,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", help="JSON schema (default: the workflow's config.schema.yaml)")
     p.set_defaults(func=_check_config)
     p = sub.add_parser("report", help="the pipeline's HTML report for a model's outputs (probabilities or logits)",
-                       description="Runs the project's workflow on one model_outputs dataset made of these files and "
+                       description="Runs the project's workflow on one model_outputs dataset per --test (each model) and "
                                    "writes DIR/report.html (see workflow/docs/your_model.md).")
-    p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True,
-                   help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line)")
-    p.add_argument("--validation", nargs=2, metavar=("SCORES", "LABELS"),
-                   help="rows for the temperature and the threshold baseline (default: split off --test)")
-    p.add_argument("--calibration", nargs=2, metavar=("SCORES", "LABELS"),
-                   help="rows for the conformal methods (default: split off --test)")
+    p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True, action="append",
+                   help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line); repeat it "
+                        "for several models scored on the same rows (one --name each, in the same order)")
+    p.add_argument("--validation", nargs=2, metavar=("SCORES", "LABELS"), action="append",
+                   help="rows for the temperature and the threshold baseline (default: split off --test); with "
+                        "several models, once for all or once per --test")
+    p.add_argument("--calibration", nargs=2, metavar=("SCORES", "LABELS"), action="append",
+                   help="rows for the conformal methods (default: split off --test); with several models, once for "
+                        "all or once per --test")
     p.add_argument("--outputs", choices=("auto", "logits", "probabilities"), default="auto",
                    help="what the scores are (auto: probabilities when every row is non-negative and sums to 1)")
     p.add_argument("--calibrate", choices=("temperature", "none"), default="temperature",
@@ -328,9 +447,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"one group per {part} row (.npy, or one per line: e.g. a site or a subpopulation); "
                             "adds conformal sets calibrated per group and the coverage of each group"
                             + (" (give it for every part given)" if part == "test" else ""))
+    for option, what in (("weights", "likelihood ratio w(x) = dP_test(x) / dP_calibration(x) (.npy, or one number per "
+                                      "line; finite, >= 0): adds weighted conformal sets under covariate shift and their "
+                                      "coverage under the weights"),
+                         ("group-columns", "membership in each group (.npy of 0/1, or CSV/TSV of 0/1 with a header "
+                                           "naming the groups; a row may be in several): adds conformal sets covering in "
+                                           "every group and each group's coverage")):
+        for part in ("test", "validation", "calibration"):
+            names = (f"--{option}", f"--test-{option}") if part == "test" else (f"--{part}-{option}",)
+            p.add_argument(*names, dest=f"{part}_{option.replace('-', '_')}", metavar=option.upper().replace("-", "_"),
+                           help=f"per {part} row, its {what} (give it for every part given)" if part == "test"
+                           else f"as --{option}, for the --{part} rows")
     p.add_argument("--epsilon", type=float, action="append",
                    help="significance level of the conformal methods (repeatable; default 0.1)")
-    p.add_argument("--name", default="model", help="the dataset's key in the report (default: model)")
+    p.add_argument("--name", action="append",
+                   help="the model's key in the report (default: model); once per --test, in the same order")
     p.add_argument("--title", help="the dataset's title in the report")
     p.add_argument("--cores", type=int, default=1, help="Snakemake's --cores, >= 1 (default 1)")
     p.add_argument("--output", "-o", required=True, metavar="DIR",

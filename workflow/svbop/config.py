@@ -50,6 +50,8 @@ __all__ = [
     "check_utilities",
     "check_yaml",
     "has_group_column",
+    "has_group_columns",
+    "has_weights",
     "has_hierarchy",
     "load_yaml",
     "Summarised",
@@ -417,6 +419,25 @@ def has_group_column(cfg: Mapping[str, Any]) -> bool:
     return any(isinstance(spec, Mapping) and "groups" in spec for spec in dict(fmt.get("parts") or {}).values())
 
 
+def _parts_give(cfg: Mapping[str, Any], key: str) -> bool:
+    fmt = cfg.get("format") or {}
+    if fmt.get("kind") != "model_outputs":
+        return False
+    return any(isinstance(spec, Mapping) and key in spec for spec in dict(fmt.get("parts") or {}).values())
+
+
+def has_weights(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset's rows carry likelihood-ratio weights (``weights`` files of a model's outputs):
+    ``methods.weighted`` applies to it."""
+    return _parts_give(cfg, "weights")
+
+
+def has_group_columns(cfg: Mapping[str, Any]) -> bool:
+    """Whether a dataset's rows carry group indicator columns (``group_columns`` files of a model's
+    outputs): ``methods.conditional`` applies to it."""
+    return _parts_give(cfg, "group_columns")
+
+
 def calibrate_method(cfg: Mapping[str, Any]) -> str:
     """A dataset's ``calibrate:``: as configured, else ``temperature`` for a model's outputs (a deep
     network's softmax is rarely calibrated, Guo et al. 2017, and a temperature fitted on the validation
@@ -432,12 +453,17 @@ def _check_model_outputs(base: str, fmt: Mapping[str, Any], cfg: Mapping[str, An
     for part, spec in dict(fmt.get("parts") or {}).items():
         if not isinstance(spec, Mapping):
             raise ConfigError(f"config: {where}.parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
-        for key in ("scores", "labels", "groups"):
+        for key in ("scores", "labels", "groups", "weights", "group_columns"):
             if key in spec:
                 _raw_file_check(f"{where}.parts.{part}.{key}", spec[key], files, unpack)
         if "groups" in spec and fmt.get("group_column") is not None:
             raise ConfigError(f"config: {where}.parts.{part}.groups: and format.group_column both give the groups; "
                               "give one")
+        for key in ("weights", "group_columns"):  # every part or none (each part's rows keep their own)
+            given = [p for p, v in dict(fmt.get("parts") or {}).items() if isinstance(v, Mapping) and key in v]
+            if given and key not in spec:
+                raise ConfigError(f"config: {where}.parts.{part}.{key}: missing (parts.{given[0]} gives {key}: give "
+                                  f"every part a {key} file, or none)")
         if "labels" not in spec and fmt.get("label_column") is None:
             raise ConfigError(f"config: {where}.parts.{part}.labels: missing (or set format.label_column to read the "
                               "labels from a CSV/TSV scores file)")
@@ -684,6 +710,7 @@ def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = Non
     names = list(config.get("run") or []) if datasets is None else list(datasets)
     check_utilities(config)
     check_epsilons(config)
+    check_risk_control(config)
     for name in names:
         if name not in known:
             raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
@@ -717,6 +744,36 @@ def check_epsilons(config: Mapping[str, Any]) -> None:
                 raise ConfigError(f"config: {_key([*path, i])}: {e!r} is below {MIN_EPSILON:g}: a finite conformal "
                                   f"threshold at this level needs at least 1/epsilon - 1 = {1 / e - 1:.3g} calibration "
                                   "rows, more than any data set holds")
+
+
+def check_risk_control(config: Mapping[str, Any]) -> None:
+    """``methods.risk_control``: ``cost`` exactly when ``class_cost`` is a loss, finite, and above every
+    level (``methods.epsilon``, else ``baselines.icp_epsilon``), the bound ``B`` of that loss.
+
+    Raises
+    ------
+    ConfigError
+        ``"config: methods.risk_control.cost: missing: losses has class_cost ..."``.
+    """
+    methods = config.get("methods") or {}
+    rc = methods.get("risk_control") or {}
+    losses, cost = list(rc.get("losses") or []), rc.get("cost")
+    if "class_cost" in losses and not cost:
+        raise ConfigError("config: methods.risk_control.cost: missing: losses has class_cost, which needs one cost "
+                          "per class")
+    if cost and "class_cost" not in losses:
+        raise ConfigError("config: methods.risk_control.cost: given but losses has no class_cost (the only loss "
+                          "that reads it)")
+    if cost:
+        values = [float(c) for c in cost]
+        bad = [i for i, c in enumerate(values) if not (math.isfinite(c) and c >= 0)]
+        if bad:
+            raise ConfigError(f"config: methods.risk_control.cost[{bad[0]}]: {cost[bad[0]]!r} is not a finite cost >= 0")
+        levels = methods.get("epsilon") or (config.get("baselines") or {}).get("icp_epsilon") or []
+        above = [a for a in levels if a >= max(values)]
+        if above:
+            raise ConfigError(f"config: methods.risk_control.cost: the largest cost {max(values):g} (the loss's bound"
+                              f" B) must exceed every level, and {above[0]:g} (methods.epsilon) does not")
 
 
 #: Every key whose value is a utility spec, or a list of them (checked by :func:`check_utilities`).

@@ -26,7 +26,7 @@ from .utilities import Utility, utility
 
 __all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
-           "not_calibrated_text", "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
+           "not_calibrated_text", "read_calibration", "read_seconds", "risk_record", "test_risk", "promise_record", "check_promise", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
            "unreachable_record"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
@@ -49,11 +49,16 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 #: threshold per class and ``<score>_clustered`` per cluster of classes, ``lac`` too;
 #: ``hierarchical_<max_nodes>``: conformal unions of at most that many nodes; see
 #: :mod:`svbop.conformal.methods`) and ``coverage_<family>`` (``fbeta``, ``credal``) with ``param`` =
-#: epsilon, ``hierarchical_<max_nodes>`` with ``param`` = the utility label the sets optimise.
+#: epsilon, ``hierarchical_<max_nodes>`` with ``param`` = the utility label the sets optimise;
+#: ``weighted_<name>`` (a conformal method under covariate shift, :mod:`svbop.conformal.weighted`) and
+#: ``conditional_<score>`` (coverage in every group, :mod:`svbop.conformal.conditional`), ``param`` = epsilon.
 _SCORES = r"(aps|raps|saps)(_deterministic)?|topk|margin"
 _BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered)|{_SCORES}|hierarchical_[1-9][0-9]*)"
                      r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
-                     r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column))\Z")
+                     r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column)"
+                     r"|risk_(miscoverage|class_cost|hierarchical)_(lac|aps|raps|saps|topk|margin)"
+                     rf"|weighted_((lac|{_SCORES})_cc|lac|{_SCORES})"
+                     r"|conditional_(lac|aps|raps|saps|topk|margin))\Z")
 
 #: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
 #: ``<label>_pct`` per utility and the optional ``calibrated``.
@@ -69,7 +74,8 @@ def beyond_method(method: str) -> bool:
 def target_coverage_pct(method: str, param: str) -> float:
     """The coverage a method guarantees, in percent: 100 (1 - epsilon) for ICP and the conformal and
     coverage methods (``param`` = epsilon), NaN for the others."""
-    if method == "icp" or method.startswith(("conformal_", "coverage_", "mondrian_")):
+    if method == "icp" or method.startswith(("conformal_", "coverage_", "mondrian_", "risk_miscoverage_",
+                                            "weighted_", "conditional_")):
         try:
             return 100.0 * (1.0 - float(param))
         except ValueError:
@@ -279,6 +285,91 @@ def unreachable_record(*, method: str, epsilon: float, n_calibration: int, reaso
             "unreachable": " ".join(str(reason).split())}
 
 
+def risk_record(predictor, *, method: str, n_calibration: int) -> dict[str, object]:
+    """What a risk-control method calibrated (:class:`svbop.conformal.RiskControlSetPredictor`), as JSON:
+    ``method``, ``alpha``, ``loss``, ``bound`` (B), ``lambda`` (``"inf"``/``"-inf"`` at the ends),
+    ``calibration_risk`` and ``n_calibration``; ``cost`` for the class-cost loss."""
+    lam = float(predictor.lambda_)
+    record: dict[str, object] = {
+        "method": method, "alpha": float(predictor.alpha), "loss": predictor.loss_.name, "bound": predictor.B_,
+        "lambda": lam if math.isfinite(lam) else ("inf" if lam > 0 else "-inf"),
+        "calibration_risk": float(predictor.calibration_risk_), "n_calibration": int(n_calibration)}
+    if predictor.cost is not None:
+        record["cost"] = [float(c) for c in predictor.cost]
+    return record
+
+
+def test_risk(record: Mapping[str, object], sets: SetPredictions, y, hierarchy=None) -> dict[str, object]:
+    """The promise of a risk-control method checked on the test rows: ``{"target_risk": alpha,
+    "test_risk": mean loss of its sets}`` (``record``: its :func:`risk_record`; ``hierarchy`` for the
+    hierarchical loss)."""
+    from .conformal import set_loss
+
+    name = str(record["loss"])
+    loss = set_loss(name, cost=record.get("cost"), hierarchy=hierarchy if name == "hierarchical" else None)
+    y = np.asarray(y)
+    return {"target_risk": float(record["alpha"]), "test_risk": float(loss(sets.to_mask(), y).mean())}
+
+
+def promise_record(*, method: str, epsilon: float, y_cal, weights=None, group_columns=None,
+                   group_names=None) -> dict[str, object]:
+    """What a weighted or conditional conformal method calibrated on, as JSON (the file beside its sets).
+
+    ``promise`` is ``"weighted"`` (covariate shift, :mod:`svbop.conformal.weighted`: ``n_effective``,
+    Kish's effective calibration size ``(sum w)^2 / sum w^2``, beside ``n_calibration``) or
+    ``"conditional"`` (overlapping groups, :mod:`svbop.conformal.conditional`: ``groups``, each
+    group's name and calibration rows ``n_calibration``).
+    """
+    n = int(np.asarray(y_cal).shape[0])
+    record: dict[str, object] = {"method": method, "epsilon": float(epsilon), "n_calibration": n}
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        record["promise"] = "weighted"
+        record["n_effective"] = float(w.sum() ** 2 / (w ** 2).sum()) if (w > 0).any() else 0.0
+    else:
+        A = np.asarray(group_columns, dtype=bool)
+        names = list(group_names) if group_names is not None else [f"group_{j}" for j in range(A.shape[1])]
+        record["promise"] = "conditional"
+        record["groups"] = [{"name": str(g), "n_calibration": int(c)} for g, c in zip(names, A.sum(axis=0))]
+    return record
+
+
+def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weights=None,
+                  group_columns=None) -> dict[str, object]:
+    """The promise of a weighted or conditional method (its :func:`promise_record`) checked on the test rows.
+
+    Weighted (``weights``: the test rows' likelihood ratios): coverage under the test distribution,
+    estimated by the weighted test coverage ``sum_i w_i 1[y_i in C(x_i)] / sum_i w_i``, against
+    ``1 - epsilon``; ``n_effective`` of the test weights says how many rows that estimate is worth.
+    Conditional (``group_columns``: the test rows' indicators): the coverage in every group, with its
+    test rows (NaN where a group has none), against ``1 - epsilon`` in each.
+
+    Returns
+    -------
+    dict
+        ``target_pct``; weighted: ``weighted_coverage_pct``, ``n_effective``; conditional:
+        ``groups`` (``[{"name", "n", "n_calibration", "coverage_pct"}]``) and ``worst_group``
+        (the name of the lowest coverage, None when no group has test rows).
+    """
+    covered = sets.contains(np.asarray(y)).astype(np.float64)
+    target = 100.0 * (1.0 - float(record["epsilon"]))
+    if record["promise"] == "weighted":
+        w = np.asarray(weights, dtype=np.float64)
+        total = w.sum()
+        return {"target_pct": target,
+                "weighted_coverage_pct": float(100.0 * (w @ covered) / total) if total > 0 else float("nan"),
+                "n_effective": float(total ** 2 / (w ** 2).sum()) if total > 0 else 0.0}
+    A = np.asarray(group_columns, dtype=bool)
+    n = A.sum(axis=0)
+    hits = covered @ A
+    groups = [{"name": g["name"], "n": int(n[j]), "n_calibration": int(g["n_calibration"]),
+               "coverage_pct": float(100.0 * hits[j] / n[j]) if n[j] else float("nan")}
+              for j, g in enumerate(record["groups"])]
+    seen = [g for g in groups if g["n"]]
+    return {"target_pct": target, "groups": groups,
+            "worst_group": min(seen, key=lambda g: g["coverage_pct"])["name"] if seen else None}
+
+
 def read_calibration(path: str | os.PathLike) -> dict[str, object]:
     """The ``calibrated`` column of :func:`evaluate_beyond` from a :func:`calibration_record` file.
 
@@ -299,6 +390,19 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
         The file is missing, not JSON, or has neither a parameter nor a quantile (naming the file).
     """
     record = read_json_object(path, "the calibration record")
+    if "lambda" in record and "alpha" in record:  # risk control: its threshold and the calibration rows' risk
+        return {"calibrated": f"lambda = {float(record['lambda']):.4g} ({record['loss']} on the calibration rows "
+                              f"{float(record['calibration_risk']):.4g}, alpha {float(record['alpha']):g})",
+                "reached": True}
+    if record.get("promise") == "weighted":  # covariate shift: one weighted quantile per test row
+        return {"calibrated": f"weighted quantile per test row (effective calibration rows "
+                              f"{float(record['n_effective']):,.0f} of {int(record['n_calibration']):,})",
+                "reached": True}
+    if record.get("promise") == "conditional":  # one cutoff per pattern of the test row's groups
+        small = min(record["groups"], key=lambda g: g["n_calibration"])
+        return {"calibrated": f"augmented quantile regression over {len(record['groups'])} groups (fewest "
+                              f"calibration rows: {small['name']}, {small['n_calibration']:,})",
+                "reached": True}
     if "unreachable" in record:
         return {"calibrated": f"not reachable: {record['unreachable']}", "reached": False}
     try:

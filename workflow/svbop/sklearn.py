@@ -9,7 +9,10 @@ Any scikit-learn classifier with ``predict_proba`` (or any classifier at all, wi
   are the paper's baselines (Section 5.2; :mod:`svbop.baselines`), the last also with the APS and
   RAPS scores, class-conditional thresholds, and Bayes-optimal sets calibrated for coverage;
 * :class:`HierarchicalSetClassifier` predicts the best set among the unions of at most
-  ``max_nodes`` nodes of a class hierarchy (:func:`svbop.predict_sets_hierarchical`).
+  ``max_nodes`` nodes of a class hierarchy (:func:`svbop.predict_sets_hierarchical`);
+* :class:`RiskControlSetClassifier`: conformal risk control, ``E[loss] <= alpha`` for a loss of
+  the sets (:class:`svbop.conformal.RiskControlSetPredictor`).  :class:`ConformalSetClassifier`
+  also takes covariate-shift ``weights`` and overlapping ``group_columns`` in ``fit`` and ``predict_sets``.
 
 All five are meta-estimators: ``fit`` fits a clone of the wrapped estimator, ``predict_proba``
 passes through, ``predict`` returns the most probable label (so every scikit-learn tool sees a
@@ -23,6 +26,7 @@ Only this module imports scikit-learn; ``import svbop`` does not.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -53,6 +57,7 @@ __all__ = [
     "ThresholdSetClassifier",
     "ConformalSetClassifier",
     "HierarchicalSetClassifier",
+    "RiskControlSetClassifier",
     "SetScorer",
     "make_set_scorer",
     "set_scorers",
@@ -683,7 +688,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
             raise ValueError(f"epsilon must be a number in (0, 1), got {self.epsilon!r}")
         self._predictor()
 
-    def fit(self, X, y, groups=None, **fit_params):
+    def fit(self, X, y, groups=None, *, weights=None, group_columns=None, **fit_params):
         """Fit the estimator and calibrate the conformal predictor (see :meth:`_SetClassifier.fit`).
 
         Parameters
@@ -693,22 +698,37 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         groups : array-like of shape (n_samples,), optional
             Group of every sample (integers, booleans or strings): Mondrian calibration on the
             calibration samples' groups; :meth:`predict_sets` and :meth:`score` then need theirs.
+        weights : array-like of shape (n_samples,), optional
+            Covariate shift: every sample's likelihood ratio (test over calibration covariates);
+            the calibration samples' weights give each test sample its weighted quantile
+            (:mod:`svbop.conformal.weighted`); :meth:`predict_sets` and :meth:`score` then need
+            the test samples' ``weights``.
+        group_columns : array-like of shape (n_samples, d), optional
+            Overlapping groups as 0/1 indicator columns: coverage ``1 - epsilon`` within every group
+            (:class:`svbop.conformal.ConditionalSetPredictor`, deterministic scores); the test
+            samples' ``group_columns`` are then needed.
         """
-        self._fit_groups = groups
+        self._fit_extra = {"groups": groups, "weights": weights, "group_columns": group_columns}
         try:
             return super().fit(X, y, **fit_params)
         finally:
-            del self._fit_groups
+            del self._fit_extra
 
     def _fit_model(self, X, y, fit_params):
-        groups = getattr(self, "_fit_groups", None)
-        self._calibration_groups = None
-        if groups is None:
+        extra = {k: v for k, v in getattr(self, "_fit_extra", {}).items() if v is not None}
+        self._calibration_extra = {}
+        if not extra:
             return super()._fit_model(X, y, fit_params)
+        from .conformal.conditional import check_group_columns
+        from .conformal.weighted import check_weights
+
         n = _n_samples(y)
-        groups = check_groups(groups, n, "groups", "X")
+        checks = {"groups": lambda v: check_groups(v, n, "groups", "X"),
+                  "weights": lambda v: check_weights(v, n, "weights", "X"),
+                  "group_columns": lambda v: check_group_columns(v, n, "group_columns", "X")}
+        extra = {k: checks[k](v) for k, v in extra.items()}
         if self.cv == "prefit":
-            self._calibration_groups = groups
+            self._calibration_extra = extra
             return super()._fit_model(X, y, fit_params)
         from sklearn.utils import _safe_indexing
 
@@ -718,7 +738,7 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         rows_fit, _, _, rows_out, _ = _holdout_split(np.arange(n), y, {}, size, self.random_state)
         params = {k: _safe_indexing(v, rows_fit) if _is_sample_aligned(v, n) else v for k, v in fit_params.items()}
         self._adopt(self._model().fit(_safe_indexing(X, rows_fit), y[rows_fit], **params))
-        self._calibration_groups = groups[rows_out]
+        self._calibration_extra = {k: v[rows_out] for k, v in extra.items()}
         self._learn(self.estimator_.predict_proba(_safe_indexing(X, rows_out)),
                     encode_labels(y[rows_out], self.classes_))
 
@@ -734,10 +754,22 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         if self._unseen_column_:
             P = np.hstack([P, np.zeros((P.shape[0], 1))])
             codes = np.where(unseen, P.shape[1] - 1, codes)
-        predictor = self._predictor().fit(P, codes, groups=getattr(self, "_calibration_groups", None))
-        self.__dict__.pop("_calibration_groups", None)
+        extra = self.__dict__.pop("_calibration_extra", None) or {}
+        if "group_columns" in extra:
+            if len(extra) > 1:
+                raise ValueError("group_columns cannot be combined with groups or weights: pass one of them")
+            if self.randomized or self.class_conditional:
+                raise ValueError("group_columns (ConditionalSetPredictor) takes the deterministic scores without"
+                                 " class_conditional: pass randomized=False (or leave it None) and"
+                                 " class_conditional=False")
+            from .conformal import ConditionalSetPredictor
+
+            predictor = ConditionalSetPredictor(self.epsilon, self.conformity_score, k_reg=self.k_reg, lam=self.lam,
+                                                empty=self.empty or "top1").fit(P, codes, extra["group_columns"])
+        else:
+            predictor = self._predictor().fit(P, codes, groups=extra.get("groups"), weights=extra.get("weights"))
         self.predictor_ = predictor
-        self.quantile_ = predictor.quantile_
+        self.quantile_ = getattr(predictor, "quantile_", math.nan)
         for attr in ("quantiles_", "parameter_"):
             if hasattr(predictor, attr):
                 value = getattr(predictor, attr)
@@ -745,30 +777,118 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
             elif attr in self.__dict__:  # from an earlier fit
                 delattr(self, attr)
 
-    def predict_sets(self, X, output: str = "labels", groups=None):
-        """The predicted set of every sample (see :meth:`_SetClassifier.predict_sets`); ``groups``:
-        the samples' groups, required when ``fit`` had groups (and refused otherwise)."""
+    def predict_sets(self, X, output: str = "labels", groups=None, *, weights=None, group_columns=None):
+        """The predicted set of every sample (see :meth:`_SetClassifier.predict_sets`); ``groups``,
+        ``weights``, ``group_columns``: the samples' own, each required when ``fit`` had it (and
+        refused otherwise)."""
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}, got {output!r}")
-        return _format_sets(self._sets(self.predict_proba(X), groups), self.classes_, output)
+        return _format_sets(self._sets(self.predict_proba(X), groups, weights, group_columns), self.classes_, output)
 
-    def score(self, X, y, sample_weight=None, groups=None) -> float:
+    def score(self, X, y, sample_weight=None, groups=None, *, weights=None, group_columns=None) -> float:
         """Mean set utility of the predicted sets under ``utility`` (see
-        :meth:`_SetClassifier.score`); ``groups`` as in :meth:`predict_sets`."""
-        sets = self.predict_sets(X, output="indices", groups=groups)
+        :meth:`_SetClassifier.score`); ``groups``, ``weights``, ``group_columns`` as in :meth:`predict_sets`."""
+        sets = self.predict_sets(X, output="indices", groups=groups, weights=weights, group_columns=group_columns)
         codes = encode_labels(column_or_1d(y), self.classes_)
         return _weighted_mean(_per_sample_utility(sets, codes, self.utility_), sample_weight)
 
-    def _sets(self, P, groups=None) -> SetPredictions:
+    def _sets(self, P, groups=None, weights=None, group_columns=None) -> SetPredictions:
         check_is_fitted(self, "predictor_")
+        from .conformal import ConditionalSetPredictor
+
+        conditional = isinstance(self.predictor_, ConditionalSetPredictor)
+        if conditional and group_columns is None:
+            raise ValueError("group_columns is required: the classifier was calibrated with group_columns")
+        if group_columns is not None and not conditional:
+            raise ValueError("group_columns given but the classifier was calibrated without them: pass"
+                             " fit(X, y, group_columns=...) too")
+
+        def predict(P):
+            if conditional:
+                if groups is not None or weights is not None:
+                    raise ValueError("groups and weights are not for a classifier calibrated with group_columns")
+                return self.predictor_.predict(P, group_columns)
+            return self.predictor_.predict(P, groups=groups, weights=weights)
+
         if not self._unseen_column_:
-            return self.predictor_.predict(P, groups=groups)
+            return predict(P)
         P = np.asarray(P, dtype=np.float64)
         K = P.shape[1]
-        sets = self.predictor_.predict(np.hstack([P, np.zeros((P.shape[0], 1))]), groups=groups)
+        sets = predict(np.hstack([P, np.zeros((P.shape[0], 1))]))
         keep = sets.indices < K
         kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept entries before each position
         return SetPredictions(sets.indices[keep], kept_before[sets.indptr], K)
+
+
+class RiskControlSetClassifier(_HeldOutSetClassifier):
+    """Conformal risk control (:class:`svbop.conformal.RiskControlSetPredictor`) on top of any
+    probabilistic classifier: sets ``{c : s(x, c) <= lambda_}`` with ``E[loss] <= alpha``.
+
+    The estimator is fitted on one part of the data and ``lambda_`` chosen on the other
+    (``cv="split"``, ``calibration_size``), or the estimator is already fitted and all of
+    ``(X, y)`` calibrates (``cv="prefit"``).  ``loss``: ``"miscoverage"``, ``"class_cost"``
+    (``cost``: one per class of ``classes_``, in that order), ``"hierarchical"`` (``hierarchy``:
+    a tree whose leaves ``0 .. K-1`` are the classes of ``classes_``, in that order), or a callable
+    ``loss(mask, y) -> (n,)`` in ``[0, B]`` (mask columns and ``y`` in the order of ``classes_``).
+    Every calibration label must be a class the estimator has seen.
+
+    Attributes
+    ----------
+    predictor_ : RiskControlSetPredictor
+    lambda_ : float
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> X, y = load_iris(return_X_y=True)
+    >>> crc = RiskControlSetClassifier(LogisticRegression(max_iter=1000), 0.1, random_state=0).fit(X, y)
+    >>> len(crc.predict_sets(X[:3]))
+    3
+    """
+
+    _holdout_name = "calibration_size"
+
+    def __init__(self, estimator, alpha=0.1, *, loss="miscoverage", conformity_score="lac", cost=None,
+                 hierarchy=None, B=None, k_reg=1, lam=None, empty="keep", utility="fbeta:beta=1", cv="split",
+                 calibration_size=0.2, random_state=None, calibrate=None):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.loss = loss
+        self.conformity_score = conformity_score
+        self.cost = cost
+        self.hierarchy = hierarchy
+        self.B = B
+        self.k_reg = k_reg
+        self.lam = lam
+        self.empty = empty
+        self.utility = utility
+        self.cv = cv
+        self.calibration_size = calibration_size
+        self.random_state = random_state
+        self.calibrate = calibrate
+
+    def _predictor(self):
+        from .conformal import RiskControlSetPredictor
+
+        return RiskControlSetPredictor(self.alpha, self.loss, self.conformity_score, cost=self.cost,
+                                       hierarchy=self.hierarchy, B=self.B, k_reg=self.k_reg, lam=self.lam,
+                                       empty=self.empty)
+
+    def _check_params(self):
+        super()._check_params()
+        self._predictor()
+
+    def _learn(self, P, codes):
+        if np.any(codes < 0):
+            raise ValueError("some calibration labels are classes the estimator never saw: risk control's losses are"
+                             " over the estimator's classes_; give the estimator every class")
+        self.predictor_ = self._predictor().fit(np.asarray(P, dtype=np.float64), codes)
+        self.lambda_ = self.predictor_.lambda_
+
+    def _sets(self, P) -> SetPredictions:
+        check_is_fitted(self, "predictor_")
+        return self.predictor_.predict(P)
 
 
 class HierarchicalSetClassifier(_SetClassifier):

@@ -22,6 +22,10 @@ One module per concept:
 ``family``                 Bayes-optimal F-beta and credal sets with coverage
 ``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, for streams)
 ``hierarchical``           hierarchy-restricted sets (``score="hierarchical"``)
+``risk``                   :class:`RiskControlSetPredictor` (conformal risk control) and
+                           :class:`LearnThenTest` (several losses, any shape), :func:`set_loss`
+``conditional``            :class:`ConditionalSetPredictor` (coverage in overlapping groups)
+``weighted``               weighted quantiles under covariate shift (``fit(..., weights=)``)
 =========================  ====================================================================
 
 The package imports only svbop's lower modules (``_prefix``, ``search``, ``metrics``, ``sets``,
@@ -48,6 +52,8 @@ from .scores import (  # noqa: F401
     conformal_quantile,
     conformal_sets,
 )
+from .conditional import ConditionalSetPredictor
+from .risk import FWER_PROCEDURES, SET_LOSSES, LearnThenTest, RiskControlSetPredictor, SetLoss, set_loss
 from .split import ConformalSetPredictor
 
 __all__ = [
@@ -63,4 +69,11 @@ __all__ = [
     "ACI_STEP",
     "GROUPINGS",
     "predicted_groups",
+    "RiskControlSetPredictor",
+    "LearnThenTest",
+    "SetLoss",
+    "set_loss",
+    "SET_LOSSES",
+    "FWER_PROCEDURES",
+    "ConditionalSetPredictor",
 ]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from .scores import RANDOMIZED_SCORES, RANKED_SCORES
 
-__all__ = ["conformal_method"]
+__all__ = ["conformal_method", "risk_method", "RISK_LOSSES"]
+
+#: The losses of the pipeline's ``methods.risk_control`` (method ``risk_<loss>_<score>``).
+RISK_LOSSES = ("miscoverage", "class_cost", "hierarchical")
 
 
 def conformal_method(name: str, methods: dict, seed: int) -> dict:
@@ -40,3 +43,13 @@ def conformal_method(name: str, methods: dict, seed: int) -> dict:
     if options.get("randomized") or class_conditional == "clustered":
         options["random_state"] = int(seed)
     return {"score": score, "class_conditional": class_conditional, "options": options}
+
+
+def risk_method(name: str) -> dict:
+    """``{"loss", "score"}`` of the risk-control method ``risk_<loss>_<score>`` (config
+    ``methods.risk_control``; the predictor is ``RiskControlSetPredictor(alpha, loss, score, ...)``)."""
+    rest = name.removeprefix("risk_")
+    for loss in RISK_LOSSES:
+        if rest.startswith(loss + "_") and rest[len(loss) + 1 :] in RANKED_SCORES and name.startswith("risk_"):
+            return {"loss": loss, "score": rest[len(loss) + 1 :]}
+    raise ValueError(f"unknown risk-control method {name!r}")

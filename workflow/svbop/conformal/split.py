@@ -15,6 +15,7 @@ from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_groups as _check_groups
 from ..metrics import check_labels
 from ..search import predict_sets
+from ..sets import SetPredictions
 from ..utilities import Utility
 from ._common import _NORMAL_MIN, _epsilon, _no_calibration_rows, _order_statistic
 from .class_conditional import _class_quantiles
@@ -383,7 +384,8 @@ class ConformalSetPredictor:
             self.randomized or self.score in ("saps", "topk", "margin") or bool(self.class_conditional)
         )
 
-    def fit(self, P_cal, y_cal, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
+    def fit(self, P_cal, y_cal, groups=None, *, weights=None,
+            chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
         """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,).
 
         Parameters
@@ -396,6 +398,14 @@ class ConformalSetPredictor:
             parameter) per group, so that coverage is at least ``1 - epsilon`` *within every
             group* (Mondrian calibration; see the class docstring).  ``predict`` then needs the
             groups of its rows.
+        weights : array-like of shape (n,), optional
+            Covariate shift (Tibshirani et al. 2019): the likelihood ratio ``w(x_i) = dQ_X/dP_X`` of
+            every calibration row (test over calibration covariates; any constant factor).  Each test
+            row then gets the weighted quantile that includes its own weight at ``+inf``
+            (:mod:`svbop.conformal.weighted`), and ``predict`` needs ``weights`` too.  The ranked
+            scores (``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``), marginal or
+            ``class_conditional=True``; not with ``groups``.  ``quantile_`` (``quantiles_``) is then
+            the threshold of a test row of the mean calibration weight.
         """
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
@@ -409,8 +419,10 @@ class ConformalSetPredictor:
                     " the other"
                 )
             groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
+        if weights is not None:
+            weights = self._check_weighted(P_cal, groups, weights)
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index", "clusters_"):
+                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted"):
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
@@ -420,6 +432,9 @@ class ConformalSetPredictor:
         self._test_rng = None  # predict's uniforms: a fresh stream from this fit's seed
         K = P_cal.shape[1]
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
+        if weights is not None:
+            self._fit_weighted(P_cal, y_cal, weights, eps, chunk_bytes, U)
+            return self
         if groups is not None and self.score in (*RANKED_SCORES, "hierarchical"):
             s = self._scores(P_cal, y_cal, chunk_bytes, U)
             marginal = _Calibration(_order_statistic(s, eps))
@@ -435,6 +450,63 @@ class ConformalSetPredictor:
         if groups is not None:
             self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes, s)
         return self
+
+    def _check_weighted(self, P_cal, groups, weights):
+        if self.score not in RANKED_SCORES:
+            raise ValueError(f"weights (covariate shift) are for the ranked scores {', '.join(RANKED_SCORES)},"
+                             f" not score={self.score!r}")
+        if groups is not None:
+            raise ValueError("weights cannot be combined with groups: pass one or the other")
+        if self.class_conditional == "clustered":
+            raise ValueError("weights are for class_conditional=False or True, not 'clustered'")
+        from .weighted import check_weights
+
+        return check_weights(weights, P_cal.shape[0], "weights", "P_cal")
+
+    def _fit_weighted(self, P, y, weights, eps, chunk_bytes, U) -> None:
+        """Sorted calibration scores and cumulative weights (see :mod:`svbop.conformal.weighted`)."""
+        from .weighted import WeightedQuantiles
+
+        s = self._scores(P, y, chunk_bytes, U)
+        K = P.shape[1]
+        self._weighted = WeightedQuantiles(s, weights, float(1 - eps), y if self.class_conditional else None, K)
+        mean = np.array([weights.mean()])
+        if self.class_conditional:
+            self.quantiles_ = self._weighted.cell_thresholds(mean)[0]
+            self.quantile_ = float(self.quantiles_.max())
+        else:
+            self.quantile_ = float(self._weighted.row_thresholds(mean)[0])
+        self.n_classes_ = K
+
+    def _weighted_masks(self, P, weights, chunk_bytes, row_seeds=None):
+        """Yield ``(row0, mask, X)`` for the rows of ``P`` under their own weighted thresholds."""
+        from ._matrix import score_matrix, threshold_mask
+        from .weighted import check_weights
+
+        w = check_weights(weights, P.shape[0], "weights", "P")
+        U = self._test_uniforms(P.shape[0], row_seeds)
+        if not self.class_conditional:
+            yield from _mask_chunks(P, self.score, self._weighted.row_thresholds(w), None, self.k_reg, self.lam, U,
+                                    self.empty, chunk_bytes)
+            return
+        rows = max(1, int(chunk_bytes) // max(1, P.shape[1] * 24))
+        for row0 in range(0, P.shape[0], rows):
+            part = slice(row0, min(P.shape[0], row0 + rows))
+            S = score_matrix(P[part], self.score, self.k_reg, self.lam, None if U is None else U[part], chunk_bytes)
+            Q = self._weighted.cell_thresholds(w[part])
+            # the ranking's order for the sets: by decreasing probability, ties by class index
+            yield row0, threshold_mask(S, Q, self.empty == "top1"), np.asarray(P[part], dtype=np.float64)
+
+    def _weights_given(self, weights) -> bool:
+        """Whether this call is a weighted one (checks that fit and predict agree)."""
+        weighted = getattr(self, "_weighted", None) is not None
+        if weighted and weights is None:
+            raise ValueError("weights is required: the predictor was calibrated with weights (covariate shift);"
+                             " pass predict(P, weights=w_test), the test rows' likelihood ratios")
+        if weights is not None and not weighted:
+            raise ValueError("weights given to predict but the predictor was calibrated without them: pass"
+                             " fit(P_cal, y_cal, weights=w_cal) too")
+        return weighted
 
     def _scores(self, P, y, chunk_bytes, U):
         """The calibration scores of the threshold scores (ranked and hierarchical)."""
@@ -608,8 +680,8 @@ class ConformalSetPredictor:
             )
         return where[inverse]
 
-    def predict(self, P, groups=None, *, return_nodes: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                row_seeds=None):
+    def predict(self, P, groups=None, *, weights=None, return_nodes: bool = False,
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES, row_seeds=None):
         """Conformal sets of the rows of ``P`` (classes in decreasing probability).
 
         ``groups`` (one per row) is required when ``fit`` had groups, and refused otherwise: each
@@ -627,6 +699,16 @@ class ConformalSetPredictor:
         if return_nodes and self.score != "hierarchical":
             raise ValueError(f"return_nodes is for score='hierarchical' (its sets are unions of nodes), not {self.score!r}")
         P = self._check_predict(P)
+        if self._weights_given(weights):
+            from ._ranked import mask_sets
+
+            indices, sizes = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
+            for _, mask, X in self._weighted_masks(P, weights, chunk_bytes, row_seeds):
+                ind, size = mask_sets(mask, X)
+                indices.append(ind)
+                sizes.append(size)
+            return SetPredictions(np.concatenate(indices), np.concatenate([[0], np.cumsum(np.concatenate(sizes))]),
+                                  P.shape[1])
         where = self._row_calibrations(P, groups)
         if where is None:
             return self._predict_with(self._marginal(), P, chunk_bytes, return_nodes, row_seeds)
@@ -653,13 +735,19 @@ class ConformalSetPredictor:
         merged = _merge_rows(parts, P.shape[0], P.shape[1])
         return (merged, nodes) if return_nodes else merged
 
-    def predict_mask(self, P, groups=None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, row_seeds=None) -> np.ndarray:
+    def predict_mask(self, P, groups=None, *, weights=None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                     row_seeds=None) -> np.ndarray:
         """The sets of :meth:`predict` as an ``(n, K)`` boolean array (``mask[i, c]``: class ``c`` is in
         the set of row ``i``), computed without ranking the classes of a set (the fast path for
         LAC, APS, RAPS, SAPS, top-k and margin sets; the other scores convert :meth:`predict`'s
         sets).  The randomised scores' uniforms are drawn as :meth:`predict` draws them (fresh per
         call, or from ``row_seeds``)."""
         P = self._check_predict(P)
+        if self._weights_given(weights):
+            mask = np.empty(P.shape, dtype=bool)
+            for row0, part, _ in self._weighted_masks(P, weights, chunk_bytes, row_seeds):
+                mask[row0 : row0 + part.shape[0]] = part
+            return mask
         if self.score not in RANKED_SCORES:
             return self.predict(P, groups, chunk_bytes=chunk_bytes, row_seeds=row_seeds).to_mask()
         where = self._row_calibrations(P, groups)

@@ -25,9 +25,10 @@ __all__ = ["X_KINDS", "Dataset", "Hierarchy", "decode_strings", "encode_groups",
 logger = logging.getLogger(__name__)
 
 #: Version of the ``.npz`` layout written by :meth:`Dataset.save` (2: text inputs, x_kind, part;
-#: 3: record ids; 4: per-row groups).  Files of older versions still load (a version-2 file has
-#: no ids, a version-3 file no groups).
-FORMAT_VERSION = 4
+#: 3: record ids; 4: per-row groups; 5: per-row weights and group indicator columns).  Files of
+#: older versions still load (a version-2 file has no ids, a version-3 file no groups, a version-4
+#: file no weights or group columns).
+FORMAT_VERSION = 5
 
 #: What the rows of ``Dataset.X`` are.  Numeric: ``dense`` (N, D) features, ``sparse`` (N, D)
 #: CSR term counts or features, ``images`` (N, H, W) or (N, C, H, W) pixels.  Strings (one per
@@ -383,6 +384,14 @@ class Dataset:
         A group per row from a column of the user's data (``format.group_column``), held as a
         1-D object array of ``str``, for group-conditional (Mondrian) conformal sets; saved as
         the distinct names and an integer code per row (:func:`encode_groups`).
+    weights : ndarray of float, shape (N,), optional
+        A likelihood ratio per row (covariate shift, Tibshirani et al. 2019: finite, >= 0), for
+        weighted conformal sets; stored as float64.
+    group_columns : ndarray of bool, shape (N, G), optional
+        Group indicator columns (a row may be in several groups, or none), for sets covering
+        within every group (Gibbs, Cherian, Candès 2023); stored as bool.
+    group_column_names : list of str, length G, optional
+        The columns' names (``group_0`` ... when not given).
     """
 
     name: str
@@ -396,6 +405,9 @@ class Dataset:
     part: np.ndarray | None = None
     ids: np.ndarray | None = None
     groups: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    group_columns: np.ndarray | None = None
+    group_column_names: list[str] | None = None
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
@@ -450,6 +462,21 @@ class Dataset:
             self.ids = _check_ids(self.ids, y.shape[0])
         if self.groups is not None:
             self.groups = _check_groups(self.groups, y.shape[0])
+        if self.weights is not None:
+            from ..conformal.weighted import check_weights
+
+            self.weights = check_weights(self.weights, y.shape[0], "weights", "y")
+        if self.group_columns is not None:
+            from ..conformal.conditional import check_group_columns
+
+            self.group_columns = check_group_columns(self.group_columns, y.shape[0], "group_columns", "y")
+            names = self.group_column_names or [f"group_{j}" for j in range(self.group_columns.shape[1])]
+            self.group_column_names = [str(v) for v in names]
+            if len(self.group_column_names) != self.group_columns.shape[1]:
+                raise ValueError(f"group_column_names: {len(self.group_column_names)} names for "
+                                 f"{self.group_columns.shape[1]} group columns")
+        elif self.group_column_names is not None:
+            raise ValueError("group_column_names: given without group_columns")
         if self.hierarchy is not None:
             if not isinstance(self.hierarchy, Hierarchy):
                 raise ValueError(f"hierarchy: expected a Hierarchy, got {type(self.hierarchy).__name__}")
@@ -503,6 +530,9 @@ class Dataset:
             part=self.part[rows] if self.part is not None else None,
             ids=self.ids[rows] if self.ids is not None else None,
             groups=self.groups[rows] if self.groups is not None else None,
+            weights=self.weights[rows] if self.weights is not None else None,
+            group_columns=self.group_columns[rows] if self.group_columns is not None else None,
+            group_column_names=self.group_column_names,
         )
 
     # ------------------------------------------------------------------ storage
@@ -515,7 +545,8 @@ class Dataset:
         ``X`` (dense), ``X_data``, ``X_indices``, ``X_indptr``, ``X_shape`` (CSR) or
         ``X_text_bytes``, ``X_text_offsets`` (UTF-8 strings); ``part`` when set; ``ids_bytes``,
         ``ids_offsets`` (UTF-8 strings, as for text rows) when ids are set; ``group_names``,
-        ``group_codes`` (:func:`encode_groups`) when groups are set; with a hierarchy also
+        ``group_codes`` (:func:`encode_groups`) when groups are set; ``weights`` (float64) when
+        set; ``group_columns`` (bool) and ``group_column_names`` when set; with a hierarchy also
         ``hierarchy_parent``, ``hierarchy_n_classes`` and, when named, ``hierarchy_node_names``.
 
         Returns
@@ -545,6 +576,11 @@ class Dataset:
             arrays["ids_bytes"], arrays["ids_offsets"] = encode_strings(self.ids)
         if self.groups is not None:
             arrays["group_names"], arrays["group_codes"] = encode_groups(self.groups)
+        if self.weights is not None:
+            arrays["weights"] = self.weights
+        if self.group_columns is not None:
+            arrays["group_columns"] = self.group_columns
+            arrays["group_column_names"] = np.array(self.group_column_names, dtype=np.str_)
         if self.hierarchy is not None:
             arrays["hierarchy_parent"] = self.hierarchy.parent
             arrays["hierarchy_n_classes"] = np.array(self.hierarchy.n_classes, dtype=np.int64)
@@ -561,7 +597,7 @@ class Dataset:
     def load(cls, path: str | os.PathLike) -> Dataset:
         """Read a dataset written by :meth:`save` (any format version up to :data:`FORMAT_VERSION`;
         files without ids, such as those of version 2, give ``ids=None``; without groups,
-        ``groups=None``).
+        ``groups=None``; without weights or group columns, ``None``).
 
         Raises
         ------
@@ -598,6 +634,9 @@ class Dataset:
                         or (codes.size and (codes.min() < 0 or codes.max() >= names.size))):
                     raise ValueError(f"{path}: inconsistent groups (group_codes must index group_names)")
                 groups = names.astype(object)[codes]
+            weights = get("weights") if "weights" in files else None
+            group_columns = get("group_columns") if "group_columns" in files else None
+            column_names = get("group_column_names").tolist() if "group_column_names" in files else None
             hierarchy = None
             if "hierarchy_parent" in files:
                 names = get("hierarchy_node_names").tolist() if "hierarchy_node_names" in files else None
@@ -618,6 +657,9 @@ class Dataset:
                     part=get("part") if "part" in files else None,
                     ids=ids,
                     groups=groups,
+                    weights=weights,
+                    group_columns=group_columns,
+                    group_column_names=column_names,
                 )
             except ValueError as exc:
                 raise ValueError(f"{path}: invalid dataset ({exc})") from None

@@ -23,6 +23,14 @@ groups (optional)
     Each row's group, for group-conditional (Mondrian) conformal sets: ``.npy`` (integers or
     strings) or one value per line, row-aligned with the scores; or ``group_column``, a column
     of CSV/TSV scores files.
+weights (optional)
+    Each row's likelihood ratio ``w(x) = dP_test(x) / dP_cal(x)`` (covariate shift, Tibshirani et
+    al. 2019), for weighted conformal sets: a 1-D ``.npy`` of numbers or one number per line,
+    row-aligned with the scores; finite and >= 0.
+group columns (optional)
+    Group indicator columns (a row may be in several groups, or in none), for sets covering within
+    every group (Gibbs, Cherian, Candès 2023): a 2-D ``.npy`` of 0/1 (or booleans), or a CSV/TSV
+    file of 0/1 columns with a header line naming the groups (one line per score row).
 class names
     ``class_names`` (a list in the config) or ``class_names_file`` (one name per line); labels
     given as names need one of them (or a CSV header).
@@ -240,6 +248,73 @@ def _read_groups(path: Path) -> np.ndarray:
     return _read_lines(path, "group")
 
 
+def _read_weights(path: Path) -> np.ndarray:
+    """One finite, non-negative likelihood ratio per row: a 1-D ``.npy`` of numbers, or one number per line."""
+    if path.suffix.lower() == ".npy":
+        w = load_npy(path, "weights file")
+        if w.ndim != 1:
+            raise ValueError(f"{path}: weights have shape {w.shape}; expected one weight per row (1-D)")
+        if w.dtype.kind not in "iuf":
+            raise ValueError(f"{path}: weights have dtype {w.dtype}; expected numbers")
+        w = w.astype(np.float64)
+        where = "row {}"
+    else:
+        lines = _read_lines(path, "weight")
+        w = np.empty(lines.size, dtype=np.float64)
+        for i, v in enumerate(lines.tolist()):
+            try:
+                w[i] = float(v)
+            except ValueError:
+                raise ValueError(f"{path}: line {i + 1}: {v[:40]!r} is not a number (one weight per line)") from None
+        where = "line {}"
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{path}: {where.format(i if where == 'row {}' else i + 1)}: weight {w[i]!r} is not a finite "
+                         "likelihood ratio >= 0")
+    if w.size and not (w > 0).any():
+        raise ValueError(f"{path}: every weight is 0; the likelihood ratios must not all vanish")
+    return w
+
+
+def _read_group_columns(path: Path) -> tuple[np.ndarray, list[str]]:
+    """Group indicator columns: a 2-D ``.npy`` of 0/1 (or booleans; 1-D is one group), or a CSV/TSV
+    file of 0/1 columns whose first line names them; ``(bool (n, G), names)``."""
+    if path.suffix.lower() == ".npy":
+        A = load_npy(path, "group columns file")
+        if A.ndim == 1:
+            A = A[:, None]
+        if A.ndim != 2 or A.shape[1] == 0:
+            raise ValueError(f"{path}: group columns have shape {A.shape}; expected (rows, groups) of 0/1")
+        if A.dtype.kind not in "iufb":
+            raise ValueError(f"{path}: group columns have dtype {A.dtype}; expected 0/1 numbers or booleans")
+        bad = np.argwhere((A != 0) & (A != 1))
+        if bad.size:
+            i, j = (int(v) for v in bad[0])
+            raise ValueError(f"{path}: row {i}, column {j}: {A[i, j].item()!r} is not 0 or 1 (group indicators)")
+        return A.astype(bool), [f"group_{j}" for j in range(A.shape[1])]
+    lines = read_text_lines(path, "group columns")
+    if not lines:
+        raise ValueError(f"{path}: empty; expected a header line naming the groups, then one line of 0/1 per row")
+    sep = "\t" if path.suffix.lower() == ".tsv" or "\t" in lines[0] else ","
+    names = [v.strip() for v in lines[0].split(sep)]
+    if any(not v for v in names) or len(set(names)) != len(names):
+        raise ValueError(f"{path}: line 1: expected the groups' names, each once and non-empty (a header line)")
+    if all(v in ("0", "1") for v in names):
+        raise ValueError(f"{path}: line 1: {lines[0][:40]!r} looks like data; the first line names the groups")
+    A = np.zeros((len(lines) - 1, len(names)), dtype=bool)
+    for i, line in enumerate(lines[1:]):
+        values = [v.strip() for v in line.split(sep)]
+        if len(values) != len(names):
+            raise ValueError(f"{path}: line {i + 2}: {len(values)} values but the header names {len(names)} groups")
+        bad = [j for j, v in enumerate(values) if v not in ("0", "1")]
+        if bad:
+            raise ValueError(f"{path}: line {i + 2}, column {names[bad[0]]!r}: {values[bad[0]][:40]!r} is not 0 or 1 "
+                             "(group indicators)")
+        A[i] = [v == "1" for v in values]
+    return A, names
+
+
 def _is_int_text(v: str) -> bool:
     """Whether ``v`` is a decimal integer written in ASCII digits (``'²'`` and ``'٣'`` are not labels)."""
     return v.isascii() and v.lstrip("-").isdigit() and v.count("-") <= 1 and not v.endswith("-")
@@ -367,7 +442,8 @@ def read_model_outputs(
         ``{"scores": file, "labels": file}`` (``labels`` omitted with ``label_column``), and
         optionally ``"groups": file``: each row's group (a 1-D ``.npy`` of integers or strings,
         or one value per line), for group-conditional (Mondrian) conformal sets; every part
-        gives one, or none does.
+        gives one, or none does.  Likewise ``"weights": file`` (each row's likelihood ratio) and
+        ``"group_columns": file`` (group indicator columns, the same groups in every part).
     outputs : {"probabilities", "logits"}
         What the scores are.  Probabilities must be non-negative rows summing to 1.
     scores_key : str, optional
@@ -389,7 +465,8 @@ def read_model_outputs(
     -------
     Dataset
         ``X`` the (n, K) float64 scores, ``x_kind`` ``"dense"``, ``y``, ``class_names``, ``part``;
-        ``groups`` (str per row) with ``group_column`` or ``groups`` files.
+        ``groups`` (str per row) with ``group_column`` or ``groups`` files; ``weights`` and
+        ``group_columns``/``group_column_names`` with ``weights`` and ``group_columns`` files.
 
     Raises
     ------
@@ -419,8 +496,12 @@ def read_model_outputs(
                    + "; ".join(f"{p}: {b[0].shape[0]:,} rows from {Path(str(b[1])).name}" for p, b in zip(part_names, blocks)))
     logger.info("model outputs: %d rows, %d classes (%s), parts %s", X.shape[0], K, outputs,
                 {p: int(b[0].shape[0]) for p, b in zip(part_names, blocks)})
+    w, phi = parts_read.weights, parts_read.group_columns
     return Dataset(name="", X=X, y=y, class_names=names or [str(c) for c in range(K)], description=description,
-                   x_kind="dense", part=part, groups=np.concatenate(groups).astype(object) if given else None)
+                   x_kind="dense", part=part, groups=np.concatenate(groups).astype(object) if given else None,
+                   weights=np.concatenate(w) if w and w[0] is not None else None,
+                   group_columns=np.concatenate(phi) if phi and phi[0] is not None else None,
+                   group_column_names=parts_read.group_column_names)
 
 
 def check_model_outputs(
@@ -465,7 +546,9 @@ def check_model_outputs(
     -------
     dict
         ``outputs`` (as resolved), ``n_classes``, ``class_names`` (list, or None when the files
-        give none), ``rows`` (part name -> row count) and ``groups`` (whether groups are given).
+        give none), ``rows`` (part name -> row count), ``groups`` (whether groups are given),
+        ``weights`` (whether weights are given), ``group_columns`` (the group columns' names, or
+        None) and ``group_counts`` (part name -> rows in each group column).
 
     Raises
     ------
@@ -477,7 +560,11 @@ def check_model_outputs(
                       sep=sep, class_names=class_names, class_names_file=class_names_file, group_column=group_column)
     return {"outputs": got.outputs, "n_classes": got.K, "class_names": got.names,
             "rows": {p: int(b[0].shape[0]) for p, b in zip(got.part_names, got.blocks)},
-            "groups": any(g is not None for g in got.groups)}
+            "groups": any(g is not None for g in got.groups),
+            "weights": any(w is not None for w in got.weights),
+            "group_columns": got.group_column_names,
+            "group_counts": {p: c.sum(axis=0).astype(int).tolist() for p, c in zip(got.part_names, got.group_columns)
+                             if c is not None}}
 
 
 def detect_outputs(S: np.ndarray) -> str:
@@ -531,15 +618,17 @@ def _read_parts(root, parts, *, outputs, scores_key, label_column, header, sep, 
         names_path = _user_file(root, class_names_file, "class names file")
         names = _read_names(names_path)
     blocks, labels, groups, part_names, first = [], [], [], [], None
+    weights, columns = [], []  # per part: weights (or None), (indicators, names, file) (or None)
     header_names = None
     for part, spec in parts.items():
         if isinstance(spec, (str, os.PathLike)):
             spec = {"scores": spec}
         if not isinstance(spec, Mapping) or "scores" not in spec:
             raise ValueError(f"parts.{part}: expected {{scores: FILE, labels: FILE}}, got {spec!r}")
-        extra = sorted(set(spec) - {"scores", "labels", "groups"})
+        extra = sorted(set(spec) - {"scores", "labels", "groups", "weights", "group_columns"})
         if extra:
-            raise ValueError(f"parts.{part}.{extra[0]}: unknown key (known: scores, labels, groups)")
+            raise ValueError(f"parts.{part}.{extra[0]}: unknown key (known: scores, labels, groups, weights, "
+                             "group_columns)")
         if "groups" in spec and group_column is not None:
             raise ValueError(f"parts.{part}: both group_column and a groups file; give one")
         spath = _user_file(root, spec["scores"], "scores file")
@@ -580,6 +669,22 @@ def _read_parts(root, parts, *, outputs, scores_key, label_column, header, sep, 
             if len(g_col) != S.shape[0]:
                 raise ValueError(f"{gpath}: {len(g_col)} groups but {spath} has {S.shape[0]} rows")
         groups.append(g_col)
+        w_col = phi = None
+        if "weights" in spec:
+            wpath = _user_file(root, spec["weights"], "weights file")
+            w_col = _read_weights(wpath)
+            if w_col.size != S.shape[0]:
+                raise ValueError(f"{wpath}: {w_col.size} weights but {spath} has {S.shape[0]} rows")
+        weights.append(w_col)
+        if "group_columns" in spec:
+            cpath = _user_file(root, spec["group_columns"], "group columns file")
+            phi = _read_group_columns(cpath)
+            if phi[0].shape[0] != S.shape[0]:
+                raise ValueError(f"{cpath}: {phi[0].shape[0]} rows of group columns but {spath} has {S.shape[0]} rows")
+            if columns and columns[0] is not None and phi[1] != columns[0][1]:
+                raise ValueError(f"{cpath}: groups {phi[1]} differ from those of {columns[0][2]} ({columns[0][1]}); "
+                                 "every part names the same groups, in the same order")
+        columns.append(None if phi is None else (*phi, cpath))
         blocks.append((S, lpath, y_raw, spath))
         part_names.append(part)
     K = first[1]
@@ -602,7 +707,17 @@ def _read_parts(root, parts, *, outputs, scores_key, label_column, header, sep, 
         missing = next(p for p, g in zip(part_names, groups) if g is None)
         raise ValueError(f"parts.{missing}.groups: missing (parts.{given[0]} gives groups: give every part a groups "
                          f"file, or none)")
-    return _Parts(outputs, K, names, part_names, [(b[0], b[3]) for b in blocks], labels, groups)
+    for key, values in (("weights", weights), ("group_columns", columns)):
+        given = [p for p, v in zip(part_names, values) if v is not None]
+        if given and len(given) != len(part_names):
+            missing = next(p for p, v in zip(part_names, values) if v is None)
+            raise ValueError(f"parts.{missing}.{key}: missing (parts.{given[0]} gives {key}: give every part a "
+                             f"{key} file, or none)")
+    got = _Parts(outputs, K, names, part_names, [(b[0], b[3]) for b in blocks], labels, groups)
+    got.weights = weights
+    got.group_columns = [None if c is None else c[0] for c in columns]
+    got.group_column_names = columns[0][1] if columns and columns[0] is not None else None
+    return got
 
 
 def part_rows(size: object, pool: int) -> int:

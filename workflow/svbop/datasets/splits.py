@@ -387,3 +387,32 @@ def split_groups(groups, split: Mapping[str, np.ndarray],
     for part in parts:
         out[f"g_{part}"] = codes[np.asarray(split[part], dtype=np.int64)]
     return out
+
+
+def split_row_arrays(dataset, split: Mapping[str, np.ndarray],
+                     parts: Sequence[str] = ("validation", "calibration", "test")) -> dict[str, np.ndarray]:
+    """A dataset's per-row weights and group indicator columns as the arrays of a score file.
+
+    Each part's rows keep their own values: ``w_<part>`` (float64, one likelihood ratio per row of
+    ``split[part]``, in the split's row order) when :attr:`Dataset.weights` is set, ``Phi_<part>``
+    (bool, ``(rows, G)``) and ``group_column_names`` when :attr:`Dataset.group_columns` is set;
+    nothing for what is not set.
+
+    Examples
+    --------
+    >>> from svbop.datasets import Dataset
+    >>> d = Dataset("d", np.eye(3), [0, 1, 2], ["a", "b", "c"], weights=[1.0, 2.0, 3.0],
+    ...             group_columns=[[1], [0], [1]], group_column_names=["old"])
+    >>> out = split_row_arrays(d, {"calibration": np.array([2, 0]), "test": np.array([1])}, ("calibration", "test"))
+    >>> out["w_calibration"].tolist(), out["Phi_calibration"][:, 0].tolist(), out["group_column_names"].tolist()
+    ([3.0, 1.0], [True, True], ['old'])
+    """
+    out: dict[str, np.ndarray] = {}
+    if dataset.weights is not None:
+        for part in parts:
+            out[f"w_{part}"] = dataset.weights[np.asarray(split[part], dtype=np.int64)]
+    if dataset.group_columns is not None:
+        out["group_column_names"] = np.asarray(dataset.group_column_names, dtype=np.str_)
+        for part in parts:
+            out[f"Phi_{part}"] = dataset.group_columns[np.asarray(split[part], dtype=np.int64)]
+    return out

@@ -27,6 +27,9 @@ BEYOND_FAMILIES = (
     ("class_conditional", "Class-conditional and clustered conformal"),
     ("mondrian", "Mondrian conformal (per group)"),
     ("coverage", "Bayes-optimal with coverage"),
+    ("risk", "Conformal risk control (E[loss] <= alpha)"),
+    ("weighted", "Weighted conformal (covariate shift)"),
+    ("conditional", "Conditional conformal (overlapping groups)"),
     ("hierarchical", "Hierarchy-restricted"),
 )
 
@@ -42,7 +45,7 @@ def method_family(method: str) -> str:
         return method
     if method.startswith("conformal_"):
         return "class_conditional" if method.endswith(("_cc", "_clustered")) else "conformal"
-    for family in ("coverage", "hierarchical", "mondrian"):
+    for family in ("coverage", "hierarchical", "mondrian", "risk", "weighted", "conditional"):
         if method.startswith(family + "_"):
             return family
     raise ValueError(f"unknown method {method!r} of the section beyond the paper")

@@ -374,6 +374,7 @@ _FAMILY_STYLE = {
     "svbop_full": ("o", "tab:blue"), "threshold": ("s", "tab:orange"), "top_s": ("^", "tab:gray"),
     "icp": ("X", "tab:red"), "conformal": ("D", "tab:purple"), "class_conditional": ("P", "tab:brown"),
     "coverage": ("*", "tab:green"), "hierarchical": ("h", "tab:cyan"), "mondrian": ("v", "tab:olive"),
+    "risk": ("p", "tab:pink"), "weighted": ("<", "darkgoldenrod"), "conditional": (">", "teal"),
 }
 
 

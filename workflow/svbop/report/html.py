@@ -877,10 +877,21 @@ def build_report(
         from .model import model_context
 
         frame = beyond if isinstance(beyond, pd.DataFrame) else read_beyond(beyond, labels)
+        records = {str(d): _read_calibration(src) for d, src in dict(calibration or {}).items()}
         context["model"] = model_context(model, frame, labels, names, dataset_ids, config=config,
-                                         calibration={str(d): _read_calibration(src)
-                                                      for d, src in dict(calibration or {}).items()},
-                                         summaries=by_id)
+                                         calibration=records, summaries=by_id)
+        # several models on the same rows side by side, and the level chosen in the browser
+        from .live import live_context
+        from .models import compare_models
+
+        context["model"]["compare"] = compare_models(frame, labels, dataset_ids, model.get("epsilons") or [],
+                                                     titles={d: names.dataset(d) for d in dataset_ids},
+                                                     calibration=records)
+        context["model"]["live"] = live_context(model.get("live"), frame, labels, names, dataset_ids,
+                                                model.get("epsilons") or [])
+        from .promises import promises_context  # weighted and conditional sets' promises, checked on the test rows
+
+        context["model"]["promises"] = promises_context(model.get("promises"), names, dataset_ids)
     template_path = _resolve_template(template)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_path.parent)),

@@ -35,7 +35,7 @@ __all__ = ["CHOOSE_COLUMNS", "EXAMPLES", "choose_sets", "coverage_goal", "descri
            "read_examples", "utility_goal", "write_choose_sets"]
 
 #: The columns of ``tables/choose_sets.csv``.
-CHOOSE_COLUMNS = ("goal", "method", "coverage_pct", "mean_set_size")
+CHOOSE_COLUMNS = ("model", "goal", "method", "coverage_pct", "mean_set_size")
 
 _SUB = re.compile(r"_\{([^}]*)\}")
 
@@ -131,16 +131,15 @@ def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Seque
 def write_choose_sets(path: str | os.PathLike, chosen: Mapping[str, pd.DataFrame]) -> None:
     """``tables/choose_sets.csv``: the columns of :data:`CHOOSE_COLUMNS`, numbers at two decimals.
 
-    ``chosen`` maps each dataset to its :func:`choose_sets`; with more than one dataset, each goal
-    starts with the dataset's key (``"mymodel: coverage >= 90%"``).
+    ``chosen`` maps each model (dataset) to its :func:`choose_sets`; the column ``model`` names it
+    (several models of one ``svbop report`` are rows of one table, joinable on ``model`` and ``goal``).
     """
     from ..io import atomic_path, escape_frame
 
     frames = []
     for d, c in chosen.items():
         c = c.copy()
-        if len(chosen) > 1:
-            c["goal"] = [f"{d}: {g}" for g in c["goal"]]
+        c["model"] = str(d)
         frames.append(c[list(CHOOSE_COLUMNS)])
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(CHOOSE_COLUMNS))
     with atomic_path(path) as tmp:

@@ -152,6 +152,17 @@ def method_name(method: str, param: object) -> str:
     if method.startswith("mondrian_"):
         score, _, by = method.removeprefix("mondrian_").partition("_")
         return f"Mondrian {_score_name(score)} by {by.replace('_', ' ')}{eps}"
+    if method.startswith("risk_"):  # conformal risk control, param = alpha
+        for loss in ("miscoverage", "class_cost", "hierarchical"):
+            if method.startswith(f"risk_{loss}_"):
+                score = method.removeprefix(f"risk_{loss}_")
+                return f"Risk control, {loss.replace('_', ' ')}, {_score_name(score)}" + (f"_{{α={param}}}" if param else "")
+    if method.startswith("weighted_"):  # conformal under covariate shift (weights of the rows)
+        score = method.removeprefix("weighted_")
+        kind = "_cc" if score.endswith("_cc") else ""
+        return f"Weighted {_KIND_NAMES.get(kind, '').lower()}{_score_name(score.removesuffix(kind))}{eps}"
+    if method.startswith("conditional_"):  # coverage in every one of the user's overlapping groups
+        return f"Conditional {_score_name(method.removeprefix('conditional_'))} over groups{eps}"
     if method.startswith("coverage_"):
         family = method.removeprefix("coverage_")
         return f"SVBOP-{_FAMILY_NAMES.get(family, family)}-coverage{eps}"

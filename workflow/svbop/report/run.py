@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .._resources import WORKFLOW_FILES, workflow_root
@@ -44,7 +44,7 @@ from .folder import LOCK_NAME, check_links, clear_leftovers, clear_stale_locks, 
 from .rows import check_part_rows
 
 __all__ = ["WORKFLOW_FILES", "OUTPUT_NAMES", "WORK_DIR", "check_inputs", "check_options", "detect_outputs",
-           "report_config", "run_report", "workflow_root"]
+           "check_same_rows", "report_config", "report_models", "run_report", "workflow_root"]
 
 #: The workflow's working folder inside the output folder.
 WORK_DIR = ".svbop"
@@ -53,8 +53,14 @@ OUTPUT_NAMES = ("report.html", "tables", "figures", "svbop_report.log", "svbop_r
 #: Conformal and coverage-guaranteed sets the command adds (the quickstart's choice).
 #: APS and RAPS are randomised (coverage close to 1 - epsilon, as practitioners know them); clustered
 #: class-conditional LAC beside class-conditional LAC (usable with few calibration rows per class).
-DEFAULT_METHODS = {"conformal": ["aps", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
+DEFAULT_METHODS = {"conformal": ["aps", "aps_deterministic", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
                    "coverage": ["fbeta", "credal"]}
+#: With ``--weights``: weighted conformal sets under covariate shift (methods.weighted.scores).
+WEIGHTED_METHODS = ("lac", "aps")
+#: With ``--group-columns``: conformal sets covering in every group (methods.conditional.scores).
+CONDITIONAL_METHODS = ("lac", "aps")
+#: svbop report's options of per-row files beside the scores, by the parts' key; the test part's is the bare name.
+ROW_OPTIONS = {"weights": "weights", "group_columns": "group-columns"}
 
 
 def detect_outputs(path: str | os.PathLike) -> str:
@@ -79,6 +85,8 @@ def report_config(
     validation: Sequence[str] | None = None,
     calibration: Sequence[str] | None = None,
     groups: dict[str, str] | None = None,
+    weights: dict[str, str] | None = None,
+    group_columns: dict[str, str] | None = None,
     outputs: str = "logits",
     calibrate: str = "temperature",
     class_names: str | None = None,
@@ -96,7 +104,10 @@ def report_config(
     schema's default fraction, the calibration rows by ``split.calibration: auto``
     (:mod:`svbop.datasets.calibration_share`: enough rows for one conformal threshold per class).  ``groups`` maps each given part to a file of one group per row (the parts' ``groups:``
     files, :mod:`svbop.datasets.outputs`): Mondrian LAC by that group is added, and the report shows
-    each group's coverage.  Conformal sets (randomised APS and RAPS, class-conditional and clustered LAC), Bayes-optimal sets with a coverage
+    each group's coverage.  ``weights`` and ``group_columns`` map each given part to a file of one
+    likelihood ratio per row, or of group indicator columns (the parts' ``weights:`` and
+    ``group_columns:`` files): weighted conformal sets (:data:`WEIGHTED_METHODS`) and conditional
+    ones (:data:`CONDITIONAL_METHODS`) are added, and the page checks their promises.  Conformal sets (randomised APS and RAPS, class-conditional and clustered LAC), Bayes-optimal sets with a coverage
     guarantee (F-beta, credal) at each ``epsilons``, Mondrian LAC by the predicted class and, with a
     ``hierarchy``, sets restricted to at most 1 and 3 of its nodes (Bayes-optimal and conformal) and
     Mondrian LAC by the top-level node are added to the paper's methods.
@@ -105,6 +116,9 @@ def report_config(
     parts = {}
     groups = dict(groups or {})
     _check_group_flags(groups, validation=validation, calibration=calibration, test=test)
+    rows = {"weights": dict(weights or {}), "group_columns": dict(group_columns or {})}
+    for key, given in rows.items():
+        _check_row_flags(key, given, validation=validation, calibration=calibration, test=test)
     for part, pair in (("validation", validation), ("calibration", calibration), ("test", test)):
         if pair is None:
             continue
@@ -114,6 +128,10 @@ def report_config(
         if part in groups:
             parts[part]["groups"] = _file_entry(files, f"--{part}-groups", f"{part}_groups{_suffix(groups[part])}",
                                                 groups[part])
+        for key, given in rows.items():  # weights, group columns: each part's rows keep their own
+            if part in given:
+                parts[part][key] = _file_entry(files, row_flag(key, part), f"{part}_{key}{_suffix(given[part])}",
+                                               given[part])
     fmt: dict = {"kind": "model_outputs", "outputs": outputs, "parts": parts}
     entry: dict = {"title": title or f"{name} (model outputs)", "files": files, "format": fmt, "calibrate": calibrate}
     if calibration is None:  # split off the test rows: as many as one threshold per class needs (schema: auto)
@@ -130,6 +148,10 @@ def report_config(
         methods["mondrian"] = {"by": ["predicted_class", "predicted_top_node"]}
     if groups:  # coverage within each of the user's groups too
         methods["mondrian"] = {"by": [*methods["mondrian"]["by"], "group_column"]}
+    if rows["weights"]:  # covariate shift: weighted conformal sets, their coverage under the weights
+        methods["weighted"] = {"scores": list(WEIGHTED_METHODS)}
+    if rows["group_columns"]:  # overlapping groups: sets covering in every group, each group's coverage
+        methods["conditional"] = {"scores": list(CONDITIONAL_METHODS)}
     return {
         "run": [name],
         "timing": {"repeats": int(repeats)},
@@ -155,6 +177,24 @@ def _check_group_flags(groups: dict[str, str], **pairs) -> None:
         missing = [part for part in given if part not in groups]
         raise ValueError(f"--{missing[0]}-groups: missing; with groups for one part, every part given needs them "
                          f"(given: {', '.join('--' + p for p in given)})")
+
+
+def row_flag(key: str, part: str) -> str:
+    """The option of a part's per-row file: ``--weights`` (the test rows), ``--calibration-weights``, ..."""
+    return f"--{ROW_OPTIONS[key]}" if part == "test" else f"--{part}-{ROW_OPTIONS[key]}"
+
+
+def _check_row_flags(key: str, given: dict[str, str], **pairs) -> None:
+    """Weights or group columns (``key``) only for parts given, and then for every part given, as groups."""
+    parts = [part for part in ("validation", "calibration", "test") if pairs.get(part) is not None]
+    stray = [part for part in given if part not in parts]
+    if stray:
+        raise ValueError(f"{row_flag(key, stray[0])}: there is no --{stray[0]} ({ROW_OPTIONS[key]} are given for the "
+                         "parts given)")
+    if given and len(given) != len(parts):
+        missing = [part for part in parts if part not in given]
+        raise ValueError(f"{row_flag(key, missing[0])}: missing; with {ROW_OPTIONS[key]} for one part, every part given "
+                         f"needs them, each for its own rows (given: {', '.join('--' + p for p in parts)})")
 
 
 # --- checks before any work -----------------------------------------------------------------------
@@ -194,6 +234,8 @@ def check_inputs(
     validation: Sequence[str] | None = None,
     calibration: Sequence[str] | None = None,
     groups: dict[str, str] | None = None,
+    weights: dict[str, str] | None = None,
+    group_columns: dict[str, str] | None = None,
     outputs: str = "auto",
     class_names: str | None = None,
     hierarchy: str | None = None,
@@ -229,11 +271,31 @@ def check_inputs(
         parts[part] = {"scores": str(pair[0]), "labels": str(pair[1])}
         if groups and part in groups:
             parts[part]["groups"] = str(groups[part])
+        for key, given in (("weights", weights), ("group_columns", group_columns)):
+            if given and part in given:
+                _regular_file(row_flag(key, part), given[part])
+                parts[part][key] = str(given[part])
     if class_names is not None:
         _regular_file("--class-names", class_names)
     if hierarchy is not None:
         _regular_file("--hierarchy", hierarchy)
-    found = check_model_outputs(parts, outputs=outputs, class_names_file=class_names)
+    try:
+        found = check_model_outputs(parts, outputs=outputs, class_names_file=class_names)
+    except ValueError as exc:  # name the option of a weights or group columns file
+        message = str(exc)
+        for part, spec in parts.items():
+            for key in ("weights", "group_columns"):
+                if key in spec and message.startswith(f"{spec[key]}:"):
+                    raise ValueError(f"{row_flag(key, part)}: {message}") from None
+        raise
+    counts = found.get("group_counts") or {}
+    source = "calibration" if "calibration" in counts else "test"  # calibration rows: given, or split off --test
+    for j, name in enumerate(found.get("group_columns") or []):
+        if source in counts and counts[source][j] == 0:
+            where = ("has no calibration row" if source == "calibration"
+                     else "has no --test row, so the calibration rows split off them have none either")
+            raise ValueError(f"{row_flag('group_columns', source)}: {group_columns[source]}: group {name!r} {where}; "
+                             "coverage in a group needs calibration rows in it (drop the column, or give it rows)")
     K = int(found["n_classes"])
     check_part_rows(found["rows"], epsilons=epsilons)
     if hierarchy is not None:
@@ -464,25 +526,118 @@ def _last_error(log_path: Path, work: Path) -> str:
     return f": {reason}" if reason else ""
 
 
+def _pairs(value) -> list | None:
+    """An option's ``(scores, labels)`` pairs: ``None``, one pair, or a list of pairs (``action="append"``)."""
+    if value is None:
+        return None
+    value = list(value)
+    return [list(value)] if value and isinstance(value[0], (str, os.PathLike)) else [list(v) for v in value]
+
+
+def report_models(args) -> list[dict]:
+    """The models of ``svbop report``'s options: ``[{"name", "test", "validation", "calibration"}]``.
+
+    ``--test`` once per model, ``--name`` once per ``--test`` (or not at all for one model),
+    ``--validation`` and ``--calibration`` each absent, once for all models or once per model.
+
+    Raises
+    ------
+    ValueError
+        A count that does not match, naming the options; a name given twice.
+    """
+    tests = _pairs(args.test) or []
+    names = args.name if isinstance(args.name, list) else ([args.name] if args.name is not None else None)
+    if names is None:
+        if len(tests) > 1:
+            raise ValueError(f"--name: missing; with {len(tests)} --test (several models), give one --name per --test, "
+                             "in the same order")
+        names = ["model"]
+    if len(names) != len(tests):
+        raise ValueError(f"--name: given {len(names)} times for {len(tests)} --test; give one --name per --test, in "
+                         "the same order")
+    dup = [n for i, n in enumerate(names) if n in names[:i]]
+    if dup:
+        raise ValueError(f"--name: {dup[0]!r} given twice; each model needs its own name")
+    per = {}
+    for part in ("validation", "calibration"):
+        given = _pairs(getattr(args, part, None))
+        if given is not None and len(given) not in (1, len(tests)):
+            raise ValueError(f"--{part}: given {len(given)} times for {len(tests)} --test; give it once (for every "
+                             "model) or once per --test, in the same order")
+        per[part] = given
+    return [{"name": name, "test": tests[i],
+             **{part: None if per[part] is None else per[part][i if len(per[part]) > 1 else 0]
+                for part in ("validation", "calibration")}}
+            for i, name in enumerate(names)]
+
+
+def check_same_rows(models: Sequence[Mapping]) -> None:
+    """Several models must be scored on the same rows: each part's labels equal the first model's.
+
+    Raises
+    ------
+    ValueError
+        Naming both label files and the first row that differs (or the row counts).
+    """
+    import numpy as np
+
+    from ..datasets.outputs import _read_labels
+
+    first = models[0]
+    for part in ("test", "validation", "calibration"):
+        if first[part] is None:
+            continue
+        ref_path = Path(first[part][1]).expanduser()
+        ref = None
+        for m in models[1:]:
+            path = Path(m[part][1]).expanduser()
+            if path.resolve() == ref_path.resolve():
+                continue
+            ref = _read_labels(ref_path) if ref is None else ref
+            y = _read_labels(path)
+            if y.shape != ref.shape:
+                raise ValueError(f"--{part}: {path}: {y.shape[0]:,} labels, but {ref_path} (model {first['name']!r}) has "
+                                 f"{ref.shape[0]:,}; the models must be scored on the same rows")
+            diff = np.flatnonzero(np.asarray(y).astype(str) != np.asarray(ref).astype(str))
+            if diff.size:
+                i = int(diff[0])
+                raise ValueError(f"--{part}: {path}: row {i}: label {y[i]!r}, but {ref_path} (model {first['name']!r}) "
+                                 f"has {ref[i]!r}; the models must be scored on the same rows, in the same order")
+
+
 def main(args) -> int:
     """``svbop report`` (see :func:`svbop.cli.build_parser`): every check first, then the workflow."""
     t0 = time.perf_counter()
     groups = {part: g for part in ("test", "validation", "calibration")
               if (g := getattr(args, f"{part}_groups", None)) is not None}
-    check_options(epsilons=args.epsilon, cores=args.cores, name=args.name)
+    rows = {key: {part: f for part in ("test", "validation", "calibration")
+                  if (f := getattr(args, f"{part}_{key}", None)) is not None} for key in ROW_OPTIONS}
+    models = report_models(args)
+    for m in models:
+        check_options(epsilons=args.epsilon, cores=args.cores, name=m["name"])
     out = Path(args.output).expanduser()
     _check_folder(out, workflow_root())
-    _check_group_flags(groups, validation=args.validation, calibration=args.calibration, test=args.test)
-    outputs, K, n = check_inputs(
-        test=args.test, validation=args.validation, calibration=args.calibration, groups=groups,
-        outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
-        hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon,
-    )
-    print(f"svbop report: read {n:,} rows x {K:,} classes ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    if args.outputs == "auto":
-        print(f"svbop report: --outputs auto: the test scores are {outputs}"
-              + (" (every row non-negative, summing to 1)" if outputs == "probabilities" else " (not rows of probabilities)"),
-              file=sys.stderr)
+    for m in models:
+        _check_group_flags(groups, validation=m["validation"], calibration=m["calibration"], test=m["test"])
+        for key, given in rows.items():
+            _check_row_flags(key, given, validation=m["validation"], calibration=m["calibration"], test=m["test"])
+    found = []
+    for m in models:
+        outputs, K, n = check_inputs(
+            test=m["test"], validation=m["validation"], calibration=m["calibration"], groups=groups,
+            weights=rows["weights"], group_columns=rows["group_columns"], outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
+            hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon,
+        )
+        found.append(outputs)
+        of = f" of {m['name']}" if len(models) > 1 else ""
+        print(f"svbop report: read {n:,} rows x {K:,} classes{of} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        if args.outputs == "auto":
+            print(f"svbop report: --outputs auto: the test scores are {outputs}"
+                  + (" (every row non-negative, summing to 1)" if outputs == "probabilities" else " (not rows of probabilities)"),
+                  file=sys.stderr)
+    if len(models) > 1:
+        check_same_rows(models)
+    args.validation, args.calibration = models[0]["validation"], models[0]["calibration"]
     if args.validation is None or args.calibration is None:
         missing = [p for p in ("validation", "calibration") if getattr(args, p) is None]
         how = {"validation": "validation 10 %",
@@ -491,13 +646,18 @@ def main(args) -> int:
         print(f"svbop report: warning: no --{' or --'.join(missing)}: {' and '.join(missing)} rows are split off the "
               f"test rows ({'; '.join(how[p] for p in missing)}; seeded, stratified); the page says which rows came "
               "from where", file=sys.stderr)
-    config = report_config(
-        test=args.test, validation=args.validation, calibration=args.calibration,
-        groups=groups, outputs=outputs,
+    configs = [report_config(
+        test=m["test"], validation=m["validation"], calibration=m["calibration"],
+        groups=groups, weights=rows["weights"], group_columns=rows["group_columns"], outputs=outputs,
         calibrate=args.calibrate, class_names=args.class_names, hierarchy=args.hierarchy,
-        hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=args.name,
-        title=args.title,
-    )
+        hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=m["name"],
+        title=args.title if len(models) == 1 else None,
+    ) for m, outputs in zip(models, found)]
+    config = configs[0]
+    if len(configs) > 1:  # one model_outputs dataset per model, on the same rows
+        config["run"] = [m["name"] for m in models]
+        config["datasets"] = {m["name"]: c["datasets"][m["name"]] for m, c in zip(models, configs)}
+        config["report"]["title"] = args.title or f"Set-valued predictions of {', '.join(config['run'])}"
     from ..config import ConfigError, check_config, load_yaml, merge_configs, validate_config
 
     try:  # the workflow's own config checks, here, before it starts

@@ -1,0 +1,241 @@
+"""Several models side by side and the level chosen in the browser, end to end: ``svbop report`` with two
+models on the same rows, then the page in headless Chromium: the controls, the URL fragment, and the
+numbers it shows (``data-coverage``, ``data-size``) against svbop's library at a few levels.
+
+The pipeline runs once for the module (small inputs: 6 classes, a few hundred rows).  The browser
+checks skip, with the reason, where Chromium is not installed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from browser import chromium_executable
+from svbop import ConformalSetPredictor
+from svbop.io import load_score_arrays
+from svbop.report.browser import run_chromium
+
+needs_chromium = pytest.mark.skipif(
+    chromium_executable() is None,
+    reason="Chromium not installed (Debian package chromium): the page's controls are not checked in a browser",
+)
+K = 6
+
+
+def _write(folder: Path) -> None:
+    """Two models' logits on the same rows (model b sharper), their labels once."""
+    for part, n, seed in (("val", 200, 1), ("cal", 300, 2), ("test", 400, 3)):
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, K, n)
+        for name, shift in (("a", 1.2), ("b", 2.2)):
+            logits = rng.normal(size=(n, K))
+            logits[np.arange(n), y] += shift
+            np.save(folder / f"{name}_{part}.npy", logits.astype(np.float32))
+        np.save(folder / f"y_{part}.npy", y)
+
+
+def _report(files: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "svbop", "report", *extra, "-o", str(out)], cwd=files,
+                          capture_output=True, text=True, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory):
+    files = tmp_path_factory.mktemp("files")
+    _write(files)
+    out = tmp_path_factory.mktemp("page") / "out"
+    result = _report(files, out, "--test", "a_test.npy", "y_test.npy", "--test", "b_test.npy", "y_test.npy",
+                     "--name", "a", "--name", "b", "--validation", "a_val.npy", "y_val.npy",
+                     "--validation", "b_val.npy", "y_val.npy", "--calibration", "a_cal.npy", "y_cal.npy",
+                     "--calibration", "b_cal.npy", "y_cal.npy", "--cores", "2")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    return out
+
+
+def _library(out: Path, model: str, epsilon: float) -> dict[str, tuple[float, float]]:
+    """method -> (coverage, mean size) of svbop's library at ``epsilon`` on the rows the run used."""
+    P_cal, y_cal, P, y = load_score_arrays(out / ".svbop" / "results" / model / "scores" / "flat.npz",
+                                           "P_calibration", "y_calibration", "P_test", "y_test")
+    predictors = {"icp": ConformalSetPredictor(epsilon),
+                  "conformal_aps_deterministic": ConformalSetPredictor(epsilon, score="aps", randomized=False),
+                  "conformal_lac_cc": ConformalSetPredictor(epsilon, score="lac", class_conditional=True)}
+    result = {}
+    for method, predictor in predictors.items():
+        sets = predictor.fit(P_cal, y_cal).predict(P)
+        result[method] = (float(sets.contains(y).mean()), float(sets.sizes.mean()))
+    return result
+
+
+# --- several models: the options, the tables, the page -------------------------------------------------------
+
+def test_two_models_share_one_choose_sets_table_with_a_model_column(two_models):
+    chosen = pd.read_csv(two_models / "tables" / "choose_sets.csv")
+    assert list(chosen.columns[:2]) == ["model", "goal"]
+    assert set(chosen["model"]) == {"a", "b"}
+    assert not chosen["goal"].str.contains(":").any()  # the model is a column, not a prefix of the goal
+    a = chosen[chosen["model"] == "a"]["goal"].tolist()
+    assert a == chosen[chosen["model"] == "b"]["goal"].tolist()
+
+
+def test_the_page_compares_the_models_at_each_goal(two_models):
+    page = (two_models / "report.html").read_text()
+    section = re.search(r'<section id="models">.*?</section>', page, re.S)
+    assert section, "no section comparing the models"
+    table = section.group(0)
+    heads = re.findall(r'<th data-model="([^"]+)">', table)
+    assert heads == ["a", "b"]
+    for measure in ("coverage", "size", "worst", "method"):
+        assert f'data-measure="{measure}"' in table
+    assert 'data-measure="ece"' in table
+    # the sharper model b is calibrated better or equal and its sets at 90 % are smaller
+    goal = re.search(r'<tr data-goal="coverage &gt;= 90%" data-measure="size".*?</tr>', table, re.S).group(0)
+    sizes = [float(v) for v in re.findall(r'<td class="num" data-model="[ab]">(?:<strong>)?([0-9.]+)', goal)]
+    assert len(sizes) == 2 and sizes[1] < sizes[0]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--test", "a_test.npy", "y_test.npy", "--test", "b_test.npy", "y_test.npy", "--name", "a"],
+     "--name: given 1 times for 2 --test"),
+    (["--test", "a_test.npy", "y_test.npy", "--test", "b_test.npy", "y_test.npy"],
+     "--name: missing; with 2 --test"),
+    (["--test", "a_test.npy", "y_test.npy", "--test", "b_test.npy", "y_test.npy", "--name", "a", "--name", "a"],
+     "--name: 'a' given twice"),
+    (["--test", "a_test.npy", "y_test.npy", "--test", "b_test.npy", "y_test.npy", "--name", "a", "--name", "b",
+      "--calibration", "a_cal.npy", "y_cal.npy", "--calibration", "b_cal.npy", "y_cal.npy",
+      "--calibration", "a_cal.npy", "y_cal.npy"],
+     "--calibration: given 3 times for 2 --test"),
+    (["--test", "a_test.npy", "y_test.npy", "--test", "b_val.npy", "y_val.npy", "--name", "a", "--name", "b"],
+     "--test: "),
+])
+def test_several_models_refused_in_one_line_naming_the_options(tmp_path, extra, message):
+    _write(tmp_path)
+    result = _report(tmp_path, tmp_path / "out", *extra)
+    assert result.returncode != 0
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not ln.startswith("svbop report:")]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_models_on_different_rows_are_refused_naming_both_label_files(tmp_path):
+    _write(tmp_path)
+    y = np.load(tmp_path / "y_test.npy")
+    y2 = y.copy()
+    y2[7] = (y2[7] + 1) % K
+    np.save(tmp_path / "y2_test.npy", y2)
+    result = _report(tmp_path, tmp_path / "out", "--test", "a_test.npy", "y_test.npy", "--test", "b_test.npy",
+                     "y2_test.npy", "--name", "a", "--name", "b")
+    assert result.returncode != 0
+    assert "y2_test.npy: row 7" in result.stderr and "y_test.npy" in result.stderr
+    assert "same rows" in result.stderr
+
+
+# --- the level chosen in the browser --------------------------------------------------------------------------
+
+_GRAB = """
+function grab() {
+  return Array.prototype.map.call(document.querySelectorAll("table.live-choice tr[data-method]"), function (tr) {
+    return {model: tr.getAttribute("data-model"), method: tr.getAttribute("data-method"),
+            param: tr.getAttribute("data-param"), coverage: tr.getAttribute("data-coverage"),
+            size: tr.getAttribute("data-size"), goal: tr.getAttribute("data-goal"), rank: tr.getAttribute("data-rank")};
+  });
+}
+function examples() {
+  return Array.prototype.map.call(document.querySelectorAll("div.live-examples td.live-set"), function (td) {
+    return td.getAttribute("data-method") + ":" + td.getAttribute("data-size");
+  });
+}
+function state() {
+  return {rows: grab(), examples: examples(), hash: location.hash,
+          slider: document.getElementById("live-epsilon").value,
+          utility: (document.getElementById("live-utility") || {}).value,
+          points: document.querySelectorAll("svg.live-svg circle.live-point").length,
+          note: document.getElementById("live-note").textContent,
+          errors: (window.__liveErrors || [])};
+}
+"""
+
+
+def _browse(page: Path, fragment: str, steps: list[str]) -> list[dict]:
+    """Open ``page#fragment`` in Chromium; after load, the page's state, then after each step (JavaScript run
+    50 ms after the previous state was taken) the state again."""
+    source = page.read_text(encoding="utf-8")
+    hook = '<script>window.__liveErrors = []; window.addEventListener("error", function (e) { ' \
+           'window.__liveErrors.push(String(e.message)); });</script>'
+    chain = "".join(f"setTimeout(function () {{ {step}; setTimeout(function () {{ out.push(state()); "
+                    for step in steps) + "done();" + "}, 50); }, 0);" * len(steps)
+    script = ("<script>" + _GRAB + "window.addEventListener('load', function () { setTimeout(function () {"
+              "var out = [state()]; function done() { var pre = document.createElement('pre'); pre.id = 'live-check';"
+              "pre.textContent = JSON.stringify(out); document.body.appendChild(pre); }" + chain + "}, 0); });</script>")
+    source = source.replace("<head>", "<head>" + hook, 1)
+    end = source.rfind("</body>")
+    source = source[:end] + script + source[end:]
+    with tempfile.TemporaryDirectory(prefix="svbop-live-") as tmp:
+        copy = Path(tmp) / "report.html"
+        copy.write_text(source, encoding="utf-8")
+        out, _ = run_chromium([f"--user-data-dir={Path(tmp) / 'profile'}", "--virtual-time-budget=10000",
+                               "--dump-dom", copy.as_uri() + ("#" + fragment if fragment else "")], 120)
+    m = re.search(r'<pre id="live-check">(.*?)</pre>', out, re.S)
+    assert m, "the page never reported its state"
+    return json.loads(html.unescape(m.group(1)))
+
+
+def _check_against_library(out: Path, rows: list[dict], epsilon: float, param: str) -> None:
+    seen = 0
+    for model in ("a", "b"):
+        expected = _library(out, model, epsilon)
+        for r in rows:
+            if r["model"] != model or r["method"] not in expected:
+                continue
+            assert r["param"] == param
+            assert float(r["coverage"]) == expected[r["method"]][0], (model, r, expected)
+            assert float(r["size"]) == expected[r["method"]][1], (model, r, expected)
+            seen += 1
+    assert seen >= 6, rows  # three methods of each model (in each goal's ranking)
+
+
+@needs_chromium
+@pytest.mark.parametrize("epsilon, param", [("0.05", "0.05"), ("0.2", "0.20"), ("0.125", "0.125")])
+def test_the_fragment_sets_the_level_and_the_numbers_equal_the_librarys(two_models, epsilon, param):
+    states = _browse(two_models / "report.html", f"epsilon={epsilon}&utility=fbeta:beta=1", [])
+    s = states[0]
+    assert not s["errors"], s["errors"]
+    assert s["utility"] == "fbeta:beta=1"
+    _check_against_library(two_models, s["rows"], float(epsilon), param)
+    assert {r["model"] for r in s["rows"]} == {"a", "b"}
+    assert s["points"] == 2 * 4  # each model: LAC, APS, class-conditional LAC, SVBOP-Full highlighted
+
+
+@needs_chromium
+def test_controls_and_hashchange_update_the_numbers_the_figure_and_the_fragment(two_models):
+    states = _browse(two_models / "report.html", "", [
+        'var e = document.getElementById("live-epsilon"); e.value = "0.15"; e.dispatchEvent(new Event("input"))',
+        'var u = document.getElementById("live-utility"); u.value = "fbeta:beta=5"; u.dispatchEvent(new Event("change"))',
+        'location.hash = "#epsilon=0.3&utility=credal:delta=1.6,gamma=0.6"',
+        'location.hash = "#epsilon=0.9"',
+    ])
+    first, moved, utility, hashed, refused = states
+    assert all(not s["errors"] for s in states), [s["errors"] for s in states]
+    assert float(first["slider"]) == 0.1 and first["hash"] == ""  # the run's level; nothing written on load
+    _check_against_library(two_models, first["rows"], 0.1, "0.10")
+    assert moved["hash"] == f"#epsilon=0.15&utility={first['utility']}"  # the first utility of the run
+    _check_against_library(two_models, moved["rows"], 0.15, "0.15")
+    assert moved["examples"] != first["examples"] or moved["rows"] != first["rows"]
+    assert utility["hash"] == "#epsilon=0.15&utility=fbeta:beta=5"
+    goals = {r["goal"] for r in utility["rows"]}
+    assert "best uF5 utility" in goals
+    full = [r for r in utility["rows"] if r["method"] == "svbop_full"]
+    assert full and all(r["param"] == "fbeta_5" for r in full)
+    assert hashed["slider"] in ("0.3", "0.30") and hashed["utility"] == "credal:delta=1.6,gamma=0.6"
+    _check_against_library(two_models, hashed["rows"], 0.3, "0.30")
+    assert "not a level from 0.01 to 0.30" in refused["note"]
+    _check_against_library(two_models, refused["rows"], 0.3, "0.30")  # kept as it was
