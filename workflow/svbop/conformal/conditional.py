@@ -49,31 +49,11 @@ from ..sets import SetPredictions
 from ._common import _epsilon, _no_calibration_rows
 from .scores import _calibration_scores, _lac_scores, _mask_chunks, _mask_sets
 
+from .._row_checks import check_group_columns
+
 __all__ = ["ConditionalSetPredictor", "check_group_columns"]
 
 
-
-
-def check_group_columns(Phi, n: int, name: str = "Phi", rows_of: str = "P") -> np.ndarray:
-    """``Phi`` as an ``(n, d)`` boolean array of group indicators (0/1 or booleans), or a one-line
-    ValueError naming ``name``."""
-    from .._arrays import as_host_array
-
-    A = as_host_array(Phi, name, what="group indicator columns")
-    if A.ndim == 1:
-        A = A[:, None]
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array of group indicators (one column per group), got shape {A.shape}")
-    if A.shape[0] != n:
-        raise ValueError(f"{name} has {A.shape[0]} rows but {rows_of} has {n}")
-    if A.dtype != bool:
-        if A.dtype.kind not in "iuf" or not np.all((A == 0) | (A == 1)):
-            bad = np.argwhere(~((A == 0) | (A == 1))) if A.dtype.kind in "iuf" else None
-            where = (f" (row {bad[0][0]}, column {bad[0][1]}: {A[tuple(bad[0])].item()!r})"
-                     if bad is not None and bad.size else f" (dtype {A.dtype})")
-            raise ValueError(f"{name} must hold group indicators, 0 or 1{where}")
-        A = A.astype(bool)
-    return A
 
 
 def _lowest_on_face(X, s, eta, tau, phi) -> float:

@@ -30,27 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._row_checks import check_weights
+
 __all__ = ["check_weights", "WeightedQuantiles"]
 
 _LOWER = 1.0 - 8 * float(np.finfo(np.float64).eps)
-
-
-def check_weights(weights, n: int, name: str = "weights", rows_of: str = "P") -> np.ndarray:
-    """``weights`` as ``n`` finite, non-negative float64 likelihood ratios, or a one-line ValueError."""
-    from .._arrays import as_host_array
-
-    w = as_host_array(weights, name, what="weights (one non-negative likelihood ratio per row)")
-    if w.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of weights (one per row), got shape {w.shape}")
-    if w.size != n:
-        raise ValueError(f"{name} has {w.size} weights but {rows_of} has {n} rows")
-    if w.dtype.kind not in "iuf" or w.dtype == bool:
-        raise ValueError(f"{name} must hold numbers (likelihood ratios), got dtype {w.dtype}")
-    w = w.astype(np.float64)
-    bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
-    if bad.size:
-        raise ValueError(f"{name}[{bad[0]}] = {float(w[bad[0]])!r}: a weight must be finite and >= 0")
-    return w
 
 
 class WeightedQuantiles:

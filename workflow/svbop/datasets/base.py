@@ -463,11 +463,11 @@ class Dataset:
         if self.groups is not None:
             self.groups = _check_groups(self.groups, y.shape[0])
         if self.weights is not None:
-            from ..conformal.weighted import check_weights
+            from .._row_checks import check_weights
 
             self.weights = check_weights(self.weights, y.shape[0], "weights", "y")
         if self.group_columns is not None:
-            from ..conformal.conditional import check_group_columns
+            from .._row_checks import check_group_columns
 
             self.group_columns = check_group_columns(self.group_columns, y.shape[0], "group_columns", "y")
             names = self.group_column_names or [f"group_{j}" for j in range(self.group_columns.shape[1])]
