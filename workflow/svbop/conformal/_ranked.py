@@ -49,12 +49,21 @@ def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
 
 
 @njit(**_JIT)
-def ranked_mask(Xn, code, q_row, q_class, k_reg, lam, U, top1, mask):
+def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn`` (normalised,
-    float64); ``q_class`` of size 0: no per-class thresholds.  A row with no class kept gets its
-    top-ranked class when ``top1``.  ``q_row`` already holds the tolerance of the comparison."""
+    float64); ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
+    none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank limits).  A row with
+    no class kept gets its top-ranked class when ``top1``.  ``q_row`` already holds the tolerance
+    of the comparison."""
     n, K = Xn.shape
     per_class = q_class.size == K
+    ranked = k_class.size == K
+    k_max = K
+    if ranked:
+        k_max = 0
+        for c in range(K):
+            if k_class[c] > k_max:
+                k_max = k_class[c]
     for i in range(n):
         row = Xn[i]
         u = U[i]
@@ -79,7 +88,7 @@ def ranked_mask(Xn, code, q_row, q_class, k_reg, lam, U, top1, mask):
         cum = 0.0
         kept = 0
         order = np.empty(0, dtype=np.int64)
-        for o in range(1, K + 1):
+        for o in range(1, k_max + 1):
             if o <= _SELECT:  # the next class of the ranking: the largest value after (lastv, lastj)
                 j = -1
                 for c in range(K):
@@ -96,7 +105,7 @@ def ranked_mask(Xn, code, q_row, q_class, k_reg, lam, U, top1, mask):
             s = _score(code, o, v, cum, v1, v2, u, k_reg, lam)
             if s > qmax:
                 break
-            if not per_class or s <= min(q_row[i], q_class[j]):
+            if not per_class or (s <= min(q_row[i], q_class[j]) and (not ranked or o <= k_class[j])):
                 mask[i, j] = True
                 kept += 1
             lastv, lastj = v, j

@@ -21,7 +21,8 @@ from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
 from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
-from .scores import PREDICTOR_SCORES, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_scores, _every_class, _mask_chunks, \
+from .scores import PREDICTOR_SCORES, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_label_ranks, _calibration_scores, \
+    _every_class, _mask_chunks, \
     _lac_scores, _mask_sets, _score_sets, conformal_quantile, conformal_sets
 
 __all__ = ["ConformalSetPredictor"]
@@ -40,6 +41,7 @@ class _Calibration:
     utility: Utility | None = None
     every_class_: bool = False
     clusters: np.ndarray | None = None
+    rank_limits: np.ndarray | None = None
 
     @classmethod
     def every_class(cls) -> "_Calibration":
@@ -189,9 +191,12 @@ class ConformalSetPredictor:
         the variant, why it departs from theirs, and proves ``P(y in C(x)) >= 1 - epsilon``).
         ``max_nodes >= K`` gives APS's sets.  Groups (Mondrian) work as for every score;
         ``predict(..., return_nodes=True)`` also returns each row's nodes.
-    class_conditional : bool or "clustered", default False
+    class_conditional : bool, "clustered" or "rc3p", default False
         One threshold per class, or per cluster of classes (``"clustered"``: Ding et al. 2023, see
-        :mod:`svbop.conformal.clustered`); the ranked scores only (not F-beta, credal, hierarchical).
+        :mod:`svbop.conformal.clustered`), or one threshold and one rank limit per class
+        (``"rc3p"``: Shi et al., NeurIPS 2024, TorchCP's ``RC3PPredictor``; a class is kept only
+        when its score is within its threshold and its rank within its limit, see
+        :mod:`svbop.conformal.rc3p`); the ranked scores only (not F-beta, credal, hierarchical).
     k_reg : int, default 1
         RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only; any ``k_reg >= K``
         penalises nothing).
@@ -227,7 +232,10 @@ class ConformalSetPredictor:
         Calibrated threshold ``q`` (for class-conditional sets: the largest ``q_c``; for
         ``fbeta``/``credal``: ``parameter_``, or ``inf`` when ``k > n``).
     quantiles_ : ndarray of shape (n_classes,)
-        Per-class thresholds ``q_c`` (``class_conditional=True`` or ``"clustered"``).
+        Per-class thresholds ``q_c`` (``class_conditional=True``, ``"clustered"`` or ``"rc3p"``).
+    rank_limits_ : ndarray of int64, shape (n_classes,)
+        ``class_conditional="rc3p"``: each class's rank limit ``k_c`` (``n_classes`` for a class
+        without calibration rows).
     clusters_ : ndarray of shape (n_classes,)
         ``class_conditional="clustered"``: each class's cluster (``-1``: the null cluster).
     seed_ : int
@@ -287,8 +295,8 @@ class ConformalSetPredictor:
             max_nodes = _max_nodes(max_nodes)
         elif hierarchy is not None or max_nodes != 1:
             raise ValueError(f"hierarchy and max_nodes are for score='hierarchical'; score={score!r} takes neither")
-        if not (isinstance(class_conditional, (bool, np.bool_)) or class_conditional == "clustered"):
-            raise ValueError(f"class_conditional must be True, False or 'clustered', got {class_conditional!r}")
+        if not (isinstance(class_conditional, (bool, np.bool_)) or class_conditional in ("clustered", "rc3p")):
+            raise ValueError(f"class_conditional must be True, False, 'clustered' or 'rc3p', got {class_conditional!r}")
         if class_conditional and score not in RANKED_SCORES:
             raise ValueError(f"class_conditional={class_conditional!r} is for score"
                              f" {', '.join(map(repr, RANKED_SCORES))}, not {score!r}")
@@ -351,7 +359,8 @@ class ConformalSetPredictor:
             raise ValueError(f"small_groups must be 'marginal' or 'full', got {small_groups!r}")
         self.epsilon = epsilon
         self.score = score
-        self.class_conditional = "clustered" if class_conditional == "clustered" else bool(class_conditional)
+        self.class_conditional = class_conditional if class_conditional in ("clustered", "rc3p") \
+            else bool(class_conditional)
         self.k_reg = int(k_reg)
         self.lam = float(lam)
         self.empty = empty
@@ -405,7 +414,7 @@ class ConformalSetPredictor:
                 )
             groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index", "clusters_"):
+                     "small_groups_", "_group_cals", "_group_index", "clusters_", "rank_limits_"):
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
@@ -422,7 +431,8 @@ class ConformalSetPredictor:
             marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes, U)
         self.quantile_ = marginal.quantile
         for attr, value in (("quantiles_", marginal.quantiles), ("parameter_", marginal.parameter),
-                            ("utility_", marginal.utility), ("clusters_", marginal.clusters)):
+                            ("utility_", marginal.utility), ("clusters_", marginal.clusters),
+                            ("rank_limits_", marginal.rank_limits)):
             if value is not None:
                 setattr(self, attr, value)
         self.n_classes_ = K
@@ -460,6 +470,11 @@ class ConformalSetPredictor:
             quantiles, clusters = clustered_quantiles(s, y, K, eps, self.n_clusters, self._uniforms(2, y.size),
                                                       self.seed_)
             return _Calibration(float(quantiles.max()), quantiles=quantiles, clusters=clusters)
+        if self.class_conditional == "rc3p":
+            from .rc3p import rc3p_calibration
+
+            quantiles, limits = rc3p_calibration(s, _calibration_label_ranks(P, y, chunk_bytes), y, K, eps)
+            return _Calibration(float(quantiles.max()), quantiles=quantiles, rank_limits=limits)
         if self.class_conditional:
             quantiles = _class_quantiles(s, y, K, eps)
             return _Calibration(float(quantiles.max()), quantiles=quantiles)
@@ -657,8 +672,9 @@ class ConformalSetPredictor:
         else:
             q_row, q_class = self._row_quantiles(where), None
         mask = np.empty(P.shape, dtype=bool)
+        k_class = getattr(self, "rank_limits_", None) if where is None else None
         for row0, part, _ in _mask_chunks(P, self.score, q_row, q_class, self.k_reg, self.lam,
-                                          self._test_uniforms(P.shape[0]), self.empty, chunk_bytes):
+                                          self._test_uniforms(P.shape[0]), self.empty, chunk_bytes, k_class):
             mask[row0 : row0 + part.shape[0]] = part
         return mask
 
@@ -687,6 +703,7 @@ class ConformalSetPredictor:
             quantiles=getattr(self, "quantiles_", None),
             parameter=getattr(self, "parameter_", None),
             utility=getattr(self, "utility_", None),
+            rank_limits=getattr(self, "rank_limits_", None),
         )
 
     def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int, return_nodes: bool = False):
@@ -704,7 +721,7 @@ class ConformalSetPredictor:
             return predict_sets(P, cal.utility, chunk_bytes=chunk_bytes)
         if self._kernel_path:
             return _mask_sets(P, self.score, cal.quantile, cal.quantiles, self.k_reg, self.lam,
-                              self._test_uniforms(P.shape[0]), self.empty, chunk_bytes)
+                              self._test_uniforms(P.shape[0]), self.empty, chunk_bytes, cal.rank_limits)
         if self.score == "lac" and not self.class_conditional:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile
