@@ -29,7 +29,7 @@ _SELECT = 16
 def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
     """The score of the class of rank ``o`` (1-based) of value ``v``; ``cum`` the mass of ranks
     ``1..o``, ``v1``/``v2`` the two largest values, ``u`` the row's uniform (0 for deterministic
-    APS/RAPS, 1 for deterministic SAPS)."""
+    APS/RAPS/top-k, 1 for deterministic SAPS)."""
     if code == LAC:
         return 1.0 - v
     if code == APS:
@@ -40,8 +40,8 @@ def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
         if o == 1:
             return u * v1
         return v1 + lam * ((o - 2) + u)
-    if code == TOPK:
-        return float(o)
+    if code == TOPK:  # u = 0: deterministic; randomised: o - u (TorchCP's TOPK)
+        return float(o) - u
     # MARGIN: the largest other probability minus the class's own
     if o == 1:
         return v2 - v1
@@ -109,6 +109,39 @@ def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
                 mask[i, j] = True
                 kept += 1
             lastv, lastj = v, j
+        if kept == 0 and top1:
+            mask[i, j1] = True
+
+
+@njit(**_JIT)
+def margin_mask(Xn, q_row, q_class, top1, mask):
+    """The margin sets ``{c : s(x_i, c) <= min(q_row[i], q_class[c])}`` without a ranking: the
+    score of the top class is ``v2 - v1``, of any other ``v1 - v`` (``v1``, ``v2`` the row's two
+    largest values), so one pass finds ``v1`` and ``v2`` and a second compares (the same float64
+    operations as :func:`_score`).  ``q_class`` of size 0: no per-class thresholds."""
+    n, K = Xn.shape
+    per_class = q_class.size == K
+    for i in range(n):
+        row = Xn[i]
+        j1 = 0
+        v1 = row[0]
+        v2 = 0.0
+        for c in range(1, K):
+            x = row[c]
+            if x > v1:
+                v2 = v1
+                v1 = x
+                j1 = c
+            elif x > v2:
+                v2 = x
+        q = q_row[i]
+        kept = 0
+        for c in range(K):
+            s = (v2 - v1) if c == j1 else (v1 - row[c])
+            qc = min(q, q_class[c]) if per_class else q
+            if s <= qc:
+                mask[i, c] = True
+                kept += 1
         if kept == 0 and top1:
             mask[i, j1] = True
 

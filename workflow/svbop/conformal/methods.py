@@ -8,7 +8,7 @@ or ``aps_deterministic``, ``raps_deterministic``, ``saps_deterministic`` (config
 
 from __future__ import annotations
 
-from .scores import RANDOMIZED_SCORES, RANKED_SCORES
+from .scores import RANDOMIZED_BY_DEFAULT, RANKED_SCORES
 
 __all__ = ["conformal_method"]
 
@@ -28,14 +28,14 @@ def conformal_method(name: str, methods: dict, seed: int) -> dict:
     elif name.endswith("_clustered"):
         class_conditional, base = "clustered", name.removesuffix("_clustered")
     score = base.removesuffix("_deterministic")
-    if score not in RANKED_SCORES or (base != score and score not in RANDOMIZED_SCORES):
+    if score not in RANKED_SCORES or (base != score and score not in RANDOMIZED_BY_DEFAULT):
         raise ValueError(f"unknown conformal method {name!r}")
     options: dict = {}
     if score == "raps":
         options.update(k_reg=methods["raps"]["k_reg"], lam=methods["raps"]["lam"])
     elif score == "saps":
         options.update(lam=methods.get("saps", {}).get("lam", 0.2))
-    if score in RANDOMIZED_SCORES:
+    if score in RANDOMIZED_BY_DEFAULT:
         options["randomized"] = base == score
     if options.get("randomized") or class_conditional == "clustered":
         options["random_state"] = int(seed)

@@ -101,8 +101,11 @@ def conformal_sets(
 #: probability minus ``P(c|x)``.  (The randomised APS, RAPS and SAPS scores are in
 #: :class:`ConformalSetPredictor`'s docstring.)
 RANKED_SCORES = ("lac", "aps", "raps", "saps", "topk", "margin")
-#: The scores with a randomised variant (``randomized=True``, their default).
-RANDOMIZED_SCORES = ("aps", "raps", "saps")
+#: The scores with a randomised variant (``randomized=True``).
+RANDOMIZED_SCORES = ("aps", "raps", "saps", "topk")
+#: The scores randomised unless ``randomized=False`` (top-k is deterministic unless asked: TorchCP
+#: randomises it by default, svbop keeps its earlier default).
+RANDOMIZED_BY_DEFAULT = ("aps", "raps", "saps")
 #: Conformity scores of :class:`ConformalSetPredictor`: the ranked scores and the Bayes-optimal families.
 CONFORMAL_SCORES = (*RANKED_SCORES, "fbeta", "credal")
 #: Every score of :class:`ConformalSetPredictor`: the above, and the hierarchy-restricted sets of
@@ -122,8 +125,9 @@ def _ranked_scores(V: np.ndarray, score: str, k_reg: int, lam: float, U: np.ndar
     o = np.arange(1, V.shape[1] + 1)
     if score == "lac":
         return 1.0 - V
-    if score == "topk":
-        return np.broadcast_to(o.astype(np.float64), V.shape).copy()
+    if score == "topk":  # randomised (TorchCP's TOPK): o - u
+        S = np.broadcast_to(o.astype(np.float64), V.shape).copy()
+        return S if U is None else S - U[:, None]
     if score == "margin":
         v1 = V[:, :1]
         S = v1 - V
@@ -181,9 +185,9 @@ def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, la
             out[row0 : row0 + r] = 1.0 - t
             continue
         if score in ("saps", "topk", "margin"):
-            o = _label_ranks(Xn, yc, t)
+            o = _label_ranks(Xn, yc, t) if score != "margin" else None  # margin: no rank needed
             if score == "topk":
-                out[row0 : row0 + r] = o
+                out[row0 : row0 + r] = o if u is None else o - u
             elif score == "margin":
                 Xn[np.arange(r), yc] = -np.inf
                 out[row0 : row0 + r] = (Xn.max(axis=1) if Xn.shape[1] > 1 else 0.0) - t
@@ -310,7 +314,7 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     every other score compares with ``q`` widened by :func:`_score_tolerance`, as
     :func:`_score_sets` does.  An empty set becomes the top class when ``empty="top1"``.
     """
-    from ._ranked import CODES, ranked_mask
+    from ._ranked import CODES, margin_mask, ranked_mask
 
     n, K = P.shape
     q_row = np.broadcast_to(np.asarray(q_row, dtype=np.float64), (n,))
@@ -332,7 +336,10 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     k_reg = min(k_reg, K)
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
         r = Xn.shape[0]
-        if score == "lac" and k_class is None:  # per class: no ranking needed
+        if score == "margin" and k_class is None:  # the two largest values suffice: no ranking
+            mask = np.zeros((r, K), dtype=bool)
+            margin_mask(Xn, np.ascontiguousarray(q_row[row0 : row0 + r]), qc, top1, mask)
+        elif score == "lac" and k_class is None:  # per class: no ranking needed
             mask = (1.0 - Xn <= qc) & (1.0 - Xn <= q_row[row0 : row0 + r, None])
             if top1:
                 mask[np.arange(r), Xn.argmax(axis=1)] |= ~mask.any(axis=1)

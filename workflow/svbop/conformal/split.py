@@ -21,8 +21,8 @@ from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
 from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
-from .scores import PREDICTOR_SCORES, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_label_ranks, _calibration_scores, \
-    _every_class, _mask_chunks, \
+from .scores import PREDICTOR_SCORES, RANDOMIZED_BY_DEFAULT, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_label_ranks, \
+    _calibration_scores, _every_class, _mask_chunks, \
     _lac_scores, _mask_sets, _score_sets, conformal_quantile, conformal_sets
 
 __all__ = ["ConformalSetPredictor"]
@@ -60,10 +60,13 @@ class ConformalSetPredictor:
     * ``"raps"``: the APS score ``+ lam * max(0, o(c) - k_reg)``;
     * ``"saps"`` (Huang et al., ICML 2024): ``u * P_max`` for the top class, ``P_max + lam (o(c) - 2 + u)``
       below it (``P_max`` the row's largest probability);
-    * ``"topk"``: the rank ``o(c)`` (the sets are the ``q`` most probable classes);
+    * ``"topk"``: the rank ``o(c)`` (the sets are the ``q`` most probable classes); randomised
+      (``randomized=True``, TorchCP's default): ``o(c) - u``, so that the class of rank
+      ``ceil(q)`` is kept for a share of the rows and the coverage is exact;
     * ``"margin"``: the largest probability of another class minus ``P(c|x)``.
 
-    *Randomisation* (``randomized=True``, the default of APS, RAPS and SAPS; Romano, Sesia and
+    *Randomisation* (``randomized=True``, the default of APS, RAPS and SAPS, and available for
+    top-k; Romano, Sesia and
     Candès 2020; Angelopoulos et al. 2021): ``u`` is uniform on [0, 1), one per row, drawn from
     ``random_state`` for the calibration rows and, by position, for the rows of each ``predict``
     call (the same ``P`` gets the same sets from :meth:`predict` and :meth:`predict_mask`).  The
@@ -208,7 +211,8 @@ class ConformalSetPredictor:
         What an empty set becomes (F-beta and credal sets are never empty).  Default ``"keep"`` for
         the randomised scores, ``"top1"`` otherwise.
     randomized : bool, optional
-        APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``).
+        APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``);
+        top-k: deterministic by default, ``True`` for TorchCP's randomised ``TOPK`` (``o(c) - u``).
     random_state : int, numpy Generator or RandomState, optional
         Seed of the randomised scores' uniforms and of the clustered split (a generator: one seed
         drawn from it at each ``fit``); ``None`` draws a fresh one at each ``fit`` (kept as ``seed_``).
@@ -320,11 +324,11 @@ class ConformalSetPredictor:
             raise ValueError(f"k_reg and lam are RAPS parameters; score={score!r} takes neither (use score='raps')")
         lam = 0.0 if lam is None else lam
         if randomized is None:
-            randomized = score in RANDOMIZED_SCORES
+            randomized = score in RANDOMIZED_BY_DEFAULT
         if not isinstance(randomized, (bool, np.bool_)):
             raise ValueError(f"randomized must be True or False, got {randomized!r}")
         if randomized and score not in RANDOMIZED_SCORES:
-            raise ValueError(f"randomized=True is for score 'aps', 'raps' or 'saps', not {score!r}")
+            raise ValueError(f"randomized=True is for score 'aps', 'raps', 'saps' or 'topk', not {score!r}")
         if random_state is not None and not isinstance(random_state, (np.random.Generator, np.random.RandomState)) \
                 and (isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer))
                      or random_state < 0):
