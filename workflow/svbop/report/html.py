@@ -397,7 +397,8 @@ def _context_calibration(calibration: Mapping[str, object] | None, names: Displa
         out.append({"id": d, "title": names.dataset(d), "method": r.get("method", "none"), "temperature": f"{T:.4g}",
                     "at_bound": bool(r.get("at_bound")), "outputs": r.get("outputs", ""),
                     "model_outputs": bool(r.get("model_outputs")), "origin": dict(r.get("origin") or {}),
-                    "metrics": metrics, "sets": sets, "calibrated": T != 1.0, "not_fitted": r.get("not_fitted") or ""})
+                    "metrics": metrics, "sets": sets,
+                    "calibrated": T != 1.0 or r.get("method") == "venn_abers", "not_fitted": r.get("not_fitted") or ""})
     figure = plot_reliability(records, {d: names.dataset(d) for d in keys})
     return {"datasets": out, "figure": _data_uri(_png_bytes("reliability", figure)), "bins": records[keys[0]].get("ece_bins", 15)}
 
