@@ -161,3 +161,26 @@ def test_wsc_and_sscv_equal_torchcps_functions(rng):
         assert worst_slab_coverage(mask, y, X, delta=delta, M=M, test_fraction=tf, random_state=seed) == theirs
         expected = tm.SSCV(torch.from_numpy(mask), torch.from_numpy(y), 0.1)
         assert size_stratified_coverage_violation(mask, y, 0.1) == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_report_table_carries_covgap_sscv_and_wsc(rng):
+    """evaluate_beyond (results/<dataset>/beyond.tsv) gives every method CovGap and SSCV at its
+    epsilon and WSC on the rows' probabilities, one slab plan shared by the methods."""
+    from svbop.conformal import ConformalSetPredictor
+    from svbop.evaluation import CONDITIONAL_COLUMNS, evaluate_beyond
+    from svbop.metrics import covgap
+
+    P = rng.dirichlet(np.ones(4), 1200)
+    y = np.array([rng.choice(4, p=p) for p in P])
+    sets = {("conformal_aps", "0.1"): ConformalSetPredictor(0.1, score="aps", random_state=0).fit(
+        P[:400], y[:400]).predict(P[400:]),
+        ("svbop_full", "fbeta_1"): svbop.predict_sets(P[400:], "fbeta:beta=1")}
+    rows = evaluate_beyond(sets, y[400:], ["fbeta:beta=1"], dataset="d", X=P[400:])
+    aps, full = rows
+    assert aps["covgap_pct"] == pytest.approx(100 * covgap(sets["conformal_aps", "0.1"], y[400:], 0.1))
+    assert aps["sscv_pct"] == pytest.approx(100 * sscv(sets["conformal_aps", "0.1"], y[400:], 0.1))
+    for row, key in zip(rows, sets):
+        assert row["wsc_pct"] == pytest.approx(100 * wsc(sets[key], y[400:], P[400:]))
+    assert np.isnan(full["covgap_pct"]) and np.isnan(full["sscv_pct"])  # no coverage target
+    no_x = evaluate_beyond(sets, y[400:], [], dataset="d")
+    assert all(c in no_x[0] for c in CONDITIONAL_COLUMNS) and np.isnan(no_x[0]["wsc_pct"])

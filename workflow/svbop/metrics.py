@@ -635,53 +635,74 @@ def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, M: int = 1000, test_f
     float
         The held-out coverage in the worst slab, in [0, 1]; nan when no held-out row falls in it.
     """
-    from sklearn.model_selection import train_test_split
-
-    from ._slab import worst_window
-
     hit, _ = _hits_and_sizes(sets, y)
-    n = hit.size
-    X = as_host_array(X, "X")
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[0] != n:
-        raise ValueError(f"X must have shape (n, d) with n = {n} rows (one per set), got {X.shape}")
-    X = X.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X holds NaN or infinite values")
-    for name, value in (("delta", delta), ("test_fraction", test_fraction)):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not 0 < value < 1:
-            raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-    if isinstance(M, (bool, np.bool_)) or not isinstance(M, (int, np.integer)) or M < 1:
-        raise ValueError(f"M (the number of directions) must be a positive int, got {M!r}")
-    if random_state is not None and (isinstance(random_state, (bool, np.bool_))
-                                     or not isinstance(random_state, (int, np.integer)) or random_state < 0):
-        raise ValueError(f"random_state must be None or an integer >= 0, got {random_state!r}")
-    if n < 2:
-        raise ValueError(f"worst_slab_coverage needs at least 2 rows (one to choose the slab, one to evaluate it), got {n}")
-    train, test = train_test_split(np.arange(n), test_size=test_fraction, random_state=random_state)
-    X_train, c_train = X[train], hit[train].astype(np.int64)
-    m = train.size
-    # TorchCP's sample_sphere: one (d, M) draw, columns normalised
-    rng = np.random.default_rng(random_state)
-    V = rng.normal(size=(X.shape[1], int(M)))
-    V /= np.linalg.norm(V, axis=0)
-    V = V.T
-    r = int(np.round(delta * m))
-    a_max = int(np.round((1.0 - delta) * m))
-    best = (np.inf, 0, 0.0, 0.0)
-    for k in range(V.shape[0]):
-        z = np.dot(X_train, V[k])
+    return _SlabPlan(X, hit.size, delta=delta, M=M, test_fraction=test_fraction, random_state=random_state).coverage(hit)
+
+
+class _SlabPlan:
+    """What :func:`worst_slab_coverage` computes once for given features, whatever the sets: the
+    split, the directions and, per direction, the selection rows' projections in increasing order
+    (kept when they fit in ``budget`` bytes, so that many set predictors on the same rows, as the
+    report's methods, share them); :meth:`coverage` then costs ``O(n)`` per direction."""
+
+    def __init__(self, X, n: int, *, delta=0.1, M=1000, test_fraction=0.75, random_state=2020,
+                 budget: int = 256 << 20) -> None:
+        from sklearn.model_selection import train_test_split
+
+        X = as_host_array(X, "X")
+        if X.ndim == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[0] != n:
+            raise ValueError(f"X must have shape (n, d) with n = {n} rows (one per set), got {X.shape}")
+        X = X.astype(np.float64, copy=False)
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X holds NaN or infinite values")
+        for name, value in (("delta", delta), ("test_fraction", test_fraction)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not 0 < value < 1:
+                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+        if isinstance(M, (bool, np.bool_)) or not isinstance(M, (int, np.integer)) or M < 1:
+            raise ValueError(f"M (the number of directions) must be a positive int, got {M!r}")
+        if random_state is not None and (isinstance(random_state, (bool, np.bool_))
+                                         or not isinstance(random_state, (int, np.integer)) or random_state < 0):
+            raise ValueError(f"random_state must be None or an integer >= 0, got {random_state!r}")
+        if n < 2:
+            raise ValueError(f"worst_slab_coverage needs at least 2 rows (one to choose the slab, one to evaluate"
+                             f" it), got {n}")
+        self.train, self.test = train_test_split(np.arange(n), test_size=test_fraction, random_state=random_state)
+        self.X = X
+        m = self.train.size
+        # TorchCP's sample_sphere: one (d, M) draw, columns normalised
+        V = np.random.default_rng(random_state).normal(size=(X.shape[1], int(M)))
+        V /= np.linalg.norm(V, axis=0)
+        self.V = V.T
+        self.r = int(np.round(delta * m))
+        self.a_max = int(np.round((1.0 - delta) * m))
+        self._sorted = None
+        if m * int(M) * 12 <= budget:
+            self._sorted = [self._direction(k) for k in range(int(M))]
+
+    def _direction(self, k: int):
+        z = np.dot(self.X[self.train], self.V[k])  # per direction, as TorchCP: the same rounding
         order = np.argsort(z)  # TorchCP's sort (the same algorithm: the same order of ties)
-        p, q, a, b = worst_window(c_train[order], r, a_max)
-        cover = p / q
-        if cover < best[0]:  # ties: the first direction
-            best = (cover, k, z[order[a]], z[order[b]])
-    _, k, lo, hi = best
-    z = np.dot(X[test], V[k])
-    inside = (z >= lo) & (z <= hi)
-    return float(hit[test][inside].mean()) if inside.any() else float("nan")
+        return order.astype(np.int32), z[order]
+
+    def coverage(self, hit: np.ndarray) -> float:
+        """WSC of the sets whose coverage indicators (one per row) are ``hit``."""
+        from ._slab import worst_window
+
+        c_train = hit[self.train].astype(np.int64)
+        best = (np.inf, 0, 0.0, 0.0)
+        for k in range(self.V.shape[0]):
+            order, zs = self._sorted[k] if self._sorted is not None else self._direction(k)
+            p, q, a, b = worst_window(c_train[order], self.r, self.a_max)
+            cover = p / q
+            if cover < best[0]:  # ties: the first direction
+                best = (cover, k, zs[a], zs[b])
+        _, k, lo, hi = best
+        z = np.dot(self.X[self.test], self.V[k])
+        inside = (z >= lo) & (z <= hi)
+        return float(hit[self.test][inside].mean()) if inside.any() else float("nan")
 
 
 #: Short names of the two conditional-coverage metrics (TorchCP's ``WSC`` and ``SSCV``).
