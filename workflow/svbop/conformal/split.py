@@ -73,7 +73,9 @@ class ConformalSetPredictor:
     score of ``(x, y)`` is then continuous, and coverage is in ``[1 - epsilon, 1 - epsilon +
     1/(n+1)]`` in expectation when sets may be empty (``empty="keep"``, the default of the
     randomised scores).  ``randomized=False`` is the deterministic score: APS/RAPS with ``u = 0``
-    (the class that crosses ``q`` is kept whole), SAPS with ``u = 1``: coverage at least
+    (a class is kept when the mass ranked at or before it, its own included, is within ``q``: the
+    class that crosses ``q`` is left out, as in TorchCP; an empty set becomes the top class under
+    the default ``empty="top1"``), top-k with ``u = 0``, SAPS with ``u = 1``: coverage at least
     ``1 - epsilon`` and, on overconfident models, far above it (why it is not the default; see
     ``workflow/docs/library.md``).  Every score is non-decreasing along the ranking for a fixed
     ``u``, so a marginal set is the prefix of the ranking up to the first class whose score
