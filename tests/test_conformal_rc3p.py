@@ -109,3 +109,16 @@ def test_rc3p_equals_torchcps_rc3p_predictor(score):
     theirs.class_thresholds = torch.from_numpy(ours.quantiles_)
     S = theirs.predict_with_logits(torch.from_numpy(np.log(P[n:]))).numpy()
     np.testing.assert_array_equal(ours.predict_mask(P[n:]), S)
+
+
+def test_pipeline_names_rc3p_methods():
+    """methods.rc3p: [lac, aps] in config -> conformal_lac_rc3p, conformal_aps_rc3p: the predictor, the
+    table beyond the paper, the report's name."""
+    from svbop.conformal.methods import conformal_method
+    from svbop.evaluation import beyond_method
+    from svbop.report.beyond import method_family
+
+    spec = conformal_method("aps_rc3p", {"raps": {"k_reg": 1, "lam": 0.01}}, 5)
+    assert spec == {"score": "aps", "class_conditional": "rc3p", "options": {"randomized": True, "random_state": 5}}
+    assert conformal_method("lac_rc3p", {}, 0)["class_conditional"] == "rc3p"
+    assert beyond_method("conformal_lac_rc3p") and method_family("conformal_lac_rc3p") == "class_conditional"

@@ -51,7 +51,7 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 #: :mod:`svbop.conformal.methods`) and ``coverage_<family>`` (``fbeta``, ``credal``) with ``param`` =
 #: epsilon, ``hierarchical_<max_nodes>`` with ``param`` = the utility label the sets optimise.
 _SCORES = r"(aps|raps|saps)(_deterministic)?|topk|margin"
-_BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered)|{_SCORES}|hierarchical_[1-9][0-9]*)"
+_BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered|rc3p)|{_SCORES}|hierarchical_[1-9][0-9]*)"
                      r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
                      r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column))\Z")
 

@@ -40,7 +40,7 @@ def method_family(method: str) -> str:
     if method in BEYOND_PAPER_METHODS:
         return method
     if method.startswith("conformal_"):
-        return "class_conditional" if method.endswith(("_cc", "_clustered")) else "conformal"
+        return "class_conditional" if method.endswith(("_cc", "_clustered", "_rc3p")) else "conformal"
     for family in ("coverage", "hierarchical", "mondrian"):
         if method.startswith(family + "_"):
             return family
