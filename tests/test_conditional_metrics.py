@@ -159,6 +159,9 @@ def test_wsc_and_sscv_equal_torchcps_functions(rng):
         _, v, a, b = tm.calWSC(Xtr, ytr, ctr, delta=delta, M=M, random_state=seed, verbose=False)
         theirs = tm.wsc_vab(Xte, yte, cte, v, a, b)
         assert worst_slab_coverage(mask, y, X, delta=delta, M=M, test_fraction=tf, random_state=seed) == theirs
+        # TorchCP's order of the arguments (features, prediction_sets, labels) gives the same number
+        assert worst_slab_coverage(torch.from_numpy(X), torch.from_numpy(mask), torch.from_numpy(y), delta=delta, M=M,
+                                   test_fraction=tf, random_state=seed) == theirs
         expected = tm.SSCV(torch.from_numpy(mask), torch.from_numpy(y), 0.1)
         assert size_stratified_coverage_violation(mask, y, 0.1) == pytest.approx(expected, abs=1e-6)
 

@@ -620,7 +620,9 @@ def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, M: int = 1000, test_f
     sets : SetPredictions, sequence of int arrays, or boolean array of shape (n, K)
     y : array of int, shape (n,)
     X : array-like of shape (n, d)
-        Features (or any representation of the rows, e.g. the probabilities).
+        Features (or any representation of the rows, e.g. the probabilities).  TorchCP's order of
+        the three, ``(features, prediction_sets, labels)`` with a boolean mask, is recognised by the
+        shapes (the labels are the only 1-D one) and accepted too.
     delta : float, default 0.1
         Smallest share of the selection rows a slab holds, in (0, 1).
     M : int, default 1000
@@ -635,8 +637,20 @@ def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, M: int = 1000, test_f
     float
         The held-out coverage in the worst slab, in [0, 1]; nan when no held-out row falls in it.
     """
+    if _ndim(sets) == 2 and _ndim(y) == 2 and _ndim(X) == 1:  # TorchCP's order: (features, prediction_sets, labels)
+        sets, y, X = y, X, sets
     hit, _ = _hits_and_sizes(sets, y)
     return _SlabPlan(X, hit.size, delta=delta, M=M, test_fraction=test_fraction, random_state=random_state).coverage(hit)
+
+
+def _ndim(x):
+    """The number of dimensions of an array-like, None for a ragged sequence (sets of several sizes)."""
+    if hasattr(x, "ndim"):
+        return x.ndim
+    try:
+        return np.ndim(x)
+    except ValueError:
+        return None
 
 
 class _SlabPlan:
