@@ -149,12 +149,12 @@ def test_wsc_and_sscv_equal_torchcps_functions(rng):
     import torch
     from torchcp.classification.utils import metrics as tm
 
-    for trial in range(8):
-        n, d, K = int(rng.integers(100, 600)), int(rng.integers(1, 6)), 6
+    for trial in range(4):
+        n, d, K = int(rng.integers(100, 400)), int(rng.integers(1, 6)), 6
         X = rng.normal(size=(n, d))
         mask, y = _sets(rng, n, K, X)
         covered = mask[np.arange(n), y]
-        delta, M, tf, seed = [0.1, 0.2][trial % 2], 30, 0.75, int(rng.integers(5000))
+        delta, M, tf, seed = [0.1, 0.2][trial % 2], 15, 0.75, int(rng.integers(5000))
         Xtr, Xte, ytr, yte, ctr, cte = train_test_split(X, y, covered, test_size=tf, random_state=seed)
         _, v, a, b = tm.calWSC(Xtr, ytr, ctr, delta=delta, M=M, random_state=seed, verbose=False)
         theirs = tm.wsc_vab(Xte, yte, cte, v, a, b)
