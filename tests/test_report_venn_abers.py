@@ -43,5 +43,8 @@ def test_svbop_report_with_venn_abers(tmp_path):
     header = re.findall(r"<th>(.*?)</th>", re.search(r"<thead>.*?</thead>", table, re.S).group(0))
     assert [h for h in header if h in ("worst class %", "CovGap %", "SSCV %", "WSC %")] == \
         ["worst class %", "CovGap %", "SSCV %", "WSC %"]
+    # a number for every method with sets (a dash for one that could not be calibrated: no sets)
     wsc = re.findall(r'<td class="num wsc">([^<]*)</td>', table)
-    assert wsc and all(re.fullmatch(r"[0-9.]+", v) for v in wsc)
+    assert wsc and all(re.fullmatch(r"[0-9.]+|–", v) for v in wsc) and sum(v != "–" for v in wsc) > len(wsc) / 2
+    covgap = re.findall(r'<td class="num covgap">([^<]*)</td>', table)
+    assert any(re.fullmatch(r"[0-9.]+", v) for v in covgap)
