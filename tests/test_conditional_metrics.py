@@ -119,9 +119,16 @@ def test_sscv_known_answers():
     mask = svbop.SetPredictions.from_sets(sets, 4).to_mask()
     assert size_stratified_coverage_violation(mask, np.array(y), 0.1) == pytest.approx(0.9 - 1 / 3)
     assert SSCV_STRATA == ((0, 1), (2, 3), (4, 10), (11, 100), (101, 1000))
-    # the one-number size-stratified coverage: the worst stratum; size_strata: all of them
+    # the one-number size-stratified coverage: with epsilon its violation (SSCV), without the worst
+    # stratum; size_strata: all of them
+    assert size_stratified_coverage(sets, y, 0.1) == size_stratified_coverage_violation(sets, y, 0.1)
+    assert size_stratified_coverage(sets, y, epsilon=0.1, stratified_size=[[2, 3]]) == pytest.approx(0.1)
     assert size_stratified_coverage(sets, y) == 0.0  # size 0: one row, missed
     assert size_stratified_coverage(sets, y, min_count=2) == 0.5
+    with pytest.raises(ValueError, match="bins and min_count are for the worst stratum's coverage"):
+        size_stratified_coverage(sets, y, 0.1, bins=3)
+    with pytest.raises(ValueError, match="stratified_size is for the violation"):
+        size_stratified_coverage(sets, y, stratified_size=[[0, 1]])
     edges, cov, counts = size_strata(sets, y)
     assert edges.tolist() == [0, 1, 2, 3] and counts.tolist() == [1, 2, 1, 1]
 
@@ -164,6 +171,8 @@ def test_wsc_and_sscv_equal_torchcps_functions(rng):
                                    test_fraction=tf, random_state=seed) == theirs
         expected = tm.SSCV(torch.from_numpy(mask), torch.from_numpy(y), 0.1)
         assert size_stratified_coverage_violation(mask, y, 0.1) == pytest.approx(expected, abs=1e-6)
+        assert size_stratified_coverage(torch.from_numpy(mask), torch.from_numpy(y), 0.1) == pytest.approx(expected,
+                                                                                                           abs=1e-6)
 
 
 def test_the_report_table_carries_covgap_sscv_and_wsc(rng):

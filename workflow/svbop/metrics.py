@@ -204,17 +204,34 @@ def _per_group_coverage(groups: np.ndarray, hit: np.ndarray, n_groups: int) -> t
     return cov, counts
 
 
-def size_stratified_coverage(sets, y, bins=None, *, min_count: int = 1) -> float:
-    """The worst coverage over the strata of set size (the size-stratified coverage of Angelopoulos
-    et al.): the smallest coverage of a stratum of :func:`size_strata` holding at least
-    ``min_count`` rows (nan when none does).  :func:`size_stratified_coverage_violation` is its
-    distance to the target, TorchCP's SSCV; :func:`size_strata` gives every stratum.
+def size_stratified_coverage(sets, y, epsilon: float | None = None, *, stratified_size=None, bins=None,
+                             min_count: int = 1) -> float:
+    """The size-stratified coverage of Angelopoulos, Bates, Malik and Jordan (ICLR 2021) as one number.
+
+    With ``epsilon`` (the target ``1 - epsilon``): its violation, SSCV, the largest
+    ``|coverage - (1 - epsilon)|`` over the set-size strata ``stratified_size`` (TorchCP 1.2.1's
+    ``SSCV`` and its default strata :data:`SSCV_STRATA`; the same as
+    :func:`size_stratified_coverage_violation`).  Without: the worst coverage over the strata of
+    :func:`size_strata` (``bins``) holding at least ``min_count`` rows (nan when none does).
+    :func:`size_strata` gives every stratum's coverage and row count.
 
     Examples
     --------
-    >>> size_stratified_coverage([[0], [1], [0, 1], [2, 0, 1]], [0, 0, 1, 2])
+    >>> sets, y = [[0], [1], [0, 1], [2, 0, 1]], [0, 0, 1, 2]
+    >>> size_stratified_coverage(sets, y)  # size 1: 1 of 2 rows covered
     0.5
+    >>> round(size_stratified_coverage(sets, y, 0.1), 6)  # sizes 0-1: 0.5, 2-3: 1.0 -> |0.5 - 0.9|
+    0.4
     """
+    if epsilon is not None:
+        if bins is not None or min_count != 1:
+            raise ValueError("bins and min_count are for the worst stratum's coverage (no epsilon); with epsilon the"
+                             " strata are stratified_size's")
+        return size_stratified_coverage_violation(
+            sets, y, epsilon, stratified_size=SSCV_STRATA if stratified_size is None else stratified_size)
+    if stratified_size is not None:
+        raise ValueError("stratified_size is for the violation (SSCV): give epsilon too, or bins for the strata of the"
+                         " worst coverage")
     if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
         raise ValueError(f"min_count must be a positive int, got {min_count!r}")
     _, cov, counts = size_strata(sets, y, bins)
