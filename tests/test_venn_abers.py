@@ -71,6 +71,25 @@ def test_venn_abers_is_valid_over_seeded_splits():
     assert raw > 0.2 and calibrated < 0.02, (raw, calibrated)
 
 
+def test_one_vs_one_couples_the_pairwise_predictors(rng):
+    """Three classes: each class's probability is 1 / (1/p_ij + 1/p_ik - 1) from its two pairs,
+    before the row is divided by its sum."""
+    P = rng.dirichlet(np.ones(3), 900)
+    y = np.array([rng.choice(3, p=p) for p in P])
+    m = VennAbersMultiClass("one_vs_one").fit(P[:600], y[:600])
+    assert m.pairs_ == [(0, 1), (0, 2), (1, 2)]
+    p0, p1 = m.predict_interval(P[600:])
+    p = p1 / (1 - p0 + p1)  # P(j) in pair (i, j)
+    q = np.column_stack([1 / (1 / (1 - p[:, 0]) + 1 / (1 - p[:, 1]) - 1),
+                         1 / (1 / (1 - p[:, 2]) + 1 / p[:, 0] - 1),
+                         1 / (1 / p[:, 1] + 1 / p[:, 2] - 1)])
+    np.testing.assert_allclose(m.predict_proba(P[600:]), q / q.sum(axis=1, keepdims=True), rtol=1e-12)
+    pair = VennAbers().fit(P[:600][y[:600] != 2][:, 1] / P[:600][y[:600] != 2][:, :2].sum(axis=1),
+                           y[:600][y[:600] != 2] == 1)
+    np.testing.assert_array_equal(pair.predict_interval(P[600:, 1] / P[600:, :2].sum(axis=1)),
+                                  np.column_stack([p0[:, 0], p1[:, 0]]))
+
+
 def test_multiclass_rows_sum_to_one_and_each_class_is_its_binary_predictor(rng):
     P = rng.dirichlet(np.full(4, 0.5), 600)
     y = np.array([rng.choice(4, p=p) for p in P])
@@ -106,6 +125,8 @@ def test_calibrate_parts_with_venn_abers():
     (lambda: VennAbers().fit([0.1, np.nan], [0, 1]), "scores holds NaN"),
     (lambda: VennAbers().fit([0.1, 0.2], [0]), "one label per score"),
     (lambda: VennAbers().predict_proba([0.1]), "not fitted"),
+    (lambda: VennAbersMultiClass("ovo"), "strategy must be one of one_vs_rest, one_vs_one"),
+    (lambda: VennAbersMultiClass("one_vs_one").fit(np.ones((3, 3)) / 3, [0, 0, 0]), "classes 1 and 2 have no"),
     (lambda: VennAbersMultiClass().fit(np.ones((3, 2)), [0, 1, 2]), "y"),
     (lambda: VennAbersMultiClass().fit(np.ones((3, 2)) / 2, [0, 1, 1]).predict_proba(np.ones((2, 3))),
      r"shape \(n, 2\)"),
@@ -137,3 +158,6 @@ def test_equals_the_venn_abers_package(rng):
     y = np.array([rng.choice(K, p=p) for p in P])
     theirs, _ = predict_proba_prefitted_va(P[:n], y[:n], P[n:], va_tpe="one_vs_rest")
     np.testing.assert_array_equal(VennAbersMultiClass().fit(P[:n], y[:n]).predict_proba(P[n:]), theirs)
+    # the package's default: one binary predictor per pair of classes, coupled
+    theirs, _ = predict_proba_prefitted_va(P[:n], y[:n], P[n:], va_tpe="one_vs_one")
+    np.testing.assert_array_equal(VennAbersMultiClass("one_vs_one").fit(P[:n], y[:n]).predict_proba(P[n:]), theirs)

@@ -30,13 +30,14 @@ computed once in ``fit``; ``predict_proba`` looks a test score up by binary sear
 equal to a calibration score is placed, as in the ``venn-abers`` package, before the equal
 calibration scores for ``p1`` and after them for ``p0`` (the tie rule of its ``searchsorted``).
 
-**Multi-class** (:class:`VennAbersMultiClass`, one-vs-rest): class ``c`` is a binary problem with
-score ``P(c|x)`` and label ``y == c``; its merged ``p`` is computed for every class and the row is
-divided by its sum (the ``venn-abers`` package's ``predict_proba_prefitted_va`` with
-``va_tpe="one_vs_rest"``, MAPIE's ``"one_vs_all"``).  ``K`` binary fits of ``n`` rows each; the
-package's default one-vs-one needs ``K (K - 1) / 2`` and is not offered.  The per-class ``p0``,
-``p1`` are kept (:meth:`VennAbersMultiClass.predict_interval`); the validity above holds for each
-class's binary problem, not for the normalised row.
+**Multi-class** (:class:`VennAbersMultiClass`).  One-vs-rest (the default): class ``c`` is a binary
+problem with score ``P(c|x)`` and label ``y == c``; its merged ``p`` is computed for every class and
+the row is divided by its sum (the ``venn-abers`` package's ``predict_proba_prefitted_va`` with
+``va_tpe="one_vs_rest"``, MAPIE's ``"one_vs_all"``): ``K`` binary fits of ``n`` rows each.
+One-vs-one (``strategy="one_vs_one"``, the package's default and its ``VennAbersMultiClass``): one
+binary predictor per pair of classes on their rows, coupled per class: ``K (K - 1) / 2`` fits, for a
+few classes.  The binary ``p0``, ``p1`` are kept (:meth:`VennAbersMultiClass.predict_interval`); the
+validity above holds for each binary problem, not for the normalised row.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from numba import njit
 
 from ._arrays import as_host_array
 
-__all__ = ["VennAbers", "VennAbersMultiClass", "venn_abers_table"]
+__all__ = ["STRATEGIES", "VennAbers", "VennAbersMultiClass", "venn_abers_table"]
 
 _JIT = {"nogil": True, "cache": True}
 
@@ -229,13 +230,32 @@ class VennAbers:
         return np.column_stack([1.0 - p, p])
 
 
+#: Multi-class strategies of :class:`VennAbersMultiClass`.
+STRATEGIES = ("one_vs_rest", "one_vs_one")
+
+
 class VennAbersMultiClass:
-    """One-vs-rest Venn-Abers calibration of ``K``-class probabilities (see the module docstring).
+    """Venn-Abers calibration of ``K``-class probabilities (see the module docstring).
+
+    Parameters
+    ----------
+    strategy : {"one_vs_rest", "one_vs_one"}, default "one_vs_rest"
+        ``one_vs_rest``: ``K`` binary predictors, class ``c`` (score ``P(c|x)``) against the rest,
+        each row's merged probabilities divided by their sum (the ``venn-abers`` package's
+        ``predict_proba_prefitted_va(va_tpe="one_vs_rest")``).  ``one_vs_one``: one binary
+        predictor per pair ``i < j`` of classes, fitted on the calibration rows of ``i`` and ``j``
+        with score ``P(j|x) / (P(i|x) + P(j|x))``; class ``i`` gets ``1 / (sum over its pairs of
+        1 / p_i - (K - 2))``, then the row is divided by its sum (Manokhin's pairwise coupling, the
+        package's default ``"one_vs_one"`` and its ``VennAbersMultiClass``): ``K (K - 1) / 2``
+        fits, for a few classes.
 
     Attributes
     ----------
     calibrators_ : list of VennAbers
-        One binary predictor per class (score ``P(c|x)``, label ``y == c``).
+        One binary predictor per class (one-vs-rest: score ``P(c|x)``, label ``y == c``) or per
+        pair ``(i, j)``, ``i < j``, in the order of :attr:`pairs_` (one-vs-one: label ``y == j``).
+    pairs_ : list of (int, int)
+        One-vs-one only: the pairs of classes.
     n_classes_ : int
 
     Examples
@@ -247,6 +267,11 @@ class VennAbersMultiClass:
     >>> Q.shape, bool(np.allclose(Q.sum(axis=1), 1))
     ((5, 3), True)
     """
+
+    def __init__(self, strategy: str = "one_vs_rest") -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        self.strategy = strategy
 
     def fit(self, P, y) -> "VennAbersMultiClass":
         from .metrics import check_labels
@@ -260,8 +285,21 @@ class VennAbersMultiClass:
         P = P.astype(np.float64, copy=False)
         if not np.all(np.isfinite(P)):
             raise ValueError("P holds NaN or infinite values")
-        self.n_classes_ = P.shape[1]
-        self.calibrators_ = [VennAbers().fit(P[:, c], y == c) for c in range(self.n_classes_)]
+        K = self.n_classes_ = P.shape[1]
+        if self.strategy == "one_vs_rest":
+            self.calibrators_ = [VennAbers().fit(P[:, c], y == c) for c in range(K)]
+            return self
+        self.pairs_, self.calibrators_ = [], []
+        rows = [np.flatnonzero(y == c) for c in range(K)]
+        for i in range(K - 1):
+            for j in range(i + 1, K):
+                r = np.sort(np.concatenate([rows[i], rows[j]]))
+                if r.size == 0:
+                    raise ValueError(f"classes {i} and {j} have no calibration rows: one_vs_one needs rows of every"
+                                     " pair (use strategy='one_vs_rest')")
+                pair = P[r][:, [i, j]]
+                self.pairs_.append((i, j))
+                self.calibrators_.append(VennAbers().fit(pair[:, 1] / pair.sum(axis=1), y[r] == j))
         return self
 
     def _columns(self, P):
@@ -273,20 +311,38 @@ class VennAbersMultiClass:
         return P.astype(np.float64, copy=False)
 
     def predict_interval(self, P) -> tuple[np.ndarray, np.ndarray]:
-        """``(p0, p1)``, each ``(n, K)``: every class's binary multiprobability (not normalised)."""
+        """``(p0, p1)``, each ``(n, K)`` (one-vs-rest) or ``(n, number of pairs)`` (one-vs-one):
+        every binary predictor's multiprobability (not normalised)."""
         P = self._columns(P)
-        p0, p1 = np.empty(P.shape), np.empty(P.shape)
-        for c, va in enumerate(self.calibrators_):
-            p0[:, c], p1[:, c] = va.predict_interval(P[:, c]).T
+        m = len(self.calibrators_)
+        p0, p1 = np.empty((P.shape[0], m)), np.empty((P.shape[0], m))
+        for k, va in enumerate(self.calibrators_):
+            p0[:, k], p1[:, k] = va.predict_interval(self._score(P, k)).T
         return p0, p1
 
+    def _score(self, P, k):
+        if self.strategy == "one_vs_rest":
+            return P[:, k]
+        i, j = self.pairs_[k]
+        pair = P[:, [i, j]]
+        return pair[:, 1] / pair.sum(axis=1)
+
     def predict_proba(self, P, *, block_rows: int = 4096) -> np.ndarray:
-        """``(n, K)`` calibrated probabilities: each class's merged ``p1 / (1 - p0 + p1)``, divided by
-        the row's sum (``block_rows`` rows at a time: the extra memory is a few blocks)."""
+        """``(n, K)`` calibrated probabilities, each row summing to 1 (``block_rows`` rows at a time:
+        the extra memory is a few blocks)."""
         P = self._columns(P)
         out = np.empty(P.shape)
+        K = self.n_classes_
         for lo in range(0, P.shape[0], block_rows):
             p0, p1 = self.predict_interval(P[lo: lo + block_rows])
-            p = p1 / (1.0 - p0 + p1)
+            p = p1 / (1.0 - p0 + p1)  # P(second class of the pair), or of the class against the rest
+            if self.strategy == "one_vs_one":
+                q = np.empty((p.shape[0], K))
+                for c in range(K):  # the package's order: pairs (c, j) first, then (i, c)
+                    first = [k for k, (i, _) in enumerate(self.pairs_) if i == c]
+                    second = [k for k, (_, j) in enumerate(self.pairs_) if j == c]
+                    inv = np.hstack([1 / (1 - p[:, first]), 1 / p[:, second]])
+                    q[:, c] = 1 / (np.sum(inv, axis=1) - (K - 2))
+                p = q
             out[lo: lo + block_rows] = p / p.sum(axis=1, keepdims=True)
         return out
