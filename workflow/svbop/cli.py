@@ -46,8 +46,9 @@ def _utilities(args) -> int:
 _METHOD_OPTIONS = {
     "bayes": ({"utility"}, set()),
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
-                  {"score", "class_conditional", "clustered", "rc3p", "k_reg", "lam", "gamma", "empty", "calibration_key",
-                   "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "randomized", "seed"}),
+                  {"score", "class_conditional", "clustered", "rc3p", "k_reg", "lam", "gamma", "empty",
+                   "calibration_key", "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "randomized",
+                   "seed"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
 }
 

@@ -24,7 +24,8 @@ from .metrics import check_labels, group_coverage, mean_scores, set_agreement, t
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
-__all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "CONDITIONAL_COLUMNS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
+__all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "CONDITIONAL_COLUMNS",
+           "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
            "not_calibrated_text", "read_calibration", "read_seconds", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
            "unreachable_record"]

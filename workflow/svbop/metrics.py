@@ -589,7 +589,8 @@ def size_stratified_coverage_violation(sets, y, epsilon: float, *, stratified_si
     eps = _check_epsilon(epsilon)
     try:
         strata = [(int(lo), int(hi)) for lo, hi in stratified_size]
-        ok = bool(strata) and all(0 <= lo <= hi and lo == a and hi == b for (lo, hi), (a, b) in zip(strata, stratified_size))
+        ok = bool(strata) and all(0 <= lo <= hi and lo == a and hi == b
+                                  for (lo, hi), (a, b) in zip(strata, stratified_size))
     except (TypeError, ValueError):
         ok = False
     if not ok:
@@ -657,7 +658,8 @@ def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, M: int = 1000, test_f
     if _ndim(sets) == 2 and _ndim(y) == 2 and _ndim(X) == 1:  # TorchCP's order: (features, prediction_sets, labels)
         sets, y, X = y, X, sets
     hit, _ = _hits_and_sizes(sets, y)
-    return _SlabPlan(X, hit.size, delta=delta, M=M, test_fraction=test_fraction, random_state=random_state).coverage(hit)
+    plan = _SlabPlan(X, hit.size, delta=delta, M=M, test_fraction=test_fraction, random_state=random_state)
+    return plan.coverage(hit)
 
 
 def _ndim(x):

@@ -2,7 +2,8 @@
 the :class:`svbop.conformal.ConformalSetPredictor` each one stands for.
 
 ``<score>`` (one threshold), ``<score>_cc`` (one per class), ``<score>_clustered`` (one per cluster of
-classes), ``<score>_rc3p`` (one threshold and one rank limit per class, RC3P), ``hierarchical_<n>``; a score is ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
+classes), ``<score>_rc3p`` (one threshold and one rank limit per class, RC3P),
+``hierarchical_<n>``; a score is ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
 or ``aps_deterministic``, ``raps_deterministic``, ``saps_deterministic`` (config ``methods.conformal``,
 ``methods.class_conditional``, ``methods.clustered``, ``methods.rc3p``, ``methods.mondrian.scores``)."""
 

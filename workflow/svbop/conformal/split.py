@@ -21,8 +21,8 @@ from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
 from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
-from .scores import PREDICTOR_SCORES, RANDOMIZED_BY_DEFAULT, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_label_ranks, \
-    _calibration_scores, _every_class, _mask_chunks, \
+from .scores import PREDICTOR_SCORES, RANDOMIZED_BY_DEFAULT, RANDOMIZED_SCORES, RANKED_SCORES, \
+    _calibration_label_ranks, _calibration_scores, _every_class, _mask_chunks, \
     _lac_scores, _mask_sets, _score_sets, conformal_quantile, conformal_sets
 
 __all__ = ["ConformalSetPredictor"]
