@@ -1,6 +1,7 @@
 """svbop's conformal sets beside TorchCP's, in one run on the same float64 probabilities (issue 43).
 
-For LAC, randomised APS, randomised RAPS and class-conditional LAC, at K = 100 (5,000 calibration
+For LAC, randomised APS, randomised RAPS, class-conditional LAC, margin, randomised top-k and
+RC3P (LAC; issue 48), at K = 100 (5,000 calibration
 / 5,000 test rows) and K = 1,000 (10,000 / 10,000), times
 
 * svbop: ``ConformalSetPredictor(...).fit(P_cal, y_cal)`` then ``predict_mask(P_test)`` (and
@@ -79,13 +80,15 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=0.1)
     ap.add_argument("--sizes", nargs="*", default=["100:5000:5000", "1000:10000:10000"],
                     help="K:calibration rows:test rows")
+    ap.add_argument("--methods", nargs="*", default=None,
+                    help="only the methods whose name contains one of these words (e.g. margin)")
     args = ap.parse_args()
     sys.meta_path.append(_Missing())
     import torch
 
     torch.set_num_threads(1)
-    from torchcp.classification.predictor import ClassConditionalPredictor, SplitPredictor
-    from torchcp.classification.score import APS, LAC, RAPS
+    from torchcp.classification.predictor import ClassConditionalPredictor, RC3PPredictor, SplitPredictor
+    from torchcp.classification.score import APS, LAC, RAPS, TOPK, Margin
 
     eps = args.epsilon
     print(f"epsilon {eps}; median of {args.repeat}; one thread; {os.uname().machine}, "
@@ -97,7 +100,13 @@ def main() -> None:
          lambda: SplitPredictor(RAPS(penalty=0.01, kreg=2, randomized=True))),
         ("LAC class-conditional", dict(score="lac", class_conditional=True),
          lambda: ClassConditionalPredictor(LAC())),
+        ("margin", dict(score="margin"), lambda: SplitPredictor(Margin())),
+        ("top-k (randomised)", dict(score="topk", randomized=True, random_state=0),
+         lambda: SplitPredictor(TOPK(randomized=True))),
+        ("LAC RC3P", dict(score="lac", class_conditional="rc3p", empty="keep"), lambda: RC3PPredictor(LAC())),
     ]
+    if args.methods:
+        methods = [m for m in methods if any(w.lower() in m[0].lower() for w in args.methods)]
     with threadpool_limits(1):
         for size in args.sizes:
             K, n_cal, n_test = map(int, size.split(":"))
@@ -119,6 +128,7 @@ def main() -> None:
                 def theirs(make=make):
                     torch.manual_seed(0)
                     predictor = make()
+                    predictor.num_classes = K  # RC3PPredictor reads it (its calibrate sets it)
                     predictor.calculate_threshold(L_cal, t_cal, eps)
                     return predictor.predict_with_logits(L_test)
 

@@ -149,6 +149,8 @@ def _conformal_files(tmp_path, n_cal=200, n_test=50, K=6, seed=0):
     (["--score", "saps", "--lam", "0.3", "--clustered"],
      {"score": "saps", "lam": 0.3, "class_conditional": "clustered", "random_state": 0}),
     (["--score", "topk"], {"score": "topk"}),
+    (["--score", "topk", "--randomized", "--seed", "3"], {"score": "topk", "randomized": True, "random_state": 3}),
+    (["--score", "lac", "--rc3p"], {"score": "lac", "class_conditional": "rc3p"}),
     (["--score", "margin", "--class-conditional", "--empty", "keep"],
      {"score": "margin", "class_conditional": True, "empty": "keep"}),
     (["--score", "fbeta"], {"score": "fbeta"}),
@@ -262,7 +264,9 @@ def test_predict_hierarchical_refuses_bad_trees_in_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("options, message", [
     (["--score", "lac", "--deterministic"], "--deterministic is for --score aps, raps or saps"),
-    (["--score", "aps", "--class-conditional", "--clustered"], "--class-conditional and --clustered: give one"),
+    (["--score", "aps", "--class-conditional", "--clustered"], "--class-conditional, --clustered and --rc3p: give one"),
+    (["--score", "aps", "--rc3p", "--clustered"], "--class-conditional, --clustered and --rc3p: give one"),
+    (["--score", "margin", "--randomized"], "--randomized is for --score topk"),
     (["--score", "saps", "--lam", "0"], "lam, the SAPS weight of a rank, must be > 0"),
     (["--score", "fbeta", "--clustered"], "class_conditional='clustered' is for score"),
 ])

@@ -347,7 +347,7 @@ def test_fbeta_with_too_few_rows_keeps_every_class_and_credal_refuses():
         (dict(epsilon=0.1, score="credal", gamma="0.6"), "gamma must be a number > 0"),
         (dict(epsilon=0.1, score="fbeta", gamma=0.6), "score='fbeta' takes none"),
         (dict(epsilon=0.1, score="fbeta", class_conditional=True), "class_conditional=True is for score"),
-        (dict(epsilon=0.1, class_conditional="yes"), "class_conditional must be True, False or .clustered., got .yes."),
+        (dict(epsilon=0.1, class_conditional="yes"), "class_conditional must be True, False, .clustered. or .rc3p., got .yes."),
     ],
 )
 def test_bad_arguments_get_one_line_errors(kwargs, message):

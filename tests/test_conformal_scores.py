@@ -368,7 +368,7 @@ def test_fbeta_refuses_a_calibration_row_of_zeros_as_the_other_scores_do():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(score="lac", randomized=True), "randomized=True is for score 'aps', 'raps' or 'saps', not 'lac'"),
+        (dict(score="lac", randomized=True), "randomized=True is for score 'aps', 'raps', 'saps' or 'topk', not 'lac'"),
         (dict(score="aps", randomized="yes"), "randomized must be True or False, got 'yes'"),
         (dict(score="saps", lam=0), "lam, the SAPS weight of a rank, must be > 0"),
         (dict(score="saps", k_reg=2), "k_reg is a RAPS parameter; score='saps' takes lam"),

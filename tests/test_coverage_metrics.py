@@ -12,6 +12,7 @@ from svbop.metrics import (
     recall,
     singleton_rate,
     size_stratified_coverage,
+    size_strata,
 )
 
 # five rows over four classes: sizes 1, 1, 2, 3, 0; rows 0, 2, 3 are covered
@@ -38,24 +39,24 @@ def test_a_label_no_set_holds_is_a_miss_not_an_error():
         coverage([[0], [1]], [0, -1])
 
 
-def test_size_stratified_coverage_one_stratum_per_observed_size():
-    edges, cov, counts = size_stratified_coverage(SETS, Y)
+def test_size_strata_one_stratum_per_observed_size():
+    edges, cov, counts = size_strata(SETS, Y)
     assert edges.tolist() == [0, 1, 2, 3] and edges.dtype == np.int64
     np.testing.assert_array_equal(cov, [0.0, 0.5, 1.0, 1.0])
     assert counts.tolist() == [1, 2, 1, 1] and counts.dtype == np.int64
 
 
-def test_size_stratified_coverage_with_histogram_edges_closed_on_the_left():
+def test_size_strata_with_histogram_edges_closed_on_the_left():
     # strata [0, 2) and [2, 4]: sizes 0, 1, 1 | 2, 3; an empty stratum [4, 9] has nan coverage
-    edges, cov, counts = size_stratified_coverage(SETS, Y, bins=[0, 2, 4, 9])
+    edges, cov, counts = size_strata(SETS, Y, bins=[0, 2, 4, 9])
     assert edges.tolist() == [0.0, 2.0, 4.0, 9.0]
     np.testing.assert_array_equal(cov, [1 / 3, 1.0, np.nan])
     assert counts.tolist() == [3, 2, 0]
     # the last stratum is closed on the right: size 3 falls in [2, 3]; size 0 is outside [1, 3]
-    edges, cov, counts = size_stratified_coverage(SETS, Y, bins=[1, 2, 3])
+    edges, cov, counts = size_strata(SETS, Y, bins=[1, 2, 3])
     assert counts.tolist() == [2, 2] and cov.tolist() == [0.5, 1.0]
     # an int is that many equal-width strata over the observed sizes, as in np.histogram
-    edges, cov, counts = size_stratified_coverage(SETS, Y, bins=3)
+    edges, cov, counts = size_strata(SETS, Y, bins=3)
     np.testing.assert_allclose(edges, [0, 1, 2, 3])
     assert counts.tolist() == [1, 2, 2]
 
@@ -65,9 +66,9 @@ def test_size_stratified_coverage_with_histogram_edges_closed_on_the_left():
     ([0, np.inf], "finite"), ("auto", "None, a positive int or a 1-D sequence"), (True, "None, a positive int"),
     (["a", "b"], "must be numbers"),
 ])
-def test_size_stratified_coverage_refuses_bad_bins(bins, match):
+def test_size_strata_refuses_bad_bins(bins, match):
     with pytest.raises(ValueError, match=match):
-        size_stratified_coverage(SETS, Y, bins=bins)
+        size_strata(SETS, Y, bins=bins)
 
 
 def test_class_conditional_coverage_with_the_worst_present_class():
@@ -94,7 +95,7 @@ def test_coverage_metrics_equal_a_loop_over_rows_on_random_sets():
     hit = np.array([yi in s for s, yi in zip(sets, y)])
     sizes = np.array([len(s) for s in sets])
     assert coverage(sets, y) == pytest.approx(hit.mean())
-    edges, cov, counts = size_stratified_coverage(sets, y)
+    edges, cov, counts = size_strata(sets, y)
     for e, c, m in zip(edges, cov, counts):
         assert m == (sizes == e).sum() and c == pytest.approx(hit[sizes == e].mean())
     per_class, worst = class_conditional_coverage(sets, y)

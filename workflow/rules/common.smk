@@ -102,6 +102,7 @@ CONFORMAL_SCORES = [
     *(f"hierarchical_{n}" for n in (MAX_NODES or ["1"]) if "hierarchical" in METHODS["conformal"]),
     *(f"{score}_cc" for score in METHODS["class_conditional"]),
     *(f"{score}_clustered" for score in METHODS["clustered"]),
+    *(f"{score}_rc3p" for score in METHODS.get("rc3p", [])),
 ]
 COVERAGE_FAMILIES = list(METHODS["coverage"])
 # conformal risk control: one method risk_<loss>_<score> per loss and score, alpha = each methods epsilon

@@ -1,5 +1,5 @@
 """Glue: the probabilities every set is made from, calibrated on the validation rows (calibrate:
-temperature) or as given, and the record of what calibration changed (rule calibrate_scores)."""
+temperature or venn_abers) or as given, and the record of what calibration changed (rule calibrate_scores)."""
 
 import json
 import logging

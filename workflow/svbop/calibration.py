@@ -1,4 +1,5 @@
-"""Calibration of a model's class probabilities before any set is made (temperature scaling).
+"""Calibration of a model's class probabilities before any set is made (temperature scaling,
+Venn-Abers).
 
 The Bayes-optimal sets of the paper (and every set built from ``P(c|x)``) are optimal only when
 the probabilities are calibrated.  A deep network's softmax is often over-confident and
@@ -9,6 +10,9 @@ of modern neural networks", ICML 2017) and measures calibration before and after
 - :func:`fit_temperature`: ``T`` minimising the negative log-likelihood (NLL) of
   ``softmax(z / T)`` on the validation rows, by a bounded 1-D search over ``log T``;
 - :func:`outputs_to_probabilities`: logits (or probabilities) -> ``P(c|x)`` at a temperature;
+- :class:`VennAbers` and :class:`VennAbersMultiClass` (from :mod:`svbop.venn_abers`): inductive
+  Venn-Abers predictors (Vovk and Petej 2014), binary and one-vs-rest multi-class, whose
+  probabilities come with a validity guarantee; ``calibrate: venn_abers`` in the pipeline;
 - :func:`negative_log_likelihood`, :func:`expected_calibration_error` (top-label ECE over
   equal-mass bins: each bin holds the same number of rows, so no bin is empty and none is
   decided by a handful of rows) and :func:`reliability_curve` (the reliability diagram's points).
@@ -33,9 +37,12 @@ import numpy as np
 
 from ._arrays import as_host_array
 from .metrics import check_labels
+from .venn_abers import VennAbers, VennAbersMultiClass
 
 __all__ = [
     "CALIBRATION_METHODS",
+    "VennAbers",
+    "VennAbersMultiClass",
     "ECE_BINS",
     "TemperatureScaling",
     "calibration_metrics",
@@ -48,8 +55,9 @@ __all__ = [
     "separable",
 ]
 
-#: ``calibrate:`` values: ``none`` keeps the model's probabilities, ``temperature`` fits one T.
-CALIBRATION_METHODS = ("none", "temperature")
+#: ``calibrate:`` values: ``none`` keeps the model's probabilities, ``temperature`` fits one T,
+#: ``venn_abers`` fits one-vs-rest inductive Venn-Abers predictors (:mod:`svbop.venn_abers`).
+CALIBRATION_METHODS = ("none", "temperature", "venn_abers")
 #: Bins of the top-label ECE and the reliability diagram (equal-mass; 15 as in Guo et al.).
 ECE_BINS = 15
 #: The bounds of the temperature search (T in [1/100, 100]): beyond them a model's scores carry
@@ -397,7 +405,8 @@ def describe(record: Mapping[str, object]) -> str:
     'none: T = 1; no labelled test rows'
     """
     test = record.get("test") or {}
-    head = f"{record.get('method')}: T = {record.get('temperature', 1.0):.4g}"
+    head = (f"{record.get('method')}: one-vs-rest Venn-Abers" if record.get("method") == "venn_abers"
+            else f"{record.get('method')}: T = {record.get('temperature', 1.0):.4g}")
     if not test:
         return f"{head}; no labelled test rows"
     before, after = test["before"], test["after"]
@@ -423,8 +432,10 @@ def calibrate_parts(
         A model's scores (``outputs``) and true classes per part.  The temperature is fitted on
         ``validation`` only; ``test`` is only ever measured.
     outputs : {"logits", "probabilities"}
-    method : {"none", "temperature"}
-        ``none``: the probabilities as given (``softmax`` of logits), measured all the same.
+    method : {"none", "temperature", "venn_abers"}
+        ``none``: the probabilities as given (``softmax`` of logits), measured all the same;
+        ``venn_abers``: one-vs-rest inductive Venn-Abers (:class:`VennAbersMultiClass`) fitted on the
+        validation rows' probabilities (``temperature`` stays 1 in the record).
     utilities : sequence of utility specs
         SVBOP-Full's sets on the test rows under each, before and after calibration (their mean
         utility and size go into the record: what calibration changed in the sets).
@@ -446,24 +457,36 @@ def calibrate_parts(
         raise ValueError(f"calibrate: expected one of {', '.join(CALIBRATION_METHODS)}, got {method!r}")
     if "test" not in scores:
         raise ValueError("scores: no test part")
-    T, at_bound, skipped = 1.0, False, None
+    T, at_bound, skipped, venn_abers = 1.0, False, None, None
+    if method in ("temperature", "venn_abers") and (
+            "validation" not in scores or np.asarray(labels["validation"]).size == 0):
+        raise ValueError(f"calibrate: {method} is fitted on the validation rows, and there are none "
+                         "(give a validation part or a split.validation size)")
     if method == "temperature":
-        if "validation" not in scores or np.asarray(labels["validation"]).size == 0:
-            raise ValueError("calibrate: temperature is fitted on the validation rows, and there are none "
-                             "(give a validation part or a split.validation size)")
         scaler = TemperatureScaling(outputs).fit(scores["validation"], labels["validation"])
         T, at_bound, skipped = scaler.temperature_, scaler.at_bound(), scaler.skipped_
+    elif method == "venn_abers":
+        venn_abers = VennAbersMultiClass().fit(
+            outputs_to_probabilities(scores["validation"], outputs=outputs, dtype=np.float64), labels["validation"])
     probs, record = {}, {
         "method": method, "outputs": outputs, "temperature": T, "at_bound": at_bound, "bounds": list(T_BOUNDS),
         "ece_bins": int(n_bins), "ece_binning": "equal-mass (each bin the same number of rows), top-label",
-        "fitted_on": "validation" if method == "temperature" else None, "not_fitted": skipped,
+        "fitted_on": "validation" if method != "none" else None, "not_fitted": skipped,
         "rows": {p: int(np.asarray(labels[p]).size) for p in scores},
     }
     before_test = None
     for part in scores:
-        probs[part] = outputs_to_probabilities(scores[part], outputs=outputs, temperature=T, dtype=dtype)
+        probs[part] = outputs_to_probabilities(scores[part], outputs=outputs, temperature=T,
+                                               dtype=np.float64 if venn_abers is not None else dtype)
+        changed = T != 1.0 or venn_abers is not None
+        if venn_abers is not None:
+            given = probs[part]
+            probs[part] = venn_abers.predict_proba(given).astype(dtype)
         if part in ("validation", "test") and np.asarray(labels[part]).size:
-            before = outputs_to_probabilities(scores[part], outputs=outputs, dtype=np.float64) if T != 1.0 else None
+            if venn_abers is not None:
+                before = given
+            else:
+                before = outputs_to_probabilities(scores[part], outputs=outputs, dtype=np.float64) if changed else None
             after_m = calibration_metrics(probs[part], labels[part], n_bins)
             before_m = calibration_metrics(before, labels[part], n_bins) if before is not None else after_m
             record[part] = {"before": before_m, "after": after_m}

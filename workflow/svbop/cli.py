@@ -47,9 +47,9 @@ def _utilities(args) -> int:
 _METHOD_OPTIONS = {
     "bayes": ({"utility"}, set()),
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
-                  {"score", "class_conditional", "clustered", "k_reg", "lam", "gamma", "empty", "calibration_key",
-                   "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "seed", "weights",
-                   "calibration_weights"}),
+                  {"score", "class_conditional", "clustered", "rc3p", "k_reg", "lam", "gamma", "empty",
+                   "calibration_key", "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "randomized",
+                   "seed", "weights", "calibration_weights"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
     "risk": ({"alpha", "calibration", "calibration_labels"},
              {"loss", "cost", "score", "k_reg", "lam", "empty", "calibration_key", "hierarchy", "hierarchy_format"}),
@@ -87,16 +87,22 @@ def _conformal(args, P: np.ndarray):
     elif args.hierarchy is not None or args.max_nodes is not None or args.hierarchy_format is not None:
         raise ValueError(f"--hierarchy, --hierarchy-format and --max-nodes are for --score hierarchical with --method "
                          f"conformal, not --score {score}")
-    if args.class_conditional and args.clustered:
-        raise ValueError("--class-conditional and --clustered: give one (--clustered is class-conditional by clusters)")
+    if args.class_conditional + args.clustered + args.rc3p > 1:
+        raise ValueError("--class-conditional, --clustered and --rc3p: give one (--clustered and --rc3p are"
+                         " class-conditional by clusters, and with rank limits)")
     if args.deterministic and score not in ("aps", "raps", "saps"):
         raise ValueError(f"--deterministic is for --score aps, raps or saps (their randomised score is the default),"
                          f" not --score {score}")
+    if args.randomized and score != "topk":
+        raise ValueError(f"--randomized is for --score topk (aps, raps and saps are randomised unless --deterministic),"
+                         f" not --score {score}")
     predictor = ConformalSetPredictor(
-        args.epsilon, score=score, class_conditional="clustered" if args.clustered else args.class_conditional,
+        args.epsilon, score=score,
+        class_conditional="clustered" if args.clustered else "rc3p" if args.rc3p else args.class_conditional,
         k_reg=1 if args.k_reg is None else args.k_reg, lam=args.lam,
         empty=args.empty, gamma=args.gamma, **hierarchical,
-        randomized=False if args.deterministic else None, random_state=0 if args.seed is None else args.seed,
+        randomized=False if args.deterministic else True if args.randomized else None,
+        random_state=0 if args.seed is None else args.seed,
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
@@ -118,7 +124,8 @@ def _conformal(args, P: np.ndarray):
         sets = predictor.predict(P, **({"weights": w_test} if weighted else {}))
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
-    kind = {True: " class-conditional", "clustered": " clustered class-conditional"}.get(predictor.class_conditional, "")
+    kind = {True: " class-conditional", "clustered": " clustered class-conditional",
+            "rc3p": " class-conditional (RC3P)"}.get(predictor.class_conditional, "")
     what = f"conformal {'randomised ' if predictor.randomized else ''}{predictor.score}{kind}"
     if score == "hierarchical":
         what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
@@ -211,6 +218,7 @@ def _conditional(args, P: np.ndarray):
         raise ValueError(f"{args.group_columns}: {exc}") from None
     return sets, (f"conformal {predictor.score} covering 1 - {args.epsilon} in each of {predictor.n_groups_} group "
                   f"column(s) ({len(y_cal)} calibration rows)")
+
 
 
 def _read_tree(args, K: int):
@@ -382,8 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one threshold per class (lac, aps, raps, saps, topk, margin)")
     g.add_argument("--clustered", action="store_true",
                    help="one threshold per cluster of classes (Ding et al. 2023; few calibration rows per class)")
+    g.add_argument("--rc3p", action="store_true",
+                   help="one threshold and one rank limit per class (RC3P, Shi et al. 2024)")
     g.add_argument("--deterministic", action="store_true",
                    help="aps, raps, saps: the deterministic score (it covers more than 1 - epsilon)")
+    g.add_argument("--randomized", action="store_true",
+                   help="topk: the randomised score rank - u (TorchCP's default; exact coverage)")
     g.add_argument("--seed", type=int, help="seed of the randomised scores and the clustered split (default 0)")
     g.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
     g.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0); "
@@ -436,8 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "all or once per --test")
     p.add_argument("--outputs", choices=("auto", "logits", "probabilities"), default="auto",
                    help="what the scores are (auto: probabilities when every row is non-negative and sums to 1)")
-    p.add_argument("--calibrate", choices=("temperature", "none"), default="temperature",
-                   help="temperature scaling fitted on the validation rows before any set is made (default)")
+    p.add_argument("--calibrate", choices=("temperature", "venn_abers", "none"), default="temperature",
+                   help="temperature scaling fitted on the validation rows before any set is made (default), or"
+                        " one-vs-rest inductive Venn-Abers (venn_abers), or none")
     p.add_argument("--class-names", help="one class name per line, in the scores' column order")
     p.add_argument("--hierarchy", help="a class tree over the classes (adds hierarchy-restricted sets)")
     p.add_argument("--hierarchy-format", choices=("edges", "lshtc_paths", "nested_lists", "taxonomy"),

@@ -442,7 +442,9 @@ def calibrate_method(cfg: Mapping[str, Any]) -> str:
     """A dataset's ``calibrate:``: as configured, else ``temperature`` for a model's outputs (a deep
     network's softmax is rarely calibrated, Guo et al. 2017, and a temperature fitted on the validation
     rows never changes the ranking of the classes, only the sets' sizes) and ``none`` for the paper's
-    liblinear datasets (so that the paper's tables are reproduced as the paper made them)."""
+    liblinear datasets (so that the paper's tables are reproduced as the paper made them).
+    ``venn_abers`` is chosen only when configured (one-vs-rest Venn-Abers, :mod:`svbop.venn_abers`: it
+    can change the ranking of the classes, which a temperature never does)."""
     return cfg.get("calibrate") or ("temperature" if is_model_outputs(cfg) else "none")
 
 

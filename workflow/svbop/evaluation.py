@@ -24,7 +24,8 @@ from .metrics import check_labels, group_coverage, mean_scores, set_agreement, t
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
-__all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
+__all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "CONDITIONAL_COLUMNS",
+           "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
            "not_calibrated_text", "read_calibration", "read_seconds", "risk_record", "test_risk", "promise_record", "check_promise", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
            "unreachable_record"]
@@ -53,7 +54,7 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 #: ``weighted_<name>`` (a conformal method under covariate shift, :mod:`svbop.conformal.weighted`) and
 #: ``conditional_<score>`` (coverage in every group, :mod:`svbop.conformal.conditional`), ``param`` = epsilon.
 _SCORES = r"(aps|raps|saps)(_deterministic)?|topk|margin"
-_BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered)|{_SCORES}|hierarchical_[1-9][0-9]*)"
+_BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered|rc3p)|{_SCORES}|hierarchical_[1-9][0-9]*)"
                      r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
                      r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column)"
                      r"|risk_(miscoverage|class_cost|hierarchical)_(lac|aps|raps|saps|topk|margin)"
@@ -145,6 +146,7 @@ def evaluate_beyond(
     unreachable: Iterable[tuple[str, str]] = (),
     groups: Mapping[str, np.ndarray] | None = None,
     group_names: Mapping[str, np.ndarray] | None = None,
+    X=None,
 ) -> list[dict]:
     """Score every kind of set on the test rows: utilities, coverage and set sizes.
 
@@ -177,6 +179,13 @@ def evaluate_beyond(
         a column of the user's data): every method also gets ``group_coverage_<name>``, the
         coverage of each group, as JSON ``[[group name, test rows, coverage %], ...]`` in the
         order of the names (bounded by the number of groups, which the data bound).
+    X : array-like of shape (n, d), optional
+        A representation of the test rows (the report passes their probabilities) for ``wsc_pct``.
+        Every method gets :data:`CONDITIONAL_COLUMNS`: ``covgap_pct`` and ``sscv_pct``
+        (:func:`svbop.metrics.covgap` and :func:`svbop.metrics.size_stratified_coverage_violation` at
+        the method's epsilon; NaN for a method without a coverage target) and ``wsc_pct``
+        (:func:`svbop.metrics.worst_slab_coverage` on ``X`` with TorchCP's defaults, one split and
+        one set of directions shared by every method; NaN without ``X``).
 
     Returns
     -------
@@ -195,6 +204,11 @@ def evaluate_beyond(
     rows = []
     unreachable = set(unreachable)
     labels = [f"{utility(u).label}_pct" for u in utilities]
+    plan = None
+    if X is not None:
+        from .metrics import _SlabPlan
+
+        plan = _SlabPlan(X, len(y))
     for key in sets:
         method, param = key
         if method not in BEYOND_PAPER_METHODS and not beyond_method(method):
@@ -209,6 +223,7 @@ def evaluate_beyond(
                "target_coverage_pct": target_coverage_pct(method, str(param))}
         row.update((c, scores[c]) for c in BEYOND_COLUMNS[5:])
         row.update((lab, scores[lab]) for lab in labels)
+        row.update(_conditional_columns(None if key in unreachable else sets[key], y, row["target_coverage_pct"], plan))
         for name, g in (groups or {}).items():
             if key in unreachable:
                 worst, per_group = float("nan"), None
@@ -226,6 +241,28 @@ def evaluate_beyond(
         rows.append(row)
         del scores
     return rows
+
+
+#: The conditional-coverage columns :func:`evaluate_beyond` adds when given ``X``, in percent.
+CONDITIONAL_COLUMNS = ("covgap_pct", "sscv_pct", "wsc_pct")
+
+
+def _conditional_columns(sets, y, target_pct: float, plan) -> dict[str, float]:
+    """CovGap, SSCV (at the method's epsilon; NaN without a target) and WSC (NaN without ``plan``),
+    in percent."""
+    from .metrics import _hits_and_sizes, covgap, size_stratified_coverage_violation
+
+    out = dict.fromkeys(CONDITIONAL_COLUMNS, float("nan"))
+    if sets is None:
+        return out
+    if target_pct == target_pct:
+        eps = round(1.0 - target_pct / 100.0, 12)
+        out["covgap_pct"] = 100.0 * covgap(sets, y, eps)
+        out["sscv_pct"] = 100.0 * size_stratified_coverage_violation(sets, y, eps)
+    if plan is not None:
+        hit, _ = _hits_and_sizes(sets, y)
+        out["wsc_pct"] = 100.0 * plan.coverage(hit)
+    return out
 
 
 def calibration_record(predictor, *, method: str, epsilon: float, n_calibration: int) -> dict[str, object]:

@@ -16,16 +16,17 @@ from .sets import SetPredictions
 from .utilities import Utility, utility
 
 __all__ = ["check_labels", "set_utility", "recall", "set_sizes", "top1_accuracy", "mean_scores", "set_agreement",
-           "coverage", "size_stratified_coverage", "class_conditional_coverage", "singleton_rate", "empty_rate",
+           "coverage", "size_stratified_coverage", "size_strata", "size_stratified_coverage_violation", "SSCV_STRATA",
+           "class_conditional_coverage", "singleton_rate", "empty_rate",
            "COVERAGE_KEYS", "EXTRA_COVERAGE_KEYS", "check_groups", "group_coverage", "covgap",
-           "worst_slab_coverage", "running_coverage"]
+           "worst_slab_coverage", "wsc", "sscv", "running_coverage"]
 
 #: The coverage keys of :func:`mean_scores` (percentages that are not utilities).
 COVERAGE_KEYS = ("coverage_pct", "class_coverage_worst_pct", "ssc_worst_pct", "singleton_pct", "empty_pct")
 
 #: Coverage keys :func:`mean_scores` adds only when given what they need (``epsilon``, ``groups``,
 #: ``X``): percentages that are not utilities either.
-EXTRA_COVERAGE_KEYS = ("covgap_pct", "group_coverage_worst_pct", "worst_slab_coverage_pct")
+EXTRA_COVERAGE_KEYS = ("covgap_pct", "sscv_pct", "group_coverage_worst_pct", "worst_slab_coverage_pct")
 
 
 def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:
@@ -203,8 +204,43 @@ def _per_group_coverage(groups: np.ndarray, hit: np.ndarray, n_groups: int) -> t
     return cov, counts
 
 
-def size_stratified_coverage(sets, y, bins=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Coverage within strata of set size (the size-stratified coverage of Angelopoulos et al.).
+def size_stratified_coverage(sets, y, epsilon: float | None = None, *, stratified_size=None, bins=None,
+                             min_count: int = 1) -> float:
+    """The size-stratified coverage of Angelopoulos, Bates, Malik and Jordan (ICLR 2021) as one number.
+
+    With ``epsilon`` (the target ``1 - epsilon``): its violation, SSCV, the largest
+    ``|coverage - (1 - epsilon)|`` over the set-size strata ``stratified_size`` (TorchCP 1.2.1's
+    ``SSCV`` and its default strata :data:`SSCV_STRATA`; the same as
+    :func:`size_stratified_coverage_violation`).  Without: the worst coverage over the strata of
+    :func:`size_strata` (``bins``) holding at least ``min_count`` rows (nan when none does).
+    :func:`size_strata` gives every stratum's coverage and row count.
+
+    Examples
+    --------
+    >>> sets, y = [[0], [1], [0, 1], [2, 0, 1]], [0, 0, 1, 2]
+    >>> size_stratified_coverage(sets, y)  # size 1: 1 of 2 rows covered
+    0.5
+    >>> round(size_stratified_coverage(sets, y, 0.1), 6)  # sizes 0-1: 0.5, 2-3: 1.0 -> |0.5 - 0.9|
+    0.4
+    """
+    if epsilon is not None:
+        if bins is not None or min_count != 1:
+            raise ValueError("bins and min_count are for the worst stratum's coverage (no epsilon); with epsilon the"
+                             " strata are stratified_size's")
+        return size_stratified_coverage_violation(
+            sets, y, epsilon, stratified_size=SSCV_STRATA if stratified_size is None else stratified_size)
+    if stratified_size is not None:
+        raise ValueError("stratified_size is for the violation (SSCV): give epsilon too, or bins for the strata of the"
+                         " worst coverage")
+    if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, (int, np.integer)) or min_count < 1:
+        raise ValueError(f"min_count must be a positive int, got {min_count!r}")
+    _, cov, counts = size_strata(sets, y, bins)
+    enough = counts >= min_count
+    return float(cov[enough].min()) if enough.any() else float("nan")
+
+
+def size_strata(sets, y, bins=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Coverage within strata of set size (the strata of the size-stratified coverage of Angelopoulos et al.).
 
     A set predictor may reach its marginal coverage by over-covering large sets and
     under-covering small ones; the coverage per size stratum shows it.
@@ -240,7 +276,7 @@ def size_stratified_coverage(sets, y, bins=None) -> tuple[np.ndarray, np.ndarray
 
     Examples
     --------
-    >>> edges, cov, counts = size_stratified_coverage([[0], [1], [0, 1], [2, 0, 1]], [0, 0, 1, 2])
+    >>> edges, cov, counts = size_strata([[0], [1], [0, 1], [2, 0, 1]], [0, 0, 1, 2])
     >>> edges.tolist(), cov.tolist(), counts.tolist()
     ([1, 2, 3], [0.5, 1.0, 1.0], [2, 1, 1])
     """
@@ -356,13 +392,14 @@ def mean_scores(
         ``ssc_worst_pct`` looks only at set sizes held by at least this many rows (a size seen
         once has coverage 0 or 100 %, which says little about the predictor).
     epsilon : float, optional
-        The target's significance level: adds ``covgap_pct`` (:func:`covgap`, in percent).
+        The target's significance level: adds ``covgap_pct`` (:func:`covgap`, in percent) and
+        ``sscv_pct`` (:func:`size_stratified_coverage_violation`, TorchCP's strata, in percent).
     groups : array-like of shape (n,), optional
         Adds ``group_coverage_worst_pct``: the smallest coverage of a group
         (:func:`group_coverage`).
     X : array-like of shape (n, d), optional
         Adds ``worst_slab_coverage_pct`` (:func:`worst_slab_coverage` with ``delta=slab_delta``
-        and its default seeded directions).
+        and its defaults: TorchCP's 1,000 seeded directions and held-out split).
 
     Returns
     -------
@@ -375,7 +412,7 @@ def mean_scores(
         rows, :func:`size_stratified_coverage`; nan when no size is), ``singleton_pct``
         (:func:`singleton_rate`) and ``empty_pct`` (:func:`empty_rate`).  Every share is nan for
         zero rows.  Then, only when given what they need, those of :data:`EXTRA_COVERAGE_KEYS`
-        (``covgap_pct``, ``group_coverage_worst_pct``, ``worst_slab_coverage_pct``).
+        (``covgap_pct``, ``sscv_pct``, ``group_coverage_worst_pct``, ``worst_slab_coverage_pct``).
 
     Raises
     ------
@@ -414,6 +451,7 @@ def mean_scores(
         present = ~np.isnan(cov)
         gap = np.mean(np.abs(cov[present] - (1 - _check_epsilon(epsilon)))) if present.any() else np.nan
         out["covgap_pct"] = 100.0 * float(gap)
+        out["sscv_pct"] = 100.0 * size_stratified_coverage_violation(sets, y, epsilon)
     if groups is not None:
         g = check_groups(groups, n, "groups", "sets")
         _, inverse = np.unique(g, return_inverse=True)
@@ -503,131 +541,206 @@ def covgap(sets, y, epsilon: float, n_classes: int | None = None) -> float:
     return float(np.mean(np.abs(cov[present] - (1 - eps)))) if present.any() else float("nan")
 
 
-def _min_window_mean(Z: np.ndarray, C: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row of ``Z`` (one projection per direction): the smallest mean of ``C`` (0/1 coverage
-    in the same order) over the slabs ``[a, b]`` holding at least ``m`` rows, and the slab's ends.
-
-    A slab of ``a <= z <= b`` holds every row with ``z`` in it, so windows of the sorted ``z``
-    start and end at the borders of runs of equal values.  The minimum over windows of length
-    ``>= m`` is found by bisection on the mean ``t``: some window has mean ``<= t`` iff
-    ``min_b (S_{b+1} - max_{a <= b+1-m} S_a) <= 0`` with ``S`` the prefix sums of ``C - t`` (one
-    pass).  The means of two windows of at most ``n`` rows differ by at least ``1/n**2``, so after
-    ``log2(n**2) + 2`` halvings of ``[0, 1]`` the window found at the feasible end is the
-    minimiser and its mean is returned exactly.
-    """
-    D, n = Z.shape
-    order = np.argsort(Z, axis=1, kind="stable")
-    z = np.take_along_axis(Z, order, axis=1)
-    c = np.take_along_axis(np.broadcast_to(C, Z.shape), order, axis=1).astype(np.float64)
-    start = np.ones((D, n + 1), dtype=bool)  # start[:, a]: a window may start at row a
-    start[:, 1:n] = z[:, 1:] != z[:, :-1]
-    start[:, n] = False
-    end = np.zeros((D, n + 1), dtype=bool)  # end[:, j]: a window may end just before row j
-    end[:, 1:] = start[:, 1:]
-    end[:, n] = True
-    cum = np.concatenate([np.zeros((D, 1)), np.cumsum(c, axis=1)], axis=1)  # cum[:, j] = sum of c[:, :j]
-    idx = np.arange(n + 1)
-
-    def best(t):
-        S = cum - t * idx  # prefix sums of c - t
-        A = np.where(start, S, -np.inf)
-        M = np.full((D, n + 1), -np.inf)
-        M[:, m:] = np.maximum.accumulate(A, axis=1)[:, : n + 1 - m]  # best start a <= j - m
-        gap = np.where(end, S - M, np.inf)
-        j = np.argmin(gap, axis=1)
-        return gap[np.arange(D), j] <= 0, j
-
-    lo, hi = np.full(D, -1.0), np.ones(D)
-    jbest = np.full(D, n)  # the whole range: always a feasible window, mean <= 1
-    for _ in range(2 * max(1, int(np.ceil(np.log2(n + 1)))) + 4):
-        mid = (lo + hi) / 2
-        ok, j = best(mid[:, None])
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-        jbest = np.where(ok, j, jbest)
-    S = cum - hi[:, None] * idx
-    A = np.where(start, S, -np.inf)
-    A[idx[None, :] > (jbest - m)[:, None]] = -np.inf
-    a = np.argmax(A, axis=1)
-    rows = np.arange(D)
-    worst = (cum[rows, jbest] - cum[rows, a]) / (jbest - a)
-    return worst, z[rows, a], z[rows, jbest - 1]
+#: TorchCP 1.2.1's size strata of :func:`size_stratified_coverage_violation` (``SSCV``'s default).
+SSCV_STRATA = ((0, 1), (2, 3), (4, 10), (11, 100), (101, 1000))
 
 
-def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, n_directions: int = 100, seed=0,
-                        directions=None) -> float:
-    """Worst-slab coverage (Cauchois, Gupta and Duchi, JMLR 22, 2021, Section 4.3).
+def _hits_and_sizes(sets, y) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's coverage (the label in its set) and set size, from sets (SetPredictions, a
+    sequence of class arrays) or an ``(n, K)`` boolean mask (TorchCP's prediction sets)."""
+    if not isinstance(sets, SetPredictions) and (hasattr(sets, "shape") or hasattr(sets, "__dlpack__")):
+        mask = as_host_array(sets, "sets")
+        if mask.ndim == 2 and mask.dtype == np.bool_:
+            y = check_labels(as_host_array(y, "y", what="integer class indices"), mask.shape)
+            return mask[np.arange(y.size), y], mask.sum(axis=1).astype(np.int64)
+    sets, y = _sets_and_labels(sets, y)
+    return sets.contains(y), sets.sizes
 
-    ``WSC(delta) = min over directions v and slabs a <= v'x <= b holding at least a share delta
-    of the rows, of the coverage of those rows``: a set predictor with coverage ``1 - epsilon``
-    conditional on ``x`` has ``WSC ~ 1 - epsilon`` for every ``delta``; one that over-covers
-    some regions and under-covers others shows it in a low ``WSC``.  The directions are
-    ``n_directions`` draws uniform on the unit sphere from ``numpy.random.default_rng(seed)``
-    (or the rows of ``directions``); for each the exact worst slab (:func:`_min_window_mean`,
-    bisection over the mean: ``O(n log n)`` per direction, not the ``O(n**2)`` scan of Romano et
-    al.'s reference code).  This is the in-sample version: the slab is chosen and evaluated on
-    the same rows, which biases the minimum down by about its sampling error (Romano, Sesia and
-    Candes 2020 choose the slab on one part and report another's coverage; do that by calling
-    this on one part with ``directions`` and re-evaluating, if the bias matters).
+
+def size_stratified_coverage_violation(sets, y, epsilon: float, *, stratified_size=SSCV_STRATA) -> float:
+    """Size-stratified coverage violation (SSCV; Angelopoulos, Bates, Malik and Jordan, ICLR 2021).
+
+    ``SSCV = max_j |cov_j - (1 - epsilon)|`` over the strata of set size ``[lo_j, hi_j]`` that
+    hold at least one row, ``cov_j`` the coverage of the rows whose set size is in the stratum
+    (both ends included).  TorchCP 1.2.1's ``SSCV`` with its default strata
+    (:data:`SSCV_STRATA`: sizes 0-1, 2-3, 4-10, 11-100, 101-1000; a larger set is in none); a
+    predictor with coverage ``1 - epsilon`` whatever the set size has SSCV near 0.  The coverage
+    of each stratum is :func:`size_strata` with ``bins=None`` and these strata.
 
     Parameters
     ----------
-    sets : SetPredictions or sequence of int arrays, n sets
+    sets : SetPredictions, sequence of int arrays, or boolean array of shape (n, K)
     y : array of int, shape (n,)
-    X : array-like of shape (n, d)
-        Features (or any representation of the rows, e.g. the probabilities).
-    delta : float, default 0.1
-        Smallest share of the rows a slab holds, in (0, 1].
-    n_directions : int, default 100
-    seed : int or numpy Generator, default 0
-    directions : array-like of shape (m, d), optional
-        The directions themselves (not normalised: a slab of ``v`` is one of ``2 v``).
+    epsilon : float
+        Significance level in (0, 1) of the target ``1 - epsilon`` (TorchCP's ``alpha``).
+    stratified_size : sequence of (lo, hi) pairs of ints, default :data:`SSCV_STRATA`
+        Non-overlapping, ``0 <= lo <= hi``.
 
     Returns
     -------
     float
-        The worst slab's coverage, in [0, 1]; nan for zero rows.
+        In [0, 1]; nan when no stratum holds a row (TorchCP returns -1 there).
 
     Examples
     --------
-    >>> X = np.arange(10.0)[:, None]; y = np.zeros(10, dtype=int)
-    >>> sets = [[0]] * 7 + [[1]] * 3          # the three largest x are missed
-    >>> worst_slab_coverage(sets, y, X, delta=0.3)
-    0.0
+    >>> size_stratified_coverage_violation([[0], [1], [0, 1], [2, 0, 1]], [0, 0, 1, 2], 0.1)  # 0-1: 1/2
+    0.4
     """
-    sets, y = _sets_and_labels(sets, y)
-    n = len(sets)
-    X = as_host_array(X, "X")
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or X.shape[0] != n:
-        raise ValueError(f"X must have shape (n, d) with n = {n} rows (one per set), got {X.shape}")
-    X = X.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X holds NaN or infinite values")
-    if isinstance(delta, (bool, np.bool_)) or not isinstance(delta, (int, float, np.integer, np.floating)) \
-            or not 0 < delta <= 1:
-        raise ValueError(f"delta must be a number in (0, 1], got {delta!r}")
-    if directions is None:
-        if isinstance(n_directions, (bool, np.bool_)) or not isinstance(n_directions, (int, np.integer)) \
-                or n_directions < 1:
-            raise ValueError(f"n_directions must be a positive int, got {n_directions!r}")
-        V = np.random.default_rng(seed).standard_normal((int(n_directions), X.shape[1]))
-        V /= np.linalg.norm(V, axis=1, keepdims=True)
-    else:
-        V = np.asarray(directions, dtype=np.float64)
-        if V.ndim != 2 or V.shape[1] != X.shape[1] or V.shape[0] < 1 or not np.all(np.isfinite(V)):
-            raise ValueError(f"directions must be a finite array of shape (m, {X.shape[1]}), got {V.shape}")
-    if n == 0:
-        return float("nan")
-    m = max(1, int(np.ceil(delta * n - 1e-9)))
-    hit = sets.contains(y)
-    worst = 1.0
-    rows = max(1, (1 << 20) // (n + 1))  # directions per batch: arrays of at most 8 MB
-    for i in range(0, V.shape[0], rows):
-        w, _, _ = _min_window_mean((X @ V[i : i + rows].T).T, hit, m)
-        worst = min(worst, float(w.min()))
+    eps = _check_epsilon(epsilon)
+    try:
+        strata = [(int(lo), int(hi)) for lo, hi in stratified_size]
+        ok = bool(strata) and all(0 <= lo <= hi and lo == a and hi == b
+                                  for (lo, hi), (a, b) in zip(strata, stratified_size))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"stratified_size must be a non-empty list of [lo, hi] integer pairs with 0 <= lo <= hi, got"
+                         f" {stratified_size!r}")
+    ordered = sorted(strata)
+    if any(b[0] <= a[1] for a, b in zip(ordered, ordered[1:])):
+        raise ValueError(f"stratified_size must not overlap, got {stratified_size!r}")
+    hit, sizes = _hits_and_sizes(sets, y)
+    worst = float("nan")
+    for lo, hi in strata:
+        inside = (sizes >= lo) & (sizes <= hi)
+        if inside.any():
+            v = abs(1 - eps - float(hit[inside].mean()))
+            worst = v if np.isnan(worst) else max(worst, v)
     return worst
+
+
+def worst_slab_coverage(sets, y, X, *, delta: float = 0.1, M: int = 1000, test_fraction: float = 0.75,
+                        random_state: int | None = 2020) -> float:
+    """Worst-slab coverage (WSC; Cauchois, Gupta and Duchi, JMLR 22, 2021; Romano, Sesia and
+    Candès, NeurIPS 2020), TorchCP 1.2.1's ``WSC`` procedure and parameters, corrected.
+
+    A slab is ``{x : a <= v'x <= b}``.  The rows are split by scikit-learn's
+    ``train_test_split(..., test_size=test_fraction, random_state=random_state)``; ``M``
+    directions ``v`` are drawn uniform on the unit sphere from
+    ``numpy.random.default_rng(random_state)`` (TorchCP's ``sample_sphere``); on the first part,
+    along every direction, the slab of at least a share ``delta`` of its rows with the lowest
+    coverage is found (TorchCP's scan, its rounding of ``delta n`` and its tie rules, computed
+    exactly in ``O(n)`` per step by :func:`svbop._slab.worst_window`), and the worst slab over the
+    directions is kept; WSC is the coverage of the held-out rows in that slab.  So the slab is
+    chosen on rows it is not reported on: a predictor with coverage ``1 - epsilon`` given ``x`` has
+    WSC near ``1 - epsilon``, one that under-covers a region of the features shows it lower.
+
+    **The correction.**  TorchCP 1.2.1 calls ``calWSC(X_train, covered_train, y_train, ...)``
+    against its signature ``calWSC(X, y, covered, ...)``: the slab is chosen on the *labels*
+    instead of the coverage indicators, so its slab is unrelated to coverage and its WSC is about
+    the plain held-out coverage.  Here the slab is chosen on the coverage indicators, as the
+    procedure intends; the split, the directions and the scan are TorchCP's, so TorchCP's
+    ``calWSC(X_train, y_train, covered_train, ...)`` and ``wsc_vab`` on the same split give this
+    number (checked in ``tests/test_conditional_metrics.py``).
+
+    Parameters
+    ----------
+    sets : SetPredictions, sequence of int arrays, or boolean array of shape (n, K)
+    y : array of int, shape (n,)
+    X : array-like of shape (n, d)
+        Features (or any representation of the rows, e.g. the probabilities).  TorchCP's order of
+        the three, ``(features, prediction_sets, labels)`` with a boolean mask, is recognised by the
+        shapes (the labels are the only 1-D one) and accepted too.
+    delta : float, default 0.1
+        Smallest share of the selection rows a slab holds, in (0, 1).
+    M : int, default 1000
+        Number of directions.
+    test_fraction : float, default 0.75
+        Share of the rows held out to evaluate the slab, in (0, 1).
+    random_state : int or None, default 2020
+        Seed of the split and of the directions (TorchCP's default).
+
+    Returns
+    -------
+    float
+        The held-out coverage in the worst slab, in [0, 1]; nan when no held-out row falls in it.
+    """
+    if _ndim(sets) == 2 and _ndim(y) == 2 and _ndim(X) == 1:  # TorchCP's order: (features, prediction_sets, labels)
+        sets, y, X = y, X, sets
+    hit, _ = _hits_and_sizes(sets, y)
+    plan = _SlabPlan(X, hit.size, delta=delta, M=M, test_fraction=test_fraction, random_state=random_state)
+    return plan.coverage(hit)
+
+
+def _ndim(x):
+    """The number of dimensions of an array-like, None for a ragged sequence (sets of several sizes)."""
+    if hasattr(x, "ndim"):
+        return x.ndim
+    try:
+        return np.ndim(x)
+    except ValueError:
+        return None
+
+
+class _SlabPlan:
+    """What :func:`worst_slab_coverage` computes once for given features, whatever the sets: the
+    split, the directions and, per direction, the selection rows' projections in increasing order
+    (kept when they fit in ``budget`` bytes, so that many set predictors on the same rows, as the
+    report's methods, share them); :meth:`coverage` then costs ``O(n)`` per direction."""
+
+    def __init__(self, X, n: int, *, delta=0.1, M=1000, test_fraction=0.75, random_state=2020,
+                 budget: int = 256 << 20) -> None:
+        from sklearn.model_selection import train_test_split
+
+        X = as_host_array(X, "X")
+        if X.ndim == 1:
+            X = X[:, None]
+        if X.ndim != 2 or X.shape[0] != n:
+            raise ValueError(f"X must have shape (n, d) with n = {n} rows (one per set), got {X.shape}")
+        X = X.astype(np.float64, copy=False)
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X holds NaN or infinite values")
+        for name, value in (("delta", delta), ("test_fraction", test_fraction)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not 0 < value < 1:
+                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+        if isinstance(M, (bool, np.bool_)) or not isinstance(M, (int, np.integer)) or M < 1:
+            raise ValueError(f"M (the number of directions) must be a positive int, got {M!r}")
+        if random_state is not None and (isinstance(random_state, (bool, np.bool_))
+                                         or not isinstance(random_state, (int, np.integer)) or random_state < 0):
+            raise ValueError(f"random_state must be None or an integer >= 0, got {random_state!r}")
+        if n < 2:
+            raise ValueError(f"worst_slab_coverage needs at least 2 rows (one to choose the slab, one to evaluate"
+                             f" it), got {n}")
+        self.train, self.test = train_test_split(np.arange(n), test_size=test_fraction, random_state=random_state)
+        self.X = X
+        m = self.train.size
+        # TorchCP's sample_sphere: one (d, M) draw, columns normalised
+        V = np.random.default_rng(random_state).normal(size=(X.shape[1], int(M)))
+        V /= np.linalg.norm(V, axis=0)
+        self.V = V.T
+        self.r = int(np.round(delta * m))
+        self.a_max = int(np.round((1.0 - delta) * m))
+        self._sorted = None
+        if m * int(M) * 12 <= budget:
+            self._sorted = [self._direction(k) for k in range(int(M))]
+
+    def _direction(self, k: int):
+        z = np.dot(self.X[self.train], self.V[k])  # per direction, as TorchCP: the same rounding
+        order = np.argsort(z)  # TorchCP's sort (the same algorithm: the same order of ties)
+        return order.astype(np.int32), z[order]
+
+    def coverage(self, hit: np.ndarray) -> float:
+        """WSC of the sets whose coverage indicators (one per row) are ``hit``."""
+        from ._slab import worst_window
+
+        c_train = hit[self.train].astype(np.int64)
+        best = (np.inf, 0, 0.0, 0.0)
+        for k in range(self.V.shape[0]):
+            order, zs = self._sorted[k] if self._sorted is not None else self._direction(k)
+            p, q, a, b = worst_window(c_train[order], self.r, self.a_max)
+            cover = p / q
+            if cover < best[0]:  # ties: the first direction
+                best = (cover, k, zs[a], zs[b])
+        _, k, lo, hi = best
+        z = np.dot(self.X[self.test], self.V[k])
+        inside = (z >= lo) & (z <= hi)
+        return float(hit[self.test][inside].mean()) if inside.any() else float("nan")
+
+
+#: Short names of the two conditional-coverage metrics (TorchCP's ``WSC`` and ``SSCV``).
+wsc = worst_slab_coverage
+sscv = size_stratified_coverage_violation
 
 
 def running_coverage(sets, y, window: int | None = None) -> np.ndarray:

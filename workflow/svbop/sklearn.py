@@ -570,8 +570,9 @@ class ConformalSetClassifier(_HeldOutSetClassifier):
         ``classes_`` in their sorted order.
     max_nodes : int, default 1
         ``"hierarchical"`` only: the most nodes a set may join.
-    class_conditional : bool or "clustered", default False
-        One threshold per class, or per cluster of classes (``"clustered"``, Ding et al. 2023), for
+    class_conditional : bool, "clustered" or "rc3p", default False
+        One threshold per class, or per cluster of classes (``"clustered"``, Ding et al. 2023), or one
+        threshold and one rank limit per class (``"rc3p"``, Shi et al. 2024), for
         the ranked scores (``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``).
     k_reg : int, default 1
         RAPS: ranks up to ``k_reg`` are not penalised (``"raps"`` only).

@@ -18,6 +18,8 @@ One module per concept:
 ``scores``                 the LAC/APS/RAPS scores, ICP, the sets ``{c : s(x, c) <= q}``
 ``split``                  :class:`ConformalSetPredictor` (marginal calibration; the others below)
 ``class_conditional``      one threshold per class
+``clustered``              one threshold per cluster of classes (Ding et al. 2023)
+``rc3p``                   one threshold and one rank limit per class (RC3P, Shi et al. 2024)
 ``mondrian``               one threshold per group known at test time
 ``family``                 Bayes-optimal F-beta and credal sets with coverage
 ``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, for streams)

@@ -29,7 +29,7 @@ _SELECT = 16
 def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
     """The score of the class of rank ``o`` (1-based) of value ``v``; ``cum`` the mass of ranks
     ``1..o``, ``v1``/``v2`` the two largest values, ``u`` the row's uniform (0 for deterministic
-    APS/RAPS, 1 for deterministic SAPS)."""
+    APS/RAPS/top-k, 1 for deterministic SAPS)."""
     if code == LAC:
         return 1.0 - v
     if code == APS:
@@ -40,8 +40,8 @@ def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
         if o == 1:
             return u * v1
         return v1 + lam * ((o - 2) + u)
-    if code == TOPK:
-        return float(o)
+    if code == TOPK:  # u = 0: deterministic; randomised: o - u (TorchCP's TOPK)
+        return float(o) - u
     # MARGIN: the largest other probability minus the class's own
     if o == 1:
         return v2 - v1
@@ -49,12 +49,21 @@ def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
 
 
 @njit(**_JIT)
-def ranked_mask(Xn, code, q_row, q_class, k_reg, lam, U, top1, mask):
+def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn`` (normalised,
-    float64); ``q_class`` of size 0: no per-class thresholds.  A row with no class kept gets its
-    top-ranked class when ``top1``.  ``q_row`` already holds the tolerance of the comparison."""
+    float64); ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
+    none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank limits).  A row with
+    no class kept gets its top-ranked class when ``top1``.  ``q_row`` already holds the tolerance
+    of the comparison."""
     n, K = Xn.shape
     per_class = q_class.size == K
+    ranked = k_class.size == K
+    k_max = K
+    if ranked:
+        k_max = 0
+        for c in range(K):
+            if k_class[c] > k_max:
+                k_max = k_class[c]
     for i in range(n):
         row = Xn[i]
         u = U[i]
@@ -79,7 +88,7 @@ def ranked_mask(Xn, code, q_row, q_class, k_reg, lam, U, top1, mask):
         cum = 0.0
         kept = 0
         order = np.empty(0, dtype=np.int64)
-        for o in range(1, K + 1):
+        for o in range(1, k_max + 1):
             if o <= _SELECT:  # the next class of the ranking: the largest value after (lastv, lastj)
                 j = -1
                 for c in range(K):
@@ -96,10 +105,43 @@ def ranked_mask(Xn, code, q_row, q_class, k_reg, lam, U, top1, mask):
             s = _score(code, o, v, cum, v1, v2, u, k_reg, lam)
             if s > qmax:
                 break
-            if not per_class or s <= min(q_row[i], q_class[j]):
+            if not per_class or (s <= min(q_row[i], q_class[j]) and (not ranked or o <= k_class[j])):
                 mask[i, j] = True
                 kept += 1
             lastv, lastj = v, j
+        if kept == 0 and top1:
+            mask[i, j1] = True
+
+
+@njit(**_JIT)
+def margin_mask(Xn, q_row, q_class, top1, mask):
+    """The margin sets ``{c : s(x_i, c) <= min(q_row[i], q_class[c])}`` without a ranking: the
+    score of the top class is ``v2 - v1``, of any other ``v1 - v`` (``v1``, ``v2`` the row's two
+    largest values), so one pass finds ``v1`` and ``v2`` and a second compares (the same float64
+    operations as :func:`_score`).  ``q_class`` of size 0: no per-class thresholds."""
+    n, K = Xn.shape
+    per_class = q_class.size == K
+    for i in range(n):
+        row = Xn[i]
+        j1 = 0
+        v1 = row[0]
+        v2 = 0.0
+        for c in range(1, K):
+            x = row[c]
+            if x > v1:
+                v2 = v1
+                v1 = x
+                j1 = c
+            elif x > v2:
+                v2 = x
+        q = q_row[i]
+        kept = 0
+        for c in range(K):
+            s = (v2 - v1) if c == j1 else (v1 - row[c])
+            qc = min(q, q_class[c]) if per_class else q
+            if s <= qc:
+                mask[i, c] = True
+                kept += 1
         if kept == 0 and top1:
             mask[i, j1] = True
 

@@ -2,13 +2,14 @@
 the :class:`svbop.conformal.ConformalSetPredictor` each one stands for.
 
 ``<score>`` (one threshold), ``<score>_cc`` (one per class), ``<score>_clustered`` (one per cluster of
-classes), ``hierarchical_<n>``; a score is ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
+classes), ``<score>_rc3p`` (one threshold and one rank limit per class, RC3P),
+``hierarchical_<n>``; a score is ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
 or ``aps_deterministic``, ``raps_deterministic``, ``saps_deterministic`` (config ``methods.conformal``,
-``methods.class_conditional``, ``methods.clustered``, ``methods.mondrian.scores``)."""
+``methods.class_conditional``, ``methods.clustered``, ``methods.rc3p``, ``methods.mondrian.scores``)."""
 
 from __future__ import annotations
 
-from .scores import RANDOMIZED_SCORES, RANKED_SCORES
+from .scores import RANDOMIZED_BY_DEFAULT, RANKED_SCORES
 
 __all__ = ["conformal_method", "risk_method", "RISK_LOSSES"]
 
@@ -30,15 +31,17 @@ def conformal_method(name: str, methods: dict, seed: int) -> dict:
         class_conditional, base = True, name.removesuffix("_cc")
     elif name.endswith("_clustered"):
         class_conditional, base = "clustered", name.removesuffix("_clustered")
+    elif name.endswith("_rc3p"):
+        class_conditional, base = "rc3p", name.removesuffix("_rc3p")
     score = base.removesuffix("_deterministic")
-    if score not in RANKED_SCORES or (base != score and score not in RANDOMIZED_SCORES):
+    if score not in RANKED_SCORES or (base != score and score not in RANDOMIZED_BY_DEFAULT):
         raise ValueError(f"unknown conformal method {name!r}")
     options: dict = {}
     if score == "raps":
         options.update(k_reg=methods["raps"]["k_reg"], lam=methods["raps"]["lam"])
     elif score == "saps":
         options.update(lam=methods.get("saps", {}).get("lam", 0.2))
-    if score in RANDOMIZED_SCORES:
+    if score in RANDOMIZED_BY_DEFAULT:
         options["randomized"] = base == score
     if options.get("randomized") or class_conditional == "clustered":
         options["random_state"] = int(seed)

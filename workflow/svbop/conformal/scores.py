@@ -101,8 +101,11 @@ def conformal_sets(
 #: probability minus ``P(c|x)``.  (The randomised APS, RAPS and SAPS scores are in
 #: :class:`ConformalSetPredictor`'s docstring.)
 RANKED_SCORES = ("lac", "aps", "raps", "saps", "topk", "margin")
-#: The scores with a randomised variant (``randomized=True``, their default).
-RANDOMIZED_SCORES = ("aps", "raps", "saps")
+#: The scores with a randomised variant (``randomized=True``).
+RANDOMIZED_SCORES = ("aps", "raps", "saps", "topk")
+#: The scores randomised unless ``randomized=False`` (top-k is deterministic unless asked: TorchCP
+#: randomises it by default, svbop keeps its earlier default).
+RANDOMIZED_BY_DEFAULT = ("aps", "raps", "saps")
 #: Conformity scores of :class:`ConformalSetPredictor`: the ranked scores and the Bayes-optimal families.
 CONFORMAL_SCORES = (*RANKED_SCORES, "fbeta", "credal")
 #: Every score of :class:`ConformalSetPredictor`: the above, and the hierarchy-restricted sets of
@@ -122,8 +125,9 @@ def _ranked_scores(V: np.ndarray, score: str, k_reg: int, lam: float, U: np.ndar
     o = np.arange(1, V.shape[1] + 1)
     if score == "lac":
         return 1.0 - V
-    if score == "topk":
-        return np.broadcast_to(o.astype(np.float64), V.shape).copy()
+    if score == "topk":  # randomised (TorchCP's TOPK): o - u
+        S = np.broadcast_to(o.astype(np.float64), V.shape).copy()
+        return S if U is None else S - U[:, None]
     if score == "margin":
         v1 = V[:, :1]
         S = v1 - V
@@ -151,6 +155,17 @@ def _label_ranks(Xn: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
     return above + tied + 1
 
 
+def _calibration_label_ranks(P: np.ndarray, y: np.ndarray, chunk_bytes: int) -> np.ndarray:
+    """The 1-based rank of every calibration row's label among its row's normalised probabilities
+    (decreasing, ties by class index: the ranking of the sets)."""
+    out = np.empty(y.size, dtype=np.int64)
+    for row0, Xn in _normalised_chunks(P, "P_cal", chunk_bytes):
+        r = Xn.shape[0]
+        yc = y[row0 : row0 + r]
+        out[row0 : row0 + r] = _label_ranks(Xn, yc, Xn[np.arange(r), yc])
+    return out
+
+
 def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, lam: float, chunk_bytes: int,
                         U: np.ndarray | None = None):
     """The score ``s(x_i, y_i)`` of every calibration row (any of :data:`RANKED_SCORES`; ``U`` one
@@ -170,9 +185,9 @@ def _calibration_scores(P: np.ndarray, y: np.ndarray, score: str, k_reg: int, la
             out[row0 : row0 + r] = 1.0 - t
             continue
         if score in ("saps", "topk", "margin"):
-            o = _label_ranks(Xn, yc, t)
+            o = _label_ranks(Xn, yc, t) if score != "margin" else None  # margin: no rank needed
             if score == "topk":
-                out[row0 : row0 + r] = o
+                out[row0 : row0 + r] = o if u is None else o - u
             elif score == "margin":
                 Xn[np.arange(r), yc] = -np.inf
                 out[row0 : row0 + r] = (Xn.max(axis=1) if Xn.shape[1] > 1 else 0.0) - t
@@ -288,21 +303,23 @@ def _aps_prefixes(Xn, q, decide, first):
 
 
 
-def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes):
+def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class=None):
     """Yield ``(row0, mask, X)``: the sets ``{c : s(x, c) <= min(q_row, q_class[c])}`` of chunks of
     rows of ``P`` as boolean masks, and the values that rank each row (for the sets' order).
 
     ``q_row``: one threshold per row (array of ``P``'s rows) or for all; ``q_class``: one per class
-    or ``None``; ``U``: the randomised scores' uniforms (one per row) or ``None``.  Marginal and
+    or ``None``; ``U``: the randomised scores' uniforms (one per row) or ``None``; ``k_class``: one
+    rank limit per class (RC3P: a class is kept only at a rank at most its limit) or ``None``.  Marginal and
     per-row LAC keep :func:`conformal_sets`' arithmetic (``1 - P/total <= q``, no tolerance);
     every other score compares with ``q`` widened by :func:`_score_tolerance`, as
     :func:`_score_sets` does.  An empty set becomes the top class when ``empty="top1"``.
     """
-    from ._ranked import CODES, ranked_mask
+    from ._ranked import CODES, margin_mask, ranked_mask
 
     n, K = P.shape
     q_row = np.broadcast_to(np.asarray(q_row, dtype=np.float64), (n,))
     top1 = empty == "top1"
+    kc = np.empty(0, dtype=np.int64) if k_class is None else np.ascontiguousarray(k_class, dtype=np.int64)
     if score == "lac" and q_class is None:
         rows = max(1, int(chunk_bytes) // max(1, K * 8))
         for row0 in range(0, n, rows):
@@ -319,25 +336,28 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes):
     k_reg = min(k_reg, K)
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
         r = Xn.shape[0]
-        if score == "lac":  # per class: no ranking needed
+        if score == "margin" and k_class is None:  # the two largest values suffice: no ranking
+            mask = np.zeros((r, K), dtype=bool)
+            margin_mask(Xn, np.ascontiguousarray(q_row[row0 : row0 + r]), qc, top1, mask)
+        elif score == "lac" and k_class is None:  # per class: no ranking needed
             mask = (1.0 - Xn <= qc) & (1.0 - Xn <= q_row[row0 : row0 + r, None])
             if top1:
                 mask[np.arange(r), Xn.argmax(axis=1)] |= ~mask.any(axis=1)
         else:
             mask = np.zeros((r, K), dtype=bool)
             u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
-            ranked_mask(Xn, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, k_reg, float(lam),
+            ranked_mask(Xn, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg, float(lam),
                         np.ascontiguousarray(u, dtype=np.float64), top1, mask)
         yield row0, mask, Xn
 
 
-def _mask_sets(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes) -> SetPredictions:
+def _mask_sets(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class=None) -> SetPredictions:
     """:func:`_mask_chunks`' sets as :class:`SetPredictions`, classes in ranked order."""
     from ._ranked import mask_sets
 
     P = as_score_matrix(P, "P")
     indices, sizes = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
-    for _, mask, X in _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes):
+    for _, mask, X in _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class):
         ind, size = mask_sets(mask, X)
         indices.append(ind)
         sizes.append(size)

@@ -22,7 +22,8 @@ from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
 from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
-from .scores import PREDICTOR_SCORES, RANDOMIZED_SCORES, RANKED_SCORES, _calibration_scores, _every_class, _mask_chunks, \
+from .scores import PREDICTOR_SCORES, RANDOMIZED_BY_DEFAULT, RANDOMIZED_SCORES, RANKED_SCORES, \
+    _calibration_label_ranks, _calibration_scores, _every_class, _mask_chunks, \
     _lac_scores, _mask_sets, _score_sets, conformal_quantile, conformal_sets
 
 __all__ = ["ConformalSetPredictor"]
@@ -41,6 +42,7 @@ class _Calibration:
     utility: Utility | None = None
     every_class_: bool = False
     clusters: np.ndarray | None = None
+    rank_limits: np.ndarray | None = None
 
     @classmethod
     def every_class(cls) -> "_Calibration":
@@ -59,10 +61,13 @@ class ConformalSetPredictor:
     * ``"raps"``: the APS score ``+ lam * max(0, o(c) - k_reg)``;
     * ``"saps"`` (Huang et al., ICML 2024): ``u * P_max`` for the top class, ``P_max + lam (o(c) - 2 + u)``
       below it (``P_max`` the row's largest probability);
-    * ``"topk"``: the rank ``o(c)`` (the sets are the ``q`` most probable classes);
+    * ``"topk"``: the rank ``o(c)`` (the sets are the ``q`` most probable classes); randomised
+      (``randomized=True``, TorchCP's default): ``o(c) - u``, so that the class of rank
+      ``ceil(q)`` is kept for a share of the rows and the coverage is exact;
     * ``"margin"``: the largest probability of another class minus ``P(c|x)``.
 
-    *Randomisation* (``randomized=True``, the default of APS, RAPS and SAPS; Romano, Sesia and
+    *Randomisation* (``randomized=True``, the default of APS, RAPS and SAPS, and available for
+    top-k; Romano, Sesia and
     Candès 2020; Angelopoulos et al. 2021): ``u`` is uniform on [0, 1), one per row, drawn from
     ``random_state`` for the calibration rows and, fresh for every call, from the fitted model's
     generator for the rows of each ``predict`` call: rows predicted one at a time (a service's
@@ -74,7 +79,9 @@ class ConformalSetPredictor:
     and coverage is in ``[1 - epsilon, 1 - epsilon + 1/(n+1)]`` in expectation when sets may be
     empty (``empty="keep"``, the default of the randomised scores).  A fitted model's generator
     is not for threads that predict at once (give each its ``row_seeds``).  ``randomized=False`` is the deterministic score: APS/RAPS with ``u = 0``
-    (the class that crosses ``q`` is kept whole), SAPS with ``u = 1``: coverage at least
+    (a class is kept when the mass ranked at or before it, its own included, is within ``q``: the
+    class that crosses ``q`` is left out, as in TorchCP; an empty set becomes the top class under
+    the default ``empty="top1"``), top-k with ``u = 0``, SAPS with ``u = 1``: coverage at least
     ``1 - epsilon`` and, on overconfident models, far above it (why it is not the default; see
     ``workflow/docs/library.md``).  Every score is non-decreasing along the ranking for a fixed
     ``u``, so a marginal set is the prefix of the ranking up to the first class whose score
@@ -195,9 +202,12 @@ class ConformalSetPredictor:
         the variant, why it departs from theirs, and proves ``P(y in C(x)) >= 1 - epsilon``).
         ``max_nodes >= K`` gives APS's sets.  Groups (Mondrian) work as for every score;
         ``predict(..., return_nodes=True)`` also returns each row's nodes.
-    class_conditional : bool or "clustered", default False
+    class_conditional : bool, "clustered" or "rc3p", default False
         One threshold per class, or per cluster of classes (``"clustered"``: Ding et al. 2023, see
-        :mod:`svbop.conformal.clustered`); the ranked scores only (not F-beta, credal, hierarchical).
+        :mod:`svbop.conformal.clustered`), or one threshold and one rank limit per class
+        (``"rc3p"``: Shi et al., NeurIPS 2024, TorchCP's ``RC3PPredictor``; a class is kept only
+        when its score is within its threshold and its rank within its limit, see
+        :mod:`svbop.conformal.rc3p`); the ranked scores only (not F-beta, credal, hierarchical).
     k_reg : int, default 1
         RAPS: ranks up to ``k_reg`` are not penalised (``score="raps"`` only; any ``k_reg >= K``
         penalises nothing).
@@ -209,7 +219,8 @@ class ConformalSetPredictor:
         What an empty set becomes (F-beta and credal sets are never empty).  Default ``"keep"`` for
         the randomised scores, ``"top1"`` otherwise.
     randomized : bool, optional
-        APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``).
+        APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``);
+        top-k: deterministic by default, ``True`` for TorchCP's randomised ``TOPK`` (``o(c) - u``).
     random_state : int, numpy Generator or RandomState, optional
         Seed of the randomised scores' uniforms and of the clustered split (a generator: one seed
         drawn from it at each ``fit``); ``None`` draws a fresh one at each ``fit`` (kept as ``seed_``).
@@ -233,7 +244,10 @@ class ConformalSetPredictor:
         Calibrated threshold ``q`` (for class-conditional sets: the largest ``q_c``; for
         ``fbeta``/``credal``: ``parameter_``, or ``inf`` when ``k > n``).
     quantiles_ : ndarray of shape (n_classes,)
-        Per-class thresholds ``q_c`` (``class_conditional=True`` or ``"clustered"``).
+        Per-class thresholds ``q_c`` (``class_conditional=True``, ``"clustered"`` or ``"rc3p"``).
+    rank_limits_ : ndarray of int64, shape (n_classes,)
+        ``class_conditional="rc3p"``: each class's rank limit ``k_c`` (``n_classes`` for a class
+        without calibration rows).
     clusters_ : ndarray of shape (n_classes,)
         ``class_conditional="clustered"``: each class's cluster (``-1``: the null cluster).
     seed_ : int
@@ -293,8 +307,8 @@ class ConformalSetPredictor:
             max_nodes = _max_nodes(max_nodes)
         elif hierarchy is not None or max_nodes != 1:
             raise ValueError(f"hierarchy and max_nodes are for score='hierarchical'; score={score!r} takes neither")
-        if not (isinstance(class_conditional, (bool, np.bool_)) or class_conditional == "clustered"):
-            raise ValueError(f"class_conditional must be True, False or 'clustered', got {class_conditional!r}")
+        if not (isinstance(class_conditional, (bool, np.bool_)) or class_conditional in ("clustered", "rc3p")):
+            raise ValueError(f"class_conditional must be True, False, 'clustered' or 'rc3p', got {class_conditional!r}")
         if class_conditional and score not in RANKED_SCORES:
             raise ValueError(f"class_conditional={class_conditional!r} is for score"
                              f" {', '.join(map(repr, RANKED_SCORES))}, not {score!r}")
@@ -318,11 +332,11 @@ class ConformalSetPredictor:
             raise ValueError(f"k_reg and lam are RAPS parameters; score={score!r} takes neither (use score='raps')")
         lam = 0.0 if lam is None else lam
         if randomized is None:
-            randomized = score in RANDOMIZED_SCORES
+            randomized = score in RANDOMIZED_BY_DEFAULT
         if not isinstance(randomized, (bool, np.bool_)):
             raise ValueError(f"randomized must be True or False, got {randomized!r}")
         if randomized and score not in RANDOMIZED_SCORES:
-            raise ValueError(f"randomized=True is for score 'aps', 'raps' or 'saps', not {score!r}")
+            raise ValueError(f"randomized=True is for score 'aps', 'raps', 'saps' or 'topk', not {score!r}")
         if random_state is not None and not isinstance(random_state, (np.random.Generator, np.random.RandomState)) \
                 and (isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer))
                      or random_state < 0):
@@ -357,7 +371,8 @@ class ConformalSetPredictor:
             raise ValueError(f"small_groups must be 'marginal' or 'full', got {small_groups!r}")
         self.epsilon = epsilon
         self.score = score
-        self.class_conditional = "clustered" if class_conditional == "clustered" else bool(class_conditional)
+        self.class_conditional = class_conditional if class_conditional in ("clustered", "rc3p") \
+            else bool(class_conditional)
         self.k_reg = int(k_reg)
         self.lam = float(lam)
         self.empty = empty
@@ -422,7 +437,7 @@ class ConformalSetPredictor:
         if weights is not None:
             weights = self._check_weighted(P_cal, groups, weights)
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted"):
+                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_"):
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
@@ -443,7 +458,8 @@ class ConformalSetPredictor:
             marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes, U)
         self.quantile_ = marginal.quantile
         for attr, value in (("quantiles_", marginal.quantiles), ("parameter_", marginal.parameter),
-                            ("utility_", marginal.utility), ("clusters_", marginal.clusters)):
+                            ("utility_", marginal.utility), ("clusters_", marginal.clusters),
+                            ("rank_limits_", marginal.rank_limits)):
             if value is not None:
                 setattr(self, attr, value)
         self.n_classes_ = K
@@ -538,6 +554,11 @@ class ConformalSetPredictor:
             quantiles, clusters = clustered_quantiles(s, y, K, eps, self.n_clusters, self._uniforms(2, y.size),
                                                       self.seed_)
             return _Calibration(float(quantiles.max()), quantiles=quantiles, clusters=clusters)
+        if self.class_conditional == "rc3p":
+            from .rc3p import rc3p_calibration
+
+            quantiles, limits = rc3p_calibration(s, _calibration_label_ranks(P, y, chunk_bytes), y, K, eps)
+            return _Calibration(float(quantiles.max()), quantiles=quantiles, rank_limits=limits)
         if self.class_conditional:
             quantiles = _class_quantiles(s, y, K, eps)
             return _Calibration(float(quantiles.max()), quantiles=quantiles)
@@ -757,8 +778,9 @@ class ConformalSetPredictor:
         else:
             q_row, q_class = self._row_quantiles(where), None
         mask = np.empty(P.shape, dtype=bool)
+        k_class = getattr(self, "rank_limits_", None) if where is None else None
         for row0, part, _ in _mask_chunks(P, self.score, q_row, q_class, self.k_reg, self.lam,
-                                          self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes):
+                                          self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes, k_class):
             mask[row0 : row0 + part.shape[0]] = part
         return mask
 
@@ -795,6 +817,7 @@ class ConformalSetPredictor:
             quantiles=getattr(self, "quantiles_", None),
             parameter=getattr(self, "parameter_", None),
             utility=getattr(self, "utility_", None),
+            rank_limits=getattr(self, "rank_limits_", None),
         )
 
     def _predict_with(self, cal: "_Calibration", P: np.ndarray, chunk_bytes: int, return_nodes: bool = False,
@@ -813,7 +836,7 @@ class ConformalSetPredictor:
             return predict_sets(P, cal.utility, chunk_bytes=chunk_bytes)
         if self._kernel_path:
             return _mask_sets(P, self.score, cal.quantile, cal.quantiles, self.k_reg, self.lam,
-                              self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes)
+                              self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes, cal.rank_limits)
         if self.score == "lac" and not self.class_conditional:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile

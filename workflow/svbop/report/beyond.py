@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..evaluation import BEYOND_COLUMNS, BEYOND_PAPER_METHODS
+from ..evaluation import BEYOND_COLUMNS, BEYOND_PAPER_METHODS, CONDITIONAL_COLUMNS
 from ..io import unescape_frame
 from .names import method_name, utility_label
 
@@ -44,7 +44,7 @@ def method_family(method: str) -> str:
     if method in BEYOND_PAPER_METHODS:
         return method
     if method.startswith("conformal_"):
-        return "class_conditional" if method.endswith(("_cc", "_clustered")) else "conformal"
+        return "class_conditional" if method.endswith(("_cc", "_clustered", "_rc3p")) else "conformal"
     for family in ("coverage", "hierarchical", "mondrian", "risk", "weighted", "conditional"):
         if method.startswith(family + "_"):
             return family
@@ -125,7 +125,8 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
     DataFrame
         Columns ``method`` (display name), ``key`` (``method/param``), ``family``, one
         ``<label>_pct`` per utility, ``coverage_pct``, ``target_coverage_pct``,
-        ``class_coverage_worst_pct``, ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``;
+        ``class_coverage_worst_pct``, ``covgap_pct``, ``sscv_pct``, ``wsc_pct`` (NaN where the file
+        lacks them), ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``;
         ``worst_group_<by>_pct`` and ``group_coverage_<by>`` (JSON) where the file has them.
     """
     order = {key: i for i, (key, _) in enumerate(BEYOND_FAMILIES)}
@@ -141,6 +142,8 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
     for col in [*labels, "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
                 "singleton_pct", "empty_pct"]:
         out[col] = df[col].to_numpy() if col in df.columns else float("nan")
+    for col in CONDITIONAL_COLUMNS:  # CovGap, SSCV, WSC (issue 48): absent from older files
+        out[col] = pd.to_numeric(df[col], errors="coerce").to_numpy() if col in df.columns else float("nan")
     for col in sorted(c for c in df.columns if c.startswith("worst_group_") and c.endswith("_pct")):
         out[col] = df[col].to_numpy()  # methods.mondrian.by: the worst group's coverage, per grouping
     for col in sorted(c for c in df.columns if c.startswith("group_coverage_")):

@@ -474,8 +474,11 @@ def plot_reliability(records: Mapping[str, Mapping[str, object]], titles=None, n
         test = rec.get("test") or {}
         ax.plot([0, 1], [0, 1], color="0.6", linestyle=":", linewidth=1.0, label="perfect calibration")
         T = float(rec.get("temperature", 1.0))
-        shown = [("before", "tab:red", "o", "as given")] if T == 1.0 else [
-            ("before", "tab:red", "o", "before (T = 1)"), ("after", "tab:blue", "s", f"after (T = {T:.3g})")]
+        if rec.get("method") == "venn_abers":
+            shown = [("before", "tab:red", "o", "as given"), ("after", "tab:blue", "s", "after (Venn-Abers)")]
+        else:
+            shown = [("before", "tab:red", "o", "as given")] if T == 1.0 else [
+                ("before", "tab:red", "o", "before (T = 1)"), ("after", "tab:blue", "s", f"after (T = {T:.3g})")]
         for when, color, marker, label in shown:
             curve = (test.get(when) or {}).get("reliability") or {}
             ece = (test.get(when) or {}).get("ece")

@@ -324,6 +324,9 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
                 {"text": _fmt(cover), "cls": "num coverage" + (" below" if target == target and cover < target else "")},
                 {"text": "" if target != target else _fmt(target), "cls": "num target"},
                 {"text": _fmt(r["class_coverage_worst_pct"]), "cls": "num worst-class"},
+                {"text": _fmt(r["covgap_pct"]), "cls": "num covgap"},
+                {"text": _fmt(r["sscv_pct"]), "cls": "num sscv"},
+                {"text": _fmt(r["wsc_pct"]), "cls": "num wsc"},
                 {"text": _fmt(r["mean_size"]), "cls": "num size"},
                 {"text": _fmt(r["singleton_pct"]), "cls": "num"},
                 {"text": _fmt(r["empty_pct"]), "cls": "num"},
@@ -345,7 +348,7 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
 
         figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets})
     header = [*(html_name(utility_name(lab)) + Markup(" %") for lab in labels), "coverage %", "guaranteed %",
-              "worst class %", "mean set size", "singletons %", "empty %",
+              "worst class %", "CovGap %", "SSCV %", "WSC %", "mean set size", "singletons %", "empty %",
               *(f"worst group % (by {c[len('worst_group_'):-len('_pct')].replace('_', ' ')})" for c in group_cols),
               "calibrated"]
     return {"datasets": out, "header": header, "n_utilities": len(labels),
@@ -397,7 +400,8 @@ def _context_calibration(calibration: Mapping[str, object] | None, names: Displa
         out.append({"id": d, "title": names.dataset(d), "method": r.get("method", "none"), "temperature": f"{T:.4g}",
                     "at_bound": bool(r.get("at_bound")), "outputs": r.get("outputs", ""),
                     "model_outputs": bool(r.get("model_outputs")), "origin": dict(r.get("origin") or {}),
-                    "metrics": metrics, "sets": sets, "calibrated": T != 1.0, "not_fitted": r.get("not_fitted") or ""})
+                    "metrics": metrics, "sets": sets,
+                    "calibrated": T != 1.0 or r.get("method") == "venn_abers", "not_fitted": r.get("not_fitted") or ""})
     figure = plot_reliability(records, {d: names.dataset(d) for d in keys})
     return {"datasets": out, "figure": _data_uri(_png_bytes("reliability", figure)), "bins": records[keys[0]].get("ece_bins", 15)}
 

@@ -175,7 +175,7 @@ def method_name(method: str, param: object) -> str:
 #: Conformal scores and utility families of the methods beyond the paper, as the report names them.
 _SCORE_NAMES = {"lac": "LAC", "aps": "APS", "raps": "RAPS", "saps": "SAPS", "topk": "Top-k", "margin": "Margin"}
 #: Suffixes of the conformal methods' calibrations (svbop.conformal.methods) and their names.
-_KIND_NAMES = {"_cc": "Class-conditional ", "_clustered": "Clustered "}
+_KIND_NAMES = {"_cc": "Class-conditional ", "_clustered": "Clustered ", "_rc3p": "RC3P "}
 
 
 def _score_name(score: str) -> str:

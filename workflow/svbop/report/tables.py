@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..evaluation import METHODS as METHOD_ORDER
-from ..evaluation import SUMMARY_KEYS, SVBOP_METHODS
+from ..evaluation import CONDITIONAL_COLUMNS, SUMMARY_KEYS, SVBOP_METHODS
 from ..io import atomic_path, escape_frame, unescape_frame, write_tsv
 from ..metrics import COVERAGE_KEYS, EXTRA_COVERAGE_KEYS
 from ..utilities import STANDARD_UTILITIES, utility_table
@@ -68,7 +68,7 @@ _OPTIONAL_NUMERIC = ("theta", "t_test_ms", "agreement_with_full_pct", "speedup_v
                      "cpu_count")
 #: ``*_pct`` columns that are not a utility's mean: the coverage metrics of svbop.mean_scores among them.
 _NOT_UTILITIES = ("recall_pct", "top1_pct", "agreement_with_full_pct", "index_recall_pct", *COVERAGE_KEYS,
-                  *EXTRA_COVERAGE_KEYS)
+                  *EXTRA_COVERAGE_KEYS, *CONDITIONAL_COLUMNS)
 #: Values of a metrics table's ``theta_edge`` column.
 THETA_EDGES = ("", "smallest", "largest")
 #: Table 3's column of the threshold methods' tuned theta.
