@@ -120,7 +120,7 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
     -------
     DataFrame
         Columns ``method`` (display name), ``key`` (``method/param``), ``family``, one
-        ``<label>_pct`` per utility, ``coverage_pct``, ``target_coverage_pct``,
+        ``<label>_pct`` per utility, ``n_test``, ``coverage_pct``, ``target_coverage_pct``,
         ``class_coverage_worst_pct``, ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``;
         ``worst_group_<by>_pct`` and ``group_coverage_<by>`` (JSON) where the file has them.
     """
@@ -134,7 +134,7 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
         "key": [f"{m}/{p}" for m, p in zip(df["method"], df["param"])],
         "family": df["family"].to_numpy(),
     })
-    for col in [*labels, "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
+    for col in [*labels, "n_test", "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
                 "singleton_pct", "empty_pct"]:
         out[col] = df[col].to_numpy() if col in df.columns else float("nan")
     for col in sorted(c for c in df.columns if c.startswith("worst_group_") and c.endswith("_pct")):
