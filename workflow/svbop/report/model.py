@@ -187,16 +187,19 @@ def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Seque
                          "utility_pct": float(_as_shown(t[utility_col]).iloc[i]) if utility_col else math.nan,
                          "guaranteed_pct": float(promise.iloc[i])})
 
-    def by_size(i: int) -> tuple:
-        return (size.iloc[i], float(t["mean_size"].iloc[i]), -float(promise.iloc[i]) if promise.iloc[i] == promise.iloc[i]
-                else -float(t["coverage_pct"].iloc[i]), i)
+    def by_promise(i: int) -> tuple:  # the smaller sets, then the larger promise
+        return size.iloc[i], float(t["mean_size"].iloc[i]), -float(promise.iloc[i]), i
+
+    def by_rows(i: int) -> tuple:  # the smaller sets, then the larger coverage of the rows
+        return size.iloc[i], float(t["mean_size"].iloc[i]), -float(t["coverage_pct"].iloc[i]), i
 
     for eps in sorted({float(e) for e in epsilons}, reverse=True):
         target = round(100 * (1 - eps), 6)
         goal = coverage_goal(eps)
-        promised = sorted((i for i in range(len(t)) if known.iloc[i] and promise.iloc[i] >= target - 1e-9), key=by_size)
+        promised = sorted((i for i in range(len(t)) if known.iloc[i] and promise.iloc[i] >= target - 1e-9),
+                          key=by_promise)
         reached = sorted((i for i in range(len(t)) if known.iloc[i] and not promise.iloc[i] >= target - 1e-9
-                          and cover.iloc[i] >= target - 1e-9), key=by_size)
+                          and cover.iloc[i] >= target - 1e-9), key=by_rows)
         if promised:
             add(goal, promised, BASIS_GUARANTEED, None)
         else:
