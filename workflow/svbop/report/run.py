@@ -336,7 +336,7 @@ def run_report(out: str | os.PathLike, config: dict, *, cores: int = 1, echo=sys
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         _sync(root / name, work / name)
     cfg_path = out / "svbop_report.yaml"
-    _write_text(cfg_path, "# written by svbop report: one model_outputs dataset (see workflow/docs/your_model.md)\n"
+    _write_text(cfg_path, "# written by svbop report: one model_outputs dataset (its guide: svbop docs your_model)\n"
                 + yaml.safe_dump(config, sort_keys=False))
     log_path = out / "svbop_report.log"
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(int(cores)), "--configfile", str(cfg_path.resolve())]
