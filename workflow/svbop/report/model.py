@@ -630,13 +630,14 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
 _REWARDS = {
     "precision": "a share of one point for each class of the set: only a single right class earns it all",
     "recall": "holding the true class, whatever the size: the set of every class always earns it all",
-    "fbeta": "precision and recall together (their F-measure): β = 1 weighs them alike; a larger β weighs holding "
-             "the true class more, so larger sets pay",
+    "fbeta": "precision and recall together (their F-measure at β = {beta}): β = 1 weighs them alike, a larger β "
+             "weighs holding the true class more, so larger sets pay",
     "credal": "a small set, with a penalty that grows with the square of the size: a cautious choice between "
               "one class and a few (δ and γ set how cautious)",
     "exp": "a small set, the reward falling exponentially with the size",
     "log": "a small set, the reward falling with the logarithm of the size: gentle on larger sets",
-    "reject": "a single class, or the set of every class (abstaining) for a fixed reward",
+    "reject": "a single class, or else every class (abstaining) for the smaller reward 1 - α; any other set earns "
+              "nothing",
     "genreject": "a small set, with a penalty that grows as a power of the share of classes the set holds",
 }
 
@@ -648,11 +649,13 @@ def utility_rewards(spec: str, K: int) -> str:
 
     u = utility(spec, K=K)
     kind = u.spec.split(":", 1)[0]
-    text = _REWARDS.get(kind, u.title)
+    params = dict(part.split("=", 1) for part in u.spec.partition(":")[2].split(",") if "=" in part)
+    text = _REWARDS.get(kind, u.title).format(**params) if kind != "fbeta" or "beta" in params else u.title
     g = np.asarray(u.values(), dtype=float)
-    half = np.flatnonzero(g >= 0.5 - 1e-12)
-    if kind != "recall" and half.size:
-        text += f"; a right set earns at least half of the most up to s = {int(half[-1]) + 1:,} classes"
+    half = np.flatnonzero(g >= 0.5 * g.max() - 1e-12)
+    if kind not in ("recall", "reject") and half.size:
+        n = int(half[-1]) + 1
+        text += f"; a right set earns at least half of the most up to s = {n:,} class{'es' if n != 1 else ''}"
     return text
 
 
@@ -673,7 +676,12 @@ def utilities_context(specs: Sequence[str], K: int) -> dict[str, object]:
         g = u.values()
         rows.append({"name": html_name(utility_name(u.spec)), "spec": u.spec, "rewards": utility_rewards(u.spec, K),
                      "g": [f"{float(g[s - 1]):.2f}" for s in sizes]})
+    from matplotlib.ticker import FuncFormatter
+
     fig = plot_utilities(list(specs), K=K, title=f"What a right set earns, K = {K:,}")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 1, 2, 10 (not 10^0, 2 x 10^0)
+    fig.axes[0].xaxis.set_major_formatter(plain)
+    fig.axes[0].xaxis.set_minor_formatter(plain if K <= 20 else FuncFormatter(lambda v, _: ""))
     return {"rows": rows, "sizes": sizes, "K": K,
             "figure": "data:image/png;base64," + base64.b64encode(figure_to_png(fig)).decode("ascii")}
 
