@@ -333,3 +333,22 @@ def test_the_page_says_the_chosen_methods_coverage_is_an_estimate_with_its_inter
     assert (reached["guaranteed_pct"].isna()).all() and (reached["coverage_pct"] >= 90).all()
     if len(reached):
         assert "reached the level on these rows" in _text(page)
+
+
+def test_each_utility_says_what_it_rewards_with_the_size_that_still_earns_half():
+    from svbop.report.model import utilities_context, utility_rewards
+
+    # F1: g(s) = 2 / (s + 1), half at s = 3; F5: 26 / (s + 25), half at s = 27; credal (1.6, 0.6): g(2) = 0.65,
+    # g(3) = 0.4667
+    assert utility_rewards("fbeta:beta=1", 100).endswith("(their F-measure at β = 1): β = 1 weighs them alike, a "
+                                                         "larger β weighs holding the true class more, so larger sets "
+                                                         "pay; a right set earns at least half of the most up to s = 3 "
+                                                         "classes")
+    assert utility_rewards("fbeta:beta=5", 100).endswith("up to s = 27 classes")
+    assert utility_rewards("credal:delta=1.6,gamma=0.6", 100).endswith("up to s = 2 classes")
+    assert utility_rewards("fbeta:beta=5", 10).endswith("up to s = 10 classes")  # never more than K
+    assert "half" not in utility_rewards("recall", 100)
+    context = utilities_context(["fbeta:beta=1", "credal:delta=1.6,gamma=0.6"], 4)
+    assert context["sizes"] == [1, 2, 3] and [r["g"] for r in context["rows"]] == [["1.00", "0.67", "0.50"],
+                                                                                   ["1.00", "0.65", "0.47"]]
+    assert context["figure"].startswith("data:image/png;base64,")
