@@ -305,7 +305,8 @@ def _calibrated_text(text: str) -> str:
 
 
 def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mapping[str, str]] | None,
-                    labels: Sequence[str], names: DisplayNames, order: Sequence[str]) -> dict[str, object] | None:
+                    labels: Sequence[str], names: DisplayNames, order: Sequence[str],
+                    paper: bool = True) -> dict[str, object] | None:
     """The section "Beyond the paper": per dataset, one row per method (utilities, coverage, worst-class
     coverage, set sizes) and the reasons a kind of set was not run; its figure. None without ``beyond``."""
     if beyond is None:
@@ -354,7 +355,7 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
     if figure is None and len(frame):
         from .figures import plot_coverage_size
 
-        figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets})
+        figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets}, paper=paper)
     header = [*(html_name(utility_name(lab)) + Markup(" %") for lab in labels), "coverage %", "guaranteed %",
               "worst class %", "mean set size", "singletons %", "empty %",
               *(f"worst group % (by {c[len('worst_group_'):-len('_pct')].replace('_', ' ')})" for c in group_cols),
@@ -913,7 +914,8 @@ def build_report(
     context["calibration"] = _context_calibration(calibration, names, dataset_ids)
     context["model_outputs"] = [{"id": d["id"], "title": d["title"]} for d in datasets
                                 if d["summary"].get("model_outputs") is True]
-    context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids)
+    context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids,
+                                        paper=model is None)
     context["model"] = None
     if model is not None and beyond is not None:  # the page about a model: its own sections first
         from .beyond import read_beyond
