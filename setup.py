@@ -16,15 +16,20 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 
 
-def _workflow_files():
-    """WORKFLOW_FILES of workflow/svbop/_resources.py, read without importing svbop."""
+def _constant(name):
+    """A tuple constant of workflow/svbop/_resources.py, read without importing svbop."""
     tree = ast.parse((ROOT / "workflow" / "svbop" / "_resources.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "WORKFLOW_FILES":
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name:
             return ast.literal_eval(node.value)
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "WORKFLOW_FILES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return ast.literal_eval(node.value)
-    raise RuntimeError("workflow/svbop/_resources.py: no WORKFLOW_FILES")
+    raise RuntimeError(f"workflow/svbop/_resources.py: no {name}")
+
+
+def _workflow_files():
+    """WORKFLOW_FILES (what svbop report runs) and DOC_FILES (what svbop docs shows) of _resources.py."""
+    return (*_constant("WORKFLOW_FILES"), *_constant("DOC_FILES"))
 
 
 class BuildWithWorkflow(build_py):

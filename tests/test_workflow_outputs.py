@@ -201,6 +201,10 @@ def test_a_calibrated_liblinear_dataset_makes_every_set_from_the_calibrated_prob
 
 
 def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
+    from svbop import utility
+    from svbop.config import load_yaml
+    from test_workflow import ROOT
+
     workdir, files = outputs_run
     out = tmp_path / "page"
     result = subprocess.run(
@@ -216,18 +220,28 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
     assert "--outputs auto: the test scores are logits" in result.stderr
     assert "no --calibration: calibration rows are split off the test rows" in result.stderr
     html = (out / "report.html").read_text()
-    assert 'id="table3-mo_npy"' in html and 'id="calibration-mo_npy"' in html
-    assert (out / "tables" / "table3_utilities.csv").is_file()
+    # the page about a model: every method in its table of every kind of set, none of the paper's tables
+    assert 'id="beyond-mo_npy"' in html and 'id="calibration-mo_npy"' in html and 'id="table3-mo_npy"' not in html
+    assert not (out / "tables" / "table3_utilities.csv").exists()
     # --test-groups/--validation-groups: the coverage of each of the user's groups, by name
     table = re.search(r'<table class="group-coverage" data-dataset="mo_npy".*?</table>', html, re.S).group(0)
     assert re.findall(r'<tr data-group="([^"]+)">', table) == ["even", "odd"]
-    ours = pd.read_csv(report_results(out) / "tables" / "table3_utilities.csv")
-    pipeline = pd.read_csv(workdir / "results" / "tables" / "table3_utilities.csv")
-    pipeline = pipeline[pipeline["dataset"] == "mo_npy"].reset_index(drop=True)
-    assert len(ours) == len(pipeline) > 0
-    pd.testing.assert_frame_equal(ours, pipeline)
-    # the numbers, not only the config: SVBOP-Full's utilities in Table 3 are those of svbop.predict_sets on
-    # the calibrated test probabilities that svbop report's run stored, under every utility of the run
+    # the paper's methods give the same numbers as the pipeline's run (its Table 3, in the long format)
+    every = pd.read_csv(out / "tables" / "beyond_every_set.csv", dtype={"param": str})
+    labels = [c[: -len("_pct")] for c in every.columns if c.endswith("_pct") and c[: -len("_pct")] in
+              {utility(spec).label for spec in load_yaml(ROOT / "config.yaml")["utilities"]}]
+    ours = every[every["method"].isin(["svbop_full", "threshold", "top_s", "icp"])].melt(
+        id_vars=["dataset", "method", "param"], value_vars=[f"{lab}_pct" for lab in labels], var_name="eval_utility",
+        value_name="utility_pct")
+    ours["eval_utility"] = ours["eval_utility"].str.removesuffix("_pct")
+    pipeline = pd.read_csv(workdir / "results" / "tables" / "table3_utilities.csv", dtype={"param": str})
+    pipeline = pipeline[pipeline["dataset"] == "mo_npy"]
+    keys = ["dataset", "method", "param", "eval_utility"]
+    both = ours.merge(pipeline, on=keys, suffixes=("", "_pipeline"), validate="one_to_one")
+    assert len(both) == len(pipeline) == len(ours) > 0
+    assert np.allclose(both["utility_pct"], both["utility_pct_pipeline"], rtol=0, atol=1e-9)
+    # the numbers, not only the config: SVBOP-Full's utilities are those of svbop.predict_sets on the calibrated
+    # test probabilities that svbop report's run stored, under every utility of the run
     _table3_full_matches_predict_sets(ours, report_results(out) / "mo_npy" / "scores" / "flat.npz")
     # nothing was written beside the output folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page"]

@@ -161,7 +161,8 @@ rule tables:
 rule beyond_report:
     input:
         beyond=expand("results/{dataset}/beyond.tsv", dataset=DATASETS),
-        code=library_sources("evaluation", "report/__init__", "report/beyond", "report/names", "report/figures"),
+        code=library_sources("evaluation", "report/__init__", "report/beyond", "report/names", "report/figures",
+                             "report/model"),
     output:
         table=report(
             "results/tables/beyond_every_set.csv",
@@ -178,6 +179,8 @@ rule beyond_report:
     params:
         utilities=config["utilities"],
         titles=lambda wc: {d: config["datasets"][d].get("title") or d for d in DATASETS},
+        # the page about a model: its legend names the kinds of set without the paper
+        model_page=model_page(),
     log:
         "results/logs/beyond_report/beyond.log",
     conda:
@@ -195,7 +198,7 @@ rule describe_model:
         split="data/{dataset}/split.npz",
         sets=lambda wc: [*beyond_compared(wc.dataset).values(), *beyond_predictions(wc.dataset).values()],
         calibration=lambda wc: list(beyond_calibration(wc.dataset).values()),
-        code=library_sources("report/model", "metrics", "io"),
+        code=library_sources("report/model", "report/names", "metrics", "io"),
     output:
         classes="results/tables/class_coverage_{dataset}.tsv",
         examples="results/{dataset}/examples.json",
@@ -258,12 +261,16 @@ rule report_html:
     input:
         metrics=expand("results/{dataset}/metrics.tsv", dataset=DATASETS),
         summaries=expand("results/{dataset}/summary.json", dataset=DATASETS),
-        tables=rules.tables.output,
-        figure=f"results/figures/utilities_K{config['report']['figure_K']}.png",
-        families=rules.plot_utility_families.output,
+        # the paper's tables and figures: not on the page about a model, which draws its own utilities figure
+        tables=rules.tables.output if not model_page() else [],
+        figure=f"results/figures/utilities_K{config['report']['figure_K']}.png" if not model_page() else [],
+        families=rules.plot_utility_families.output if not model_page() else [],
         illustrations=lambda wc: [f for fs in illustration_files().values() for f in fs],
         train_times=rules.tables.input.train_times,
         template="report/templates/report.html.j2",
+        # its includes: the CSS and the page about a model, one file per section
+        template_parts=["report/templates/style.html.j2", *sorted(
+            f"report/templates/model/{f}" for f in os.listdir("report/templates/model") if f.endswith(".html.j2"))],
         beyond=lambda wc: rules.beyond_report.output if beyond_enabled() and DATASETS else [],
         # optional (report: scaling): benchmarks/bench_scaling.py's results, drawn in Table 4's section
         scaling=lambda wc: [config["report"]["scaling"]] if config["report"].get("scaling") else [],

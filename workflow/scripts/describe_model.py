@@ -10,7 +10,7 @@ from svbop.datasets import load_split
 from svbop.evaluation import read_calibration
 from svbop.io import NpzReader, SetFiles, atomic_path, escape_frame, load_score_arrays
 from svbop.logs import to_log_file
-from svbop.report.model import describe_model
+from svbop.report.model import describe_model, write_class_coverage
 
 to_log_file(snakemake.log[0])
 P, y, y_cal = load_score_arrays(snakemake.input.scores, "P_test", "y_test", "y_calibration")
@@ -31,8 +31,7 @@ not_calibrated = {tuple(m) for m, path in zip(snakemake.params.calibrated, snake
 sets = SetFiles({m: f for m, f in zip(methods, snakemake.input.sets) if m not in not_calibrated})
 classes, examples = describe_model(P, y, sets, y_calibration=y_cal, class_names=names, file_rows=file_rows)
 examples["class_names"] = names if len(names) <= 100_000 else None
-with atomic_path(snakemake.output.classes) as tmp:
-    escape_frame(classes).to_csv(tmp, sep="\t", index=False, float_format="%.4f")  # a name is never a formula
+write_class_coverage(snakemake.output.classes, classes, snakemake.wildcards.dataset)
 with atomic_path(snakemake.output.examples) as tmp:
     tmp.write_text(json.dumps(examples, ensure_ascii=False) + "\n")
 logging.info("%d classes x %d methods, %d example rows -> %s, %s", len(classes), len(sets), len(examples["rows"]),

@@ -23,15 +23,14 @@ if snakemake.params.model_page:  # every dataset a model's outputs: the page abo
              "examples": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("examples.json")},
              "live": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("live.json")},
              "promises": {os.path.basename(os.path.dirname(f)): f for f in files if f.endswith("promises.json")}}
-    paper_only = ("table2_vs_paper", "table3_vs_paper", "table4_vs_paper", "table5_vs_paper", "dataset_status", "claims")
-    tables = [t for t in tables if not os.path.basename(t).startswith(paper_only)]
-    tables += [f for f in files if f.endswith((".csv", ".tsv"))]
+    tables = [f for f in files if f.endswith((".csv", ".tsv"))]  # its own tables only (none of the paper's)
 build_report(
     out,
     summaries=snakemake.input.summaries,
     metrics=read_metrics(snakemake.input.metrics) if snakemake.input.metrics else None,
+    # the paper's figures; the page about a model draws its own utilities figure at the model's K
     figures={"utilities": snakemake.input.figure, "fbeta_family": snakemake.input.families[0],
-             "genreject_family": snakemake.input.families[1]},
+             "genreject_family": snakemake.input.families[1]} if model is None else {},
     config=snakemake.params.config,
     utilities=snakemake.params.utilities,
     title=snakemake.params.title,

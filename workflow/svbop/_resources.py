@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["WORKFLOW_FILES", "packaged_workflow", "workflow_path", "workflow_root"]
+__all__ = ["DOC_FILES", "WORKFLOW_FILES", "doc_pages", "docs_folder", "packaged_workflow", "workflow_path",
+           "workflow_root"]
 
 #: The workflow's files, relative to its root, that ``svbop report`` needs to run the pipeline
 #: (folders are copied whole).  ``setup.py`` packages exactly these.
@@ -27,6 +28,10 @@ WORKFLOW_FILES = (
     "envs",
     "profiles",
 )
+
+#: The documentation the wheel carries beside the workflow (``svbop docs`` prints or locates it): a wheel user
+#: has no checkout, so the pages the command line and the report point to travel with the package.
+DOC_FILES = ("workflow/docs",)
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -67,3 +72,27 @@ def workflow_path(relative: str) -> Path:
         if root is not None:
             return root / relative
     return _PACKAGE.parents[1] / relative
+
+
+def docs_folder() -> Path:
+    """The folder of svbop's documentation pages (``workflow/docs``): the checkout's, or the wheel's copy.
+
+    Raises
+    ------
+    ValueError
+        Neither holds it (an install made without ``setup.py``'s build step).
+    """
+    folder = workflow_path(DOC_FILES[0])
+    if not folder.is_dir():
+        raise ValueError(f"svbop's documentation is missing: {folder} does not exist; reinstall svbop "
+                         "(pip install 'svbop[report]')")
+    return folder
+
+
+def doc_pages() -> dict[str, tuple[Path, str]]:
+    """Each documentation page by name (``"your_model"``): its path and its title (its first heading)."""
+    out = {}
+    for path in sorted(docs_folder().glob("*.md")):
+        first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")), "")
+        out[path.stem] = (path, first.lstrip("#").strip())
+    return out

@@ -1,4 +1,5 @@
-"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``, ``svbop check-config``, ``svbop report``."""
+"""Command line: ``svbop utilities``, ``svbop predict``, ``svbop evaluate``, ``svbop check-config``, ``svbop report``,
+``svbop docs``, ``svbop stream``."""
 
 from __future__ import annotations
 
@@ -436,7 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_check_config)
     p = sub.add_parser("report", help="the pipeline's HTML report for a model's outputs (probabilities or logits)",
                        description="Runs the project's workflow on one model_outputs dataset per --test (each model) and "
-                                   "writes DIR/report.html (see workflow/docs/your_model.md).")
+                                   "writes DIR/report.html. The guide to this command and its page: "
+                                   "'svbop docs your_model' (it comes with the package; 'svbop docs' lists every "
+                                   "page and where they are).")
     p.add_argument("--test", nargs=2, metavar=("SCORES", "LABELS"), required=True, action="append",
                    help="the test rows' scores (.npy, .npz, .csv, .tsv) and labels (.npy, or one per line); repeat it "
                         "for several models scored on the same rows (one --name each, in the same order)")
@@ -459,7 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{part}-groups", metavar="GROUPS",
                        help=f"one group per {part} row (.npy, or one per line: e.g. a site or a subpopulation); "
                             "adds conformal sets calibrated per group and the coverage of each group"
-                            + (" (give it for every part given)" if part == "test" else ""))
+                            + ("; groups go with every part of rows you give: with --test-groups, also "
+                               "--validation-groups when you give --validation and --calibration-groups when you "
+                               "give --calibration (each part's rows need their groups)" if part == "test" else ""))
     for option, what in (("weights", "likelihood ratio w(x) = dP_test(x) / dP_calibration(x) (.npy, or one number per "
                                       "line; finite, >= 0): adds weighted conformal sets under covariate shift and their "
                                       "coverage under the weights"),
@@ -469,7 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
         for part in ("test", "validation", "calibration"):
             names = (f"--{option}", f"--test-{option}") if part == "test" else (f"--{part}-{option}",)
             p.add_argument(*names, dest=f"{part}_{option.replace('-', '_')}", metavar=option.upper().replace("-", "_"),
-                           help=f"per {part} row, its {what} (give it for every part given)" if part == "test"
+                           help=f"per {part} row, its {what}; like the groups, it goes with every part of rows you give "
+                                f"(with --{option}, also --validation-{option} when you give --validation and "
+                                f"--calibration-{option} when you give --calibration)" if part == "test"
                            else f"as --{option}, for the --{part} rows")
     p.add_argument("--epsilon", type=float, action="append",
                    help="significance level of the conformal methods (repeatable; default 0.1)")
@@ -481,6 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for report.html, tables/, figures/, svbop_report.log and .yaml; the workflow's "
                         "working files go into DIR/.svbop (a second run reuses them)")
     p.set_defaults(func=_report)
+    p = sub.add_parser("docs", help="the documentation that comes with svbop: list its pages, or print one",
+                       description="Without PAGE: where svbop's documentation is on this machine (it comes with the "
+                                   "package, from a wheel too) and its pages. With PAGE (e.g. your_model): that page, "
+                                   "as Markdown, on standard output.")
+    p.add_argument("page", nargs="?", help="a page's name, e.g. your_model (the guide to 'svbop report')")
+    p.set_defaults(func=_docs)
     p = sub.add_parser("stream", help="adaptive conformal sets for rows in order (coverage under drift)",
                        description="Adaptive conformal inference (Gibbs and Candes 2021): calibrated once on "
                                    "--calibration, then each row of PROBS, in order, gets the set at the working "
@@ -553,6 +566,25 @@ def _stream(args) -> int:
           f" {len(y_cal)} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
           f" mean size {sets.sizes.mean() if len(sets) else float('nan'):.3f}, final level {aci.alpha_:.4f};"
           f" running coverage -> {args.coverage}")
+    return 0
+
+
+def _docs(args) -> int:
+    """``svbop docs [PAGE]``: the packaged documentation's folder and pages, or one page's text."""
+    from ._resources import doc_pages, docs_folder
+
+    pages = doc_pages()
+    if args.page is None:
+        print(f"svbop's documentation: {docs_folder()}")
+        width = max(map(len, pages), default=0)
+        for name, (_, title) in pages.items():
+            print(f"  {name:<{width}}  {title}")
+        print("Print a page with: svbop docs PAGE (e.g. svbop docs your_model)")
+        return 0
+    name = args.page.removesuffix(".md")
+    if name not in pages:
+        raise ValueError(f"PAGE: no page {args.page!r}; the pages are {', '.join(pages)}")
+    sys.stdout.write(pages[name][0].read_text(encoding="utf-8"))
     return 0
 
 

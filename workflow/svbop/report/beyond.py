@@ -124,7 +124,7 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
     -------
     DataFrame
         Columns ``method`` (display name), ``key`` (``method/param``), ``family``, one
-        ``<label>_pct`` per utility, ``coverage_pct``, ``target_coverage_pct``,
+        ``<label>_pct`` per utility, ``n_test``, ``coverage_pct``, ``target_coverage_pct``,
         ``class_coverage_worst_pct``, ``covgap_pct``, ``sscv_pct``, ``wsc_pct`` (NaN where the file
         lacks them), ``mean_size``, ``singleton_pct``, ``empty_pct``, ``calibrated``;
         ``worst_group_<by>_pct`` and ``group_coverage_<by>`` (JSON) where the file has them.
@@ -139,7 +139,7 @@ def beyond_table(frame: pd.DataFrame, dataset: str, utilities: Sequence[str]) ->
         "key": [f"{m}/{p}" for m, p in zip(df["method"], df["param"])],
         "family": df["family"].to_numpy(),
     })
-    for col in [*labels, "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
+    for col in [*labels, "n_test", "coverage_pct", "target_coverage_pct", "class_coverage_worst_pct", "mean_size",
                 "singleton_pct", "empty_pct"]:
         out[col] = df[col].to_numpy() if col in df.columns else float("nan")
     for col in CONDITIONAL_COLUMNS:  # CovGap, SSCV, WSC (issue 48): absent from older files

@@ -26,8 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MIN_FONT_KEY",
     "figure_to_png",
+    "fit_figure",
     "literal_row",
     "min_font_px",
+    "outside_figure",
     "plot_coverage_size",
     "plot_fbeta_family",
     "plot_genreject_family",
@@ -118,12 +120,16 @@ def _new_figure(figsize=(6.0, 4.2)) -> "Figure":
     import matplotlib
 
     matplotlib.use("Agg")  # no display; a no-op if Agg is already in use
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    return Figure(figsize=figsize, layout="constrained")
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)  # drawn and measured off-screen (fit_figure, outside_figure)
+    return fig
 
 
-def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: "Axes | None" = None) -> "Figure":
+def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: "Axes | None" = None,
+                   title: str | None = None) -> "Figure":
     """Plot ``g(s)`` for ``s = 1..K``, one line per utility (the paper's Figure 1, left panel).
 
     Parameters
@@ -134,6 +140,8 @@ def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: 
         Number of classes.
     ax : matplotlib Axes, optional
         Axes to draw on; a new figure is made when omitted.
+    title : str, optional
+        The axes' title (default ``"Set-based utilities, K = <K>"``).
 
     Returns
     -------
@@ -153,7 +161,7 @@ def plot_utilities(specs: Sequence[str] = STANDARD_UTILITIES, K: int = 100, ax: 
     s = np.arange(1, K + 1)
     for u in us:
         ax.plot(s, u.values(), label=f"{_tex(utility_name(u.spec))}  {u.title}", linewidth=1.6)
-    _finish_log_axes(ax, K, "$g(s)$", f"Set-based utilities, K = {K}")
+    _finish_log_axes(ax, K, "$g(s)$", title or f"Set-based utilities, K = {K}")
     return fig
 
 
@@ -364,8 +372,7 @@ def plot_genreject_family(
     handles += [Line2D([], [], color="0.3", linestyle=styles[i % len(styles)], linewidth=1.5, label=f"α = {a}")
                 for i, a in enumerate(a_names)]
     handles.append(Line2D([], [], color="k", linestyle="--", linewidth=1.2, label="$g_P(s) = 1/s$"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=LEGEND_PT,
-               frameon=False)
+    _legend_below(fig, handles, max_ncol=4)
     return fig
 
 
@@ -378,7 +385,7 @@ _FAMILY_STYLE = {
 }
 
 
-def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
+def plot_coverage_size(frame, titles=None, ncols: int = 2, paper: bool = True) -> "Figure":
     """Coverage against mean set size of every kind of set, one panel per dataset (the report's
     section "Beyond the paper").
 
@@ -391,6 +398,8 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
         Dataset key -> panel title.
     ncols : int, default=2
         Panels per row.
+    paper : bool, default=True
+        Name the paper's kinds of set as the paper's in the legend (False: the page about a model).
 
     Returns
     -------
@@ -414,7 +423,7 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
     datasets = list(dict.fromkeys(frame["dataset"].astype(str)))
     ncols = max(1, min(ncols, len(datasets)))
     nrows = -(-len(datasets) // ncols)
-    fig = _new_figure(figsize=(5.2 * ncols, 3.9 * nrows + 0.9))
+    fig = _new_figure(figsize=(max(5.2 * ncols, 7.5), 3.9 * nrows + 0.9))  # room for the legend below
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, d in zip(axes, datasets):
         df = frame[frame["dataset"].astype(str) == d]
@@ -437,11 +446,15 @@ def plot_coverage_size(frame, titles=None, ncols: int = 2) -> "Figure":
     for ax in axes[len(datasets):]:
         ax.set_visible(False)
     present = set(frame["family"])
-    handles = [Line2D([], [], linestyle="none", marker=_FAMILY_STYLE[k][0], color=_FAMILY_STYLE[k][1], markersize=8,
-                      label=name) for k, name in BEYOND_FAMILIES if k in present]
-    handles.append(Line2D([], [], color="0.5", linestyle=":", label="guaranteed coverage 1 - ε"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 3), fontsize=LEGEND_PT,
-               frameon=False)
+    names = {k: name if paper else name.replace(" (the paper)", "") for k, name in BEYOND_FAMILIES}
+    # every kind plotted has its entry (a kind the table does not name by its own key, too)
+    handles = [Line2D([], [], linestyle="none", marker=_FAMILY_STYLE.get(k, ("o", "k"))[0],
+                      color=_FAMILY_STYLE.get(k, ("o", "k"))[1], markersize=8, label=names.get(k, k))
+               for k in [*(k for k, _ in BEYOND_FAMILIES if k in present),
+                         *sorted(k for k in present if k not in names)]]
+    if frame["target_coverage_pct"].notna().any():
+        handles.append(Line2D([], [], color="0.5", linestyle=":", label="guaranteed coverage 1 - ε"))
+    _legend_below(fig, handles)
     return fig
 
 
@@ -587,17 +600,88 @@ def plot_scaling(data: dict) -> "Figure":
     return fig
 
 
+def outside_figure(fig: "Figure", tolerance_px: float = 1.0) -> list[str]:
+    """What of a figure reaches outside it once drawn (a cut legend, label, title or tick label).
+
+    Each visible axes is measured with everything it draws (tick labels, axis labels, title, its legend,
+    annotations), and so is each legend and text of the figure itself.
+
+    Returns
+    -------
+    list of str
+        One line per such part: what it is and by how many pixels it overflows; empty when everything lies
+        within the figure.
+    """
+    renderer = _renderer(fig)
+    box = fig.bbox
+    parts = [(f"axes {ax.get_title()!r} (its labels, ticks, title or legend)", ax.get_tightbbox(renderer))
+             for ax in fig.axes if ax.get_visible()]
+    parts += [("legend " + repr(", ".join(t.get_text() for t in leg.get_texts())), leg.get_window_extent(renderer))
+              for leg in fig.legends if leg.get_visible()]
+    parts += [(f"text {t.get_text()!r}", t.get_window_extent(renderer)) for t in fig.texts
+              if t.get_visible() and t.get_text().strip()]
+    out = []
+    for what, e in parts:
+        if e is None:
+            continue
+        over = max(box.x0 - e.x0, e.x1 - box.x1, box.y0 - e.y0, e.y1 - box.y1)
+        if over > tolerance_px:
+            out.append(f"{what} reaches {over:.0f} px outside the figure")
+    return out
+
+
+def _renderer(fig: "Figure"):
+    """The figure drawn on an Agg canvas (one is attached to a figure made elsewhere), and its renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def fit_figure(fig: "Figure", max_rounds: int = 4) -> "Figure":
+    """Grow a figure until every text and legend lies within it (nothing is cut when it is saved): the figure
+    is widened and heightened by what reaches outside, and its constrained layout placed again."""
+    for _ in range(max_rounds):
+        renderer = _renderer(fig)
+        tight = fig.get_tightbbox(renderer)  # inches
+        w, h = fig.get_size_inches()
+        grow_w = max(0.0, -tight.x0) + max(0.0, tight.x1 - w)
+        grow_h = max(0.0, -tight.y0) + max(0.0, tight.y1 - h)
+        if grow_w <= 1 / fig.dpi and grow_h <= 1 / fig.dpi:
+            break
+        fig.set_size_inches(w + 2 * grow_w + 0.1 * (grow_w > 0), h + grow_h + 0.1 * (grow_h > 0))
+    return fig
+
+
+def _legend_below(fig: "Figure", handles, max_ncol: int = 3, **kwargs):
+    """One legend for the whole figure, below its panels, in as many columns (at most ``max_ncol``) as fit its
+    width; the figure is grown when even one column does not (:func:`fit_figure`)."""
+    legend = None
+    for ncol in range(min(len(handles), max_ncol), 0, -1):
+        if legend is not None:
+            legend.remove()
+        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=LEGEND_PT,
+                            frameon=False, **kwargs)
+        if legend.get_window_extent(_renderer(fig)).width <= fig.bbox.width - 4:
+            break
+    fit_figure(fig)
+    return legend
+
+
 def figure_to_png(fig: "Figure", dpi: int = 120) -> bytes:
-    """Render a figure to PNG bytes; the PNG's text chunk :data:`MIN_FONT_KEY` holds its smallest
-    font in pixels (:func:`min_font_px`)."""
+    """Render a figure to PNG bytes, grown first so that nothing is cut (:func:`fit_figure`); the PNG's text
+    chunk :data:`MIN_FONT_KEY` holds its smallest font in pixels (:func:`min_font_px`)."""
+    fit_figure(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata=_png_metadata(fig, dpi))
     return buf.getvalue()
 
 
 def save_figure(fig: "Figure", path: str | os.PathLike, dpi: int = 120) -> None:
-    """Save a figure as PNG, atomically (temporary file beside ``path``, then rename), with its
-    smallest font in the text chunk :data:`MIN_FONT_KEY`.
+    """Save a figure as PNG, atomically (temporary file beside ``path``, then rename), grown first so that
+    nothing is cut (:func:`fit_figure`), with its smallest font in the text chunk :data:`MIN_FONT_KEY`.
 
     Raises
     ------
@@ -607,5 +691,6 @@ def save_figure(fig: "Figure", path: str | os.PathLike, dpi: int = 120) -> None:
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise ValueError(f"{path}: figures are written as PNG; use a .png file name")
+    fit_figure(fig)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi, metadata=_png_metadata(fig, dpi))

@@ -76,6 +76,17 @@ DOWNLOADS = {
     "class_coverage": "every method's coverage of each class, with its test and calibration rows",
 }
 
+#: What each table of the page about a model holds (its downloads), by file name without extension.
+MODEL_DOWNLOADS = {
+    "choose_sets": "which sets to use: per coverage level and utility, the choice, its runners-up and the methods "
+                   "without a guarantee that reached the level on the test rows, each test coverage with its interval",
+    "beyond_every_set": "every kind of set: its mean utilities, coverage, worst-class coverage and set sizes",
+    "class_coverage": "every method's coverage of each class, with the class's test and calibration rows",
+}
+
+#: The packages the page about a model lists (what its sets were made with); those not installed are left out.
+MODEL_PACKAGES = ("python", "numpy", "scipy", "scikit-learn", "snakemake", "svbop")
+
 
 def environment_versions() -> dict[str, str]:
     """Versions of Python and of the packages the pipeline uses.
@@ -294,7 +305,8 @@ def _calibrated_text(text: str) -> str:
 
 
 def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mapping[str, str]] | None,
-                    labels: Sequence[str], names: DisplayNames, order: Sequence[str]) -> dict[str, object] | None:
+                    labels: Sequence[str], names: DisplayNames, order: Sequence[str],
+                    paper: bool = True) -> dict[str, object] | None:
     """The section "Beyond the paper": per dataset, one row per method (utilities, coverage, worst-class
     coverage, set sizes) and the reasons a kind of set was not run; its figure. None without ``beyond``."""
     if beyond is None:
@@ -346,13 +358,44 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
     if figure is None and len(frame):
         from .figures import plot_coverage_size
 
-        figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets})
+        figure = plot_coverage_size(frame, {d: names.dataset(d) for d in datasets}, paper=paper)
     header = [*(html_name(utility_name(lab)) + Markup(" %") for lab in labels), "coverage %", "guaranteed %",
               "worst class %", "CovGap %", "SSCV %", "WSC %", "mean set size", "singletons %", "empty %",
               *(f"worst group % (by {c[len('worst_group_'):-len('_pct')].replace('_', ' ')})" for c in group_cols),
               "calibrated"]
     return {"datasets": out, "header": header, "n_utilities": len(labels),
             "figure": _data_uri(_png_bytes("beyond the paper", figure)) if figure is not None else None}
+
+
+def _context_model_page(specs: Sequence[str], summaries: Mapping[str, Mapping[str, object]], names: DisplayNames,
+                        order: Sequence[str], config: Mapping[str, object], versions: Mapping[str, str],
+                        downloads: Mapping[str, str]) -> dict[str, object]:
+    """What the page about a model shows beside :func:`svbop.report.model.model_context`: the utilities in a
+    practitioner's words (one figure at the models' K), the rows of each part, the configuration that made the
+    page, the packages installed that made it, and its tables (:data:`MODEL_DOWNLOADS`)."""
+    from .model import data_context, model_config, utilities_context
+
+    Ks = [int(s["K"]) for s in summaries.values() if s.get("K") is not None]
+    grouped: dict[str, dict[str, object]] = {}
+    for text, href in downloads.items():
+        stem = Path(text).stem
+        what = MODEL_DOWNLOADS.get(stem) or next((v for k, v in MODEL_DOWNLOADS.items() if stem.startswith(k + "_")),
+                                                 None)
+        if what is None:  # a table of the paper's page: not this page's
+            continue
+        grouped.setdefault(stem, {"stem": stem, "what": what, "files": []})["files"].append({"text": text, "href": href})
+    def rank(stem: str) -> tuple[int, str]:
+        return next((i for i, k in enumerate(MODEL_DOWNLOADS) if stem == k or stem.startswith(k + "_")),
+                    len(MODEL_DOWNLOADS)), stem
+
+    files = sorted(grouped.values(), key=lambda d: rank(d["stem"]))
+    return {
+        "utilities": utilities_context(specs, max(Ks) if Ks else 100),
+        "data": data_context(summaries, names, order),
+        "config_yaml": _config_text(model_config(config)),
+        "versions": {k: v for k, v in versions.items() if k in MODEL_PACKAGES and v != "not installed"},
+        "downloads": files,
+    }
 
 
 def _read_calibration(source: object) -> dict[str, object]:
@@ -697,15 +740,15 @@ def build_report(
     labels = [utility_label(spec) for spec in specs]
     versions = dict(environment_versions() if versions is None else versions)
     figures = dict(figures or {})
-    if "utilities" not in figures:
+    if "utilities" not in figures and model is None:
         from .figures import plot_utilities
 
         figures["utilities"] = plot_utilities(specs, K=100)
-    if "fbeta_family" not in figures:
+    if "fbeta_family" not in figures and model is None:  # the paper's figures: not on the page about a model
         from .figures import plot_fbeta_family
 
         figures["fbeta_family"] = plot_fbeta_family(K=100)
-    if "genreject_family" not in figures:
+    if "genreject_family" not in figures and model is None:
         from .figures import plot_genreject_family
 
         figures["genreject_family"] = plot_genreject_family()
@@ -764,7 +807,7 @@ def build_report(
             table = _context_table3(metrics, d["id"], labels, paired[paired["dataset"] == d["id"]])
         predictions.append({**d, "table": table, "paper": paper, "relation": relation})
 
-    fbeta_figure, genreject_figure = images.pop("fbeta_family"), images.pop("genreject_family")
+    fbeta_figure, genreject_figure = images.pop("fbeta_family", None), images.pop("genreject_family", None)
     status = dataset_status(configured, run, not_run, failed, missing=missing) if configured else dataset_status(
         {d: {"title": by_id[d].get("title", d)} for d in dataset_ids}, dataset_ids)
     view = status_view(status, {**dict(missing or {}), **dict(not_run or {})})
@@ -814,6 +857,7 @@ def build_report(
         if r["state"] == "ran" and s is not None:
             r["todo"] = Markup('K = {:,}; {:,} test rows; top-1 {:.2f} %: <a href="#table3-{}">{}</a>').format(
                 int(s["K"]), int(s["N_test"]), float(s["top1_pct"]), r["dataset"], paper_ref("baselines"))
+    given_downloads = dict(downloads or {})
     grouped: dict[str, dict[str, object]] = {}  # one line per table, its formats side by side
     for text, href in dict(downloads or {}).items():
         stem = Path(text).stem
@@ -846,7 +890,7 @@ def build_report(
         "predictions": predictions,
         "any_paper_t3": bool(paired["paper"].notna().any()),
         "threshold_grid": _grid_text((config.get("baselines") or {}).get("threshold_grid")),
-        "utilities_figure": images.pop("utilities"),
+        "utilities_figure": images.pop("utilities", None),
         "other_figures": [{"name": k, "src": v} for k, v in images.items()],
         "n_methods": int(metrics.groupby(["method", "param"]).ngroups),
         "status": view,
@@ -874,7 +918,8 @@ def build_report(
     context["calibration"] = _context_calibration(calibration, names, dataset_ids)
     context["model_outputs"] = [{"id": d["id"], "title": d["title"]} for d in datasets
                                 if d["summary"].get("model_outputs") is True]
-    context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids)
+    context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids,
+                                        paper=model is None)
     context["model"] = None
     if model is not None and beyond is not None:  # the page about a model: its own sections first
         from .beyond import read_beyond
@@ -896,6 +941,9 @@ def build_report(
         from .promises import promises_context  # weighted and conditional sets' promises, checked on the test rows
 
         context["model"]["promises"] = promises_context(model.get("promises"), names, dataset_ids)
+        context["model"].update(_context_model_page(specs, by_id, names, dataset_ids, config, versions,
+                                                    given_downloads))
+        context["downloads"] = context["model"].pop("downloads")
     template_path = _resolve_template(template)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_path.parent)),

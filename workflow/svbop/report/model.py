@@ -4,8 +4,11 @@ model_outputs``, ``svbop report``) shows instead of the paper's sections.
 Three things a practitioner asks of their model's sets, each computed here from the pipeline's files:
 
 - **which sets to use** (:func:`choose_sets`): for each coverage level asked (``1 - epsilon``), the
-  method whose sets reach it on the test rows with the smallest mean size, and for each utility the
-  method with the largest mean utility, each with its runners-up (``tables/choose_sets.csv``);
+  methods whose *promise* meets it (a guaranteed marginal coverage >= the level: conformal sets,
+  Bayes-optimal sets with a coverage guarantee), smallest mean set size first; apart from them the
+  methods without a guarantee that reached the level on the test rows; each with its test coverage, an
+  estimate, and its Clopper-Pearson interval; for each utility the method with the largest mean
+  utility (``tables/choose_sets.csv``);
 - **the classes** (:func:`describe_model`): every method's coverage of each class, with each class's
   test and calibration rows, by name;
 - **example rows** (:func:`describe_model`): a handful of test rows (the most uncertain, a wrong
@@ -30,12 +33,26 @@ import pandas as pd
 from ..io import unescape_frame
 from .names import utility_label, utility_name
 
-__all__ = ["CHOOSE_COLUMNS", "EXAMPLES", "choose_sets", "coverage_goal", "describe_model", "model_context", "plain_name",
-           "plot_class_coverage",
-           "read_examples", "utility_goal", "write_choose_sets"]
+__all__ = ["BASIS_GUARANTEED", "BASIS_REACHED", "BASIS_UTILITY", "CHOOSE_COLUMNS", "COVERAGE_CONFIDENCE",
+           "CLASS_COVERAGE_COLUMNS", "EXAMPLES", "choose_sets", "clopper_pearson", "coverage_goal", "describe_model", "model_context",
+           "plain_name", "plot_class_coverage", "promised_coverage", "read_class_coverage", "read_examples",
+           "utility_goal", "write_choose_sets", "write_class_coverage"]
 
-#: The columns of ``tables/choose_sets.csv``.
-CHOOSE_COLUMNS = ("model", "goal", "method", "coverage_pct", "mean_set_size")
+#: The columns of ``tables/choose_sets.csv``: ``model`` names the model (with several models of one
+#: ``svbop report``, their rows are one table); ``dataset`` (the same key), ``method`` and ``param`` are the keys
+#: of ``tables/beyond_every_set.csv`` (a join on them gives every other number of the method); ``label`` is the
+#: name the page shows.
+CHOOSE_COLUMNS = ("model", "dataset", "goal", "rank", "basis", "method", "param", "label", "family", "n_test", "coverage_pct",
+                  "coverage_low_pct", "coverage_high_pct", "mean_set_size", "utility_pct", "guaranteed_pct")
+
+#: ``basis`` of a coverage goal's rows: the method promises the level (a guaranteed coverage >= it), or it has
+#: no such promise and only reached the level on the test rows; of a utility goal's rows.
+BASIS_GUARANTEED = "guaranteed"
+BASIS_REACHED = "reached the level on these rows"
+BASIS_UTILITY = "largest mean utility on these rows"
+
+#: The confidence of the interval around each test coverage (Clopper-Pearson, two-sided).
+COVERAGE_CONFIDENCE = 0.95
 
 _SUB = re.compile(r"_\{([^}]*)\}")
 
@@ -57,6 +74,49 @@ def utility_goal(spec_or_label: str) -> str:
     return f"best {inner if re.fullmatch(r'F[0-9.]+|P|R', inner) else f'u({inner})'} utility"
 
 
+def clopper_pearson(covered, n, confidence: float = COVERAGE_CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """The exact (Clopper-Pearson) binomial interval of a coverage, in %: ``covered`` of ``n`` test rows.
+
+    Parameters
+    ----------
+    covered, n : int or array of int
+        Rows whose set holds the true class, and rows.
+    confidence : float
+        Two-sided confidence, in (0, 1).
+
+    Returns
+    -------
+    (low, high) : arrays of float
+        The bounds in %; NaN where ``n`` is 0 or not known.
+    """
+    from scipy.stats import beta
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    k = np.asarray(covered, dtype=float)
+    n = np.asarray(n, dtype=float)
+    a = (1 - confidence) / 2
+    with np.errstate(invalid="ignore"):
+        ok = (n > 0) & (k >= 0) & (k <= n)
+        low = np.where(ok & (k > 0), beta.ppf(a, np.maximum(k, 1), np.maximum(n - k + 1, 1)), 0.0)
+        high = np.where(ok & (k < n), beta.ppf(1 - a, k + 1, np.maximum(n - k, 1)), 1.0)
+    return np.where(ok, 100 * low, np.nan), np.where(ok, 100 * high, np.nan)
+
+
+def promised_coverage(table: pd.DataFrame) -> pd.Series:
+    """The marginal coverage (%) each method of a :func:`svbop.report.beyond.beyond_table` promises on new rows
+    from the same distribution, NaN for none: its ``target_coverage_pct`` (1 - epsilon of a conformal method or a
+    Bayes-optimal family calibrated to a coverage), unless it could not be calibrated (no numbers) or fell back to
+    one marginal threshold within groups too small for their own (Mondrian sets that say "without coverage
+    guaranteed": those groups, and so the whole, have no guarantee)."""
+    target = pd.to_numeric(table["target_coverage_pct"], errors="coerce")
+    calibrated = table["calibrated"].fillna("").astype(str) if "calibrated" in table.columns else pd.Series(
+        "", index=table.index)
+    broken = calibrated.str.contains("without coverage guaranteed") | calibrated.str.startswith("not ")
+    broken |= pd.to_numeric(table["coverage_pct"], errors="coerce").isna()
+    return target.where(~broken)
+
+
 def _as_shown(values: pd.Series) -> pd.Series:
     """Numbers as the page writes them (``f"{v:.2f}"``, correctly rounded; numpy's ``round`` is not always)."""
     return pd.Series([float(f"{v:.2f}") if v == v else math.nan for v in values.astype(float)], index=values.index)
@@ -64,84 +124,114 @@ def _as_shown(values: pd.Series) -> pd.Series:
 
 def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Sequence[str], *,
                 runners_up: int = 2) -> pd.DataFrame:
-    """Which sets to use: per goal, the best method and its runners-up.
+    """Which sets to use: per goal, the choice and its runners-up.
 
     Parameters
     ----------
     table : DataFrame
         One dataset's table of every kind of set (:func:`svbop.report.beyond.beyond_table`):
-        ``method`` (display name), ``key``, ``family``, ``coverage_pct``, ``mean_size``,
-        ``target_coverage_pct`` and ``<label>_pct`` per utility; a method without numbers (not
-        calibrated) is never chosen.
+        ``method`` (display name), ``key`` (``method/param``), ``family``, ``coverage_pct``, ``mean_size``,
+        ``target_coverage_pct``, ``calibrated``, ``n_test`` and ``<label>_pct`` per utility; a method without
+        numbers (not calibrated) is never chosen.
     epsilons : sequence of float
         The coverage levels asked, as significance levels: goal ``coverage >= 100 (1 - epsilon) %``
-        (:func:`coverage_goal`), met by the methods whose coverage of the test rows, at two decimals,
-        reaches it; the smallest mean set size (two decimals; then the exact size, then the larger
-        coverage) wins.
+        (:func:`coverage_goal`). The choice is made by the methods' promises, never by the test rows: the
+        methods whose guaranteed coverage (:func:`promised_coverage`) is at least the level, the smallest mean
+        set size first (two decimals; then the exact size, then the larger promise); they are ranked 1, 2, ...
+        (basis :data:`BASIS_GUARANTEED`). After them, apart, the methods with no such guarantee whose coverage
+        of the test rows, at two decimals, reached the level (basis :data:`BASIS_REACHED`): what these rows
+        show, not a promise about new rows.
     utilities : sequence of str
         Utility specs or labels: goal ``best <u> utility`` (:func:`utility_goal`), won by the
         largest mean utility (two decimals; then the smaller mean size).
     runners_up : int
-        How many methods follow the best of each goal.
+        How many methods follow the first of each list.
 
     Returns
     -------
     DataFrame
         One row per (goal, rank), goals in the order: coverage levels from the lowest, then the
-        utilities: ``goal``, ``rank`` (1 = the choice), ``method`` (:func:`plain_name` of the display
-        name, as the page's text reads it), ``key`` (``method/param``), ``family``, ``coverage_pct``
-        and ``mean_set_size`` (two decimals), ``utility_pct`` (the goal's utility, NaN for a coverage
-        goal) and ``guaranteed_pct`` (the coverage the method guarantees, NaN if none).  A goal no
-        method meets has one row with ``rank`` 0, method ``"none"`` and NaN numbers.
+        utilities: ``goal``, ``rank`` (1 = the choice; the methods reached on the rows continue the count),
+        ``basis``, ``method`` and ``param`` (the keys of the table of every kind of set), ``key``
+        (``method/param``), ``label`` (:func:`plain_name` of the display name, as the page's text reads it),
+        ``family``, ``n_test``, ``coverage_pct`` (two decimals) with ``coverage_low_pct`` and
+        ``coverage_high_pct`` (its :data:`COVERAGE_CONFIDENCE` Clopper-Pearson interval: the test coverage is an
+        estimate), ``mean_set_size`` (two decimals), ``utility_pct`` (the goal's utility, NaN for a coverage
+        goal) and ``guaranteed_pct`` (the coverage the method promises, NaN if none).  A coverage goal no
+        method promises has a row with ``rank`` 0, method ``"none"`` (basis guaranteed), before the methods
+        that reached it on the rows.
     """
     t = table.reset_index(drop=True)
     cover = _as_shown(t["coverage_pct"])
     size = _as_shown(t["mean_size"])
     known = cover.notna() & size.notna()
+    promise = promised_coverage(t)
+    n_test = (pd.to_numeric(t["n_test"], errors="coerce") if "n_test" in t.columns
+              else pd.Series(math.nan, index=t.index))
+    covered = (pd.to_numeric(t["coverage_pct"], errors="coerce") * n_test / 100).round()
+    low, high = clopper_pearson(covered.fillna(-1).to_numpy(), n_test.fillna(0).to_numpy())
     rows = []
 
-    def add(goal: str, order: list[int], utility_col: str | None) -> None:
-        if not order:
-            rows.append({"goal": goal, "rank": 0, "method": "none", "key": "", "family": "",
-                         "coverage_pct": math.nan, "mean_set_size": math.nan, "utility_pct": math.nan,
-                         "guaranteed_pct": math.nan})
-            return
-        for rank, i in enumerate(order[: 1 + runners_up], start=1):
-            rows.append({"goal": goal, "rank": rank, "method": plain_name(t["method"].iloc[i]), "key": t["key"].iloc[i],
-                         "family": t["family"].iloc[i], "coverage_pct": float(cover.iloc[i]),
-                         "mean_set_size": float(size.iloc[i]),
+    def none(goal: str) -> None:
+        rows.append({"goal": goal, "rank": 0, "basis": BASIS_GUARANTEED, "method": "none", "param": "", "key": "",
+                     "label": "none", "family": "", "n_test": math.nan, "coverage_pct": math.nan,
+                     "coverage_low_pct": math.nan, "coverage_high_pct": math.nan, "mean_set_size": math.nan,
+                     "utility_pct": math.nan, "guaranteed_pct": math.nan})
+
+    def add(goal: str, order: list[int], basis: str, utility_col: str | None, first: int = 1) -> None:
+        for rank, i in enumerate(order[: 1 + runners_up], start=first):
+            method, _, param = str(t["key"].iloc[i]).partition("/")
+            rows.append({"goal": goal, "rank": rank, "basis": basis, "method": method, "param": param,
+                         "key": t["key"].iloc[i], "label": plain_name(t["method"].iloc[i]),
+                         "family": t["family"].iloc[i], "n_test": float(n_test.iloc[i]),
+                         "coverage_pct": float(cover.iloc[i]), "coverage_low_pct": float(low[i]),
+                         "coverage_high_pct": float(high[i]), "mean_set_size": float(size.iloc[i]),
                          "utility_pct": float(_as_shown(t[utility_col]).iloc[i]) if utility_col else math.nan,
-                         "guaranteed_pct": float(t["target_coverage_pct"].iloc[i])})
+                         "guaranteed_pct": float(promise.iloc[i])})
+
+    def by_promise(i: int) -> tuple:  # the smaller sets, then the larger promise
+        return size.iloc[i], float(t["mean_size"].iloc[i]), -float(promise.iloc[i]), i
+
+    def by_rows(i: int) -> tuple:  # the smaller sets, then the larger coverage of the rows
+        return size.iloc[i], float(t["mean_size"].iloc[i]), -float(t["coverage_pct"].iloc[i]), i
 
     for eps in sorted({float(e) for e in epsilons}, reverse=True):
         target = round(100 * (1 - eps), 6)
-        ok = [i for i in range(len(t)) if known.iloc[i] and cover.iloc[i] >= target - 1e-9]
-        ok.sort(key=lambda i: (size.iloc[i], float(t["mean_size"].iloc[i]), -float(t["coverage_pct"].iloc[i]), i))
-        add(coverage_goal(eps), ok, None)
+        goal = coverage_goal(eps)
+        promised = sorted((i for i in range(len(t)) if known.iloc[i] and promise.iloc[i] >= target - 1e-9),
+                          key=by_promise)
+        reached = sorted((i for i in range(len(t)) if known.iloc[i] and not promise.iloc[i] >= target - 1e-9
+                          and cover.iloc[i] >= target - 1e-9), key=by_rows)
+        if promised:
+            add(goal, promised, BASIS_GUARANTEED, None)
+        else:
+            none(goal)
+        add(goal, reached, BASIS_REACHED, None, first=1 + min(len(promised), 1 + runners_up))
     for spec in utilities:
         col = f"{utility_label(spec)}_pct"
         u = _as_shown(t[col]) if col in t.columns else pd.Series(np.nan, index=t.index)
         ok = [i for i in range(len(t)) if known.iloc[i] and u.notna().iloc[i]]
         ok.sort(key=lambda i: (-u.iloc[i], size.iloc[i], i))
-        add(utility_goal(spec), ok, col)
-    return pd.DataFrame(rows, columns=["goal", "rank", "method", "key", "family", "coverage_pct", "mean_set_size",
+        add(utility_goal(spec), ok, BASIS_UTILITY, col)
+    return pd.DataFrame(rows, columns=["goal", "rank", "basis", "method", "param", "key", "label", "family", "n_test",
+                                       "coverage_pct", "coverage_low_pct", "coverage_high_pct", "mean_set_size",
                                        "utility_pct", "guaranteed_pct"])
 
 
 def write_choose_sets(path: str | os.PathLike, chosen: Mapping[str, pd.DataFrame]) -> None:
     """``tables/choose_sets.csv``: the columns of :data:`CHOOSE_COLUMNS`, numbers at two decimals.
 
-    ``chosen`` maps each model (dataset) to its :func:`choose_sets`; the column ``model`` names it
-    (several models of one ``svbop report`` are rows of one table, joinable on ``model`` and ``goal``).
+    ``chosen`` maps each model (dataset) to its :func:`choose_sets`; the columns ``model`` and ``dataset``
+    name it (several models of one ``svbop report`` are rows of one table, joinable on ``model`` and ``goal``).
     """
     from ..io import atomic_path, escape_frame
 
     frames = []
     for d, c in chosen.items():
-        c = c.copy()
-        c["model"] = str(d)
+        c = c.assign(model=str(d), dataset=str(d))
         frames.append(c[list(CHOOSE_COLUMNS)])
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(CHOOSE_COLUMNS))
+    out["n_test"] = out["n_test"].astype("Int64")
     with atomic_path(path) as tmp:
         escape_frame(out).to_csv(tmp, index=False, float_format="%.2f")  # a name is never a formula
 
@@ -262,6 +352,49 @@ def describe_model(P, y, sets: Mapping[tuple[str, str], object], *, y_calibratio
             del s, hit
     classes = pd.concat([classes, pd.DataFrame(coverage)], axis=1)
     return classes, {"n_test": int(n), "K": int(K), "rows": examples}
+
+
+#: The columns of ``tables/class_coverage_<dataset>.tsv``: one row per (class, method), the method by the keys
+#: of ``tables/beyond_every_set.csv`` (``dataset``, ``method``, ``param``) and its display ``label``.
+CLASS_COVERAGE_COLUMNS = ("dataset", "class", "name", "n_test", "n_calibration", "method", "param", "label",
+                          "coverage_pct")
+_CLASS_COLUMNS = ("class", "name", "n_test", "n_calibration")
+
+
+def write_class_coverage(path: str | os.PathLike, classes: pd.DataFrame, dataset: str) -> None:
+    """:func:`describe_model`'s table of classes (one column ``method/param`` per method) as the long table
+    ``tables/class_coverage_<dataset>.tsv`` (:data:`CLASS_COVERAGE_COLUMNS`; coverage at four decimals)."""
+    from ..io import atomic_path, escape_frame
+    from .names import method_name
+
+    keys = [c for c in classes.columns if c not in _CLASS_COLUMNS]
+    long = classes.melt(id_vars=list(_CLASS_COLUMNS), value_vars=keys, var_name="key", value_name="coverage_pct")
+    split = long["key"].str.partition("/")
+    long = long.assign(dataset=str(dataset), method=split[0], param=split[2])
+    labels = {k: plain_name(method_name(*k.partition("/")[::2])) for k in keys}
+    long["label"] = long["key"].map(labels)
+    with atomic_path(path) as tmp:  # a name is never a formula
+        escape_frame(long[list(CLASS_COVERAGE_COLUMNS)]).to_csv(tmp, sep="\t", index=False, float_format="%.4f")
+
+
+def read_class_coverage(path: str | os.PathLike) -> pd.DataFrame:
+    """``tables/class_coverage_<dataset>.tsv`` back as :func:`describe_model`'s table: one row per class
+    (``class``, ``name``, ``n_test``, ``n_calibration``) and one column ``method/param`` per method."""
+    try:
+        long = pd.read_csv(path, sep="\t", dtype={"name": str, "param": str, "method": str}, keep_default_na=False,
+                           na_values={"coverage_pct": ["", "nan", "NaN"]})
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable class coverage table ({exc})") from None
+    unescape_frame(long)  # the names as written (write_class_coverage escapes what a spreadsheet would run)
+    missing = [c for c in CLASS_COVERAGE_COLUMNS if c not in long.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column {missing[0]!r}")
+    classes = long.drop_duplicates("class")[list(_CLASS_COLUMNS)].sort_values("class").reset_index(drop=True)
+    long = long.assign(key=long["method"] + "/" + long["param"])
+    wide = long.pivot(index="class", columns="key", values="coverage_pct")
+    order = list(dict.fromkeys(long["key"]))
+    wide = wide[order].reindex(classes["class"]).reset_index(drop=True)
+    return pd.concat([classes, wide], axis=1)
 
 
 def read_examples(path: str | os.PathLike) -> dict[str, object]:
@@ -392,9 +525,12 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
         for goal, rows in chosen.groupby("goal", sort=False):
             coverage_goal_ = goal.startswith("coverage")
             goals.append({"goal": goal.replace(">=", "≥"), "goal_key": goal, "coverage": coverage_goal_, "rows": [
-                {"rank": int(r["rank"]), "key": r["key"], "method": r["method"],
-                 "name": html_name(display.get(r["key"], r["method"])),
+                {"rank": int(r["rank"]), "key": r["key"], "method": r["method"], "param": r["param"],
+                 "label": r["label"], "basis": r["basis"], "reached": r["basis"] == BASIS_REACHED,
+                 "name": html_name(display.get(r["key"], r["label"])),
                  "coverage": _pct(r["coverage_pct"]), "size": _pct(r["mean_set_size"]),
+                 "low": _pct(r["coverage_low_pct"], 1), "high": _pct(r["coverage_high_pct"], 1),
+                 "n_test": "" if r["n_test"] != r["n_test"] else f"{int(r['n_test']):,}",
                  "utility": _pct(r["utility_pct"]),
                  "guaranteed": "" if r["guaranteed_pct"] != r["guaranteed_pct"] else _pct(r["guaranteed_pct"], 1)}
                 for r in rows.to_dict("records")]})
@@ -419,8 +555,7 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
                                     "classes": None, "examples": [], "share": ""}
         classes_path = (model.get("classes") or {}).get(d)
         if classes_path:
-            classes = unescape_frame(pd.read_csv(classes_path, sep="\t", dtype={"name": str}, keep_default_na=False,
-                                                 na_values={c: ["", "nan", "NaN"] for c in ("n_test",)}), ["name"])
+            classes = read_class_coverage(classes_path)
             class_name = dict(zip(classes["class"].astype(int), classes["name"].astype(str)))
             # the methods each class is shown under: the coverage goals' choices, ICP, class-conditional, SVBOP-Full
             keys = [g["rows"][0]["key"] for g in goals if g["coverage"] and g["rows"][0]["key"]]
@@ -490,4 +625,99 @@ def model_context(model: Mapping[str, object], frame: pd.DataFrame, labels: Sequ
                     "top": [{"name": nm(c), "prob": f"{p:.3f}", "truth": int(c) == int(e["truth"])} for c, p in e["top"]],
                     "sets": sets})
         out.append(entry)
-    return {"datasets": out, "epsilons": [f"{e:g}" for e in epsilons], "rows_needed": need, "eps_min": f"{eps_min:g}"}
+    return {"datasets": out, "epsilons": [f"{e:g}" for e in epsilons], "rows_needed": need, "eps_min": f"{eps_min:g}",
+            "confidence": f"{100 * COVERAGE_CONFIDENCE:g}"}
+
+
+# --- the page's other sections: utilities in a practitioner's words, the data, what was run ----------------
+
+_REWARDS = {
+    "precision": "a share of one point for each class of the set: only a single right class earns it all",
+    "recall": "holding the true class, whatever the size: the set of every class always earns it all",
+    "fbeta": "precision and recall together (their F-measure at β = {beta}): β = 1 weighs them alike, a larger β "
+             "weighs holding the true class more, so larger sets pay",
+    "credal": "a small set, with a penalty that grows with the square of the size: a cautious choice between "
+              "one class and a few (δ and γ set how cautious)",
+    "exp": "a small set, the reward falling exponentially with the size",
+    "log": "a small set, the reward falling with the logarithm of the size: gentle on larger sets",
+    "reject": "a single class, or else every class (abstaining) for the smaller reward 1 - α; any other set earns "
+              "nothing",
+    "genreject": "a small set, with a penalty that grows as a power of the share of classes the set holds",
+}
+
+
+def utility_rewards(spec: str, K: int) -> str:
+    """What a utility rewards, in a practitioner's words, with the largest set size that still earns half
+    (``"fbeta:beta=1"`` at K = 100 -> ``"precision and recall together ...; half of the reward up to s = 3"``)."""
+    from ..utilities import utility
+
+    u = utility(spec, K=K)
+    kind = u.spec.split(":", 1)[0]
+    params = dict(part.split("=", 1) for part in u.spec.partition(":")[2].split(",") if "=" in part)
+    text = _REWARDS.get(kind, u.title).format(**params) if kind != "fbeta" or "beta" in params else u.title
+    g = np.asarray(u.values(), dtype=float)
+    half = np.flatnonzero(g >= 0.5 * g.max() - 1e-12)
+    if kind not in ("recall", "reject") and half.size:
+        n = int(half[-1]) + 1
+        text += f"; a right set earns at least half of the most up to s = {n:,} class{'es' if n != 1 else ''}"
+    return text
+
+
+def utilities_context(specs: Sequence[str], K: int) -> dict[str, object]:
+    """The section "Utilities" of the page about a model: per utility its name, what it rewards
+    (:func:`utility_rewards`) and g(s) at a few sizes; the figure of g(s) for s = 1..K."""
+    import base64
+
+    from ..utilities import utility
+    from .figures import figure_to_png, plot_utilities
+    from .names import html_name
+
+    K = max(int(K), 2)
+    sizes = [s for s in (1, 2, 3, 5, 10, 20) if s <= K]
+    rows = []
+    for spec in specs:
+        u = utility(spec, K=K)
+        g = u.values()
+        rows.append({"name": html_name(utility_name(u.spec)), "spec": u.spec, "rewards": utility_rewards(u.spec, K),
+                     "g": [f"{float(g[s - 1]):.2f}" for s in sizes]})
+    from matplotlib.ticker import FuncFormatter
+
+    fig = plot_utilities(list(specs), K=K, title=f"What a right set earns, K = {K:,}")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")  # 1, 2, 10 (not 10^0, 2 x 10^0)
+    fig.axes[0].xaxis.set_major_formatter(plain)
+    fig.axes[0].xaxis.set_minor_formatter(plain if K <= 20 else FuncFormatter(lambda v, _: ""))
+    return {"rows": rows, "sizes": sizes, "K": K,
+            "figure": "data:image/png;base64," + base64.b64encode(figure_to_png(fig)).decode("ascii")}
+
+
+def data_context(summaries: Mapping[str, Mapping[str, object]], names, order: Sequence[str]) -> list[dict[str, object]]:
+    """The section "Your data": per model its key, title, classes and the rows of each part."""
+    out = []
+    for d in order:
+        s = dict(summaries.get(d) or {})
+        if not s:
+            continue
+
+        def count(key: str) -> str:
+            v = s.get(key)
+            return "–" if v is None else f"{int(v):,}"
+
+        top1 = s.get("top1_pct")
+        out.append({"id": d, "title": names.dataset(d), "K": count("K"), "validation": count("N_validation"),
+                    "calibration": count("N_calibration"), "test": count("N_test"),
+                    "top1": "–" if top1 is None else f"{float(top1):.2f}"})
+    return out
+
+
+#: The keys of the configuration the page about a model shows (the rest is the paper's datasets and figures).
+MODEL_CONFIG_KEYS = ("run", "seed", "utilities", "baselines", "methods", "timing")
+
+
+def model_config(config: Mapping[str, object]) -> dict[str, object]:
+    """The part of a run's configuration that made the page about a model: :data:`MODEL_CONFIG_KEYS` and the
+    entries of the datasets run."""
+    run = [str(d) for d in (config.get("run") or [])]
+    out = {k: config[k] for k in MODEL_CONFIG_KEYS if k in config}
+    datasets = dict(config.get("datasets") or {})
+    out["datasets"] = {d: datasets[d] for d in run if d in datasets}
+    return out

@@ -437,7 +437,7 @@ def _run(out: Path, work: Path, root: Path, config: dict, cores: int, echo, lock
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         _sync(root / name, work / name)
     cfg_path = out / "svbop_report.yaml"
-    _write_text(cfg_path, "# written by svbop report: one model_outputs dataset (see workflow/docs/your_model.md)\n"
+    _write_text(cfg_path, "# written by svbop report: one model_outputs dataset (its guide: svbop docs your_model)\n"
                 + yaml.safe_dump(config, sort_keys=False))
     log_path = out / "svbop_report.log"
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(int(cores)), "--configfile", str(cfg_path.resolve())]
