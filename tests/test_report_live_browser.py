@@ -80,8 +80,8 @@ def _library(out: Path, model: str, epsilon: float) -> dict[str, tuple[float, fl
 
 def test_two_models_share_one_choose_sets_table_with_a_model_column(two_models):
     chosen = pd.read_csv(two_models / "tables" / "choose_sets.csv")
-    assert list(chosen.columns[:2]) == ["model", "goal"]
-    assert set(chosen["model"]) == {"a", "b"}
+    assert list(chosen.columns[:3]) == ["model", "dataset", "goal"]
+    assert set(chosen["model"]) == {"a", "b"} and (chosen["model"] == chosen["dataset"]).all()
     assert not chosen["goal"].str.contains(":").any()  # the model is a column, not a prefix of the goal
     a = chosen[chosen["model"] == "a"]["goal"].tolist()
     assert a == chosen[chosen["model"] == "b"]["goal"].tolist()
