@@ -25,7 +25,8 @@ def test_randomized_topk_sets_are_the_top_ranks_with_a_random_last_one(rng):
     P, y = _outputs(rng, 4000, 20)
     p = svbop.ConformalSetPredictor(0.1, score="topk", randomized=True, random_state=1).fit(P[:2000], y[:2000])
     assert p.randomized and p.empty == "keep"
-    mask = p.predict_mask(P[2000:])
+    seeds = np.arange(2000)  # one seed per row: predict and predict_mask draw the same uniforms
+    mask = p.predict_mask(P[2000:], row_seeds=seeds)
     size = mask.sum(axis=1)
     q = p.quantile_
     assert set(np.unique(size).tolist()) <= {math.ceil(q) - 1, math.ceil(q)}
@@ -33,7 +34,7 @@ def test_randomized_topk_sets_are_the_top_ranks_with_a_random_last_one(rng):
     order = np.argsort(-P[2000:], axis=1, kind="stable")
     rank = np.argsort(order, axis=1) + 1
     np.testing.assert_array_equal(mask, rank <= size[:, None])
-    np.testing.assert_array_equal(p.predict(P[2000:]).to_mask(), mask)
+    np.testing.assert_array_equal(p.predict(P[2000:], row_seeds=seeds).to_mask(), mask)
     # deterministic top-k stays the default
     assert not svbop.ConformalSetPredictor(0.1, score="topk").randomized
 

@@ -324,11 +324,12 @@ def test_every_table_writer_escapes_cells_a_spreadsheet_would_run(tmp_path):
     write_tsv(tmp_path / "m.tsv", [{"class": n, "n": 1} for n in names])
     with open(tmp_path / "m.tsv", newline="") as fh:
         assert [row[0] for row in csv.reader(fh, delimiter="\t")][1:] == escaped
-    goal = pd.DataFrame({c: ["=HYPERLINK(\"x\")"] for c in ("goal", "method", "parameter", "coverage", "mean_size",
-                                                             "singletons", "empty", "seconds")})
     from svbop.report.model import CHOOSE_COLUMNS
 
-    write_choose_sets(tmp_path / "c.csv", {"m": goal.reindex(columns=list(CHOOSE_COLUMNS), fill_value="=1")})
+    numbers = {"rank", "n_test", "coverage_pct", "coverage_low_pct", "coverage_high_pct", "mean_set_size",
+               "utility_pct", "guaranteed_pct"}
+    goal = pd.DataFrame({c: [1] if c in numbers else ["=HYPERLINK(\"x\")"] for c in CHOOSE_COLUMNS})
+    write_choose_sets(tmp_path / "c.csv", {"=m": goal})
     text = (tmp_path / "c.csv").read_text()
     assert "\n=" not in text and ",=" not in text
 

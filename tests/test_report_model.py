@@ -75,7 +75,7 @@ def _every_kind_of_set(page: str) -> tuple[list[str], dict[str, dict[str, str]]]
 def test_the_model_page_has_its_own_sections_and_not_the_papers(model_run):
     page, _ = model_run
     sections = re.findall(r'<section id="([\w-]+)"', page)
-    assert sections == ["choose", "classes", "examples", "utilities", "data", "calibration", "beyond", "what-was-run",
+    assert sections == ["choose", "level", "classes", "examples", "utilities", "data", "calibration", "beyond", "what-was-run",
                         "downloads"]
     assert re.findall(r'<li><a href="#([\w-]+)">', page) == sections  # the contents list every section, in order
     assert 'id="compared"' not in page and "Claims checked" not in page and "Generalised reject option" not in page
@@ -289,6 +289,7 @@ def test_nothing_of_the_paper_on_the_model_page_or_in_its_files(model_run):
     assert names == ["beyond_coverage_size.png", "beyond_every_set.csv", "choose_sets.csv", "class_coverage_pets.tsv"]
     assert not [n for n in names if any(w in n.lower() for w in PAPER_FILES)], names
     raw = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
+    raw = re.sub(r'(<script[^>]*>).*?(</script>)', r"\1\2", raw, flags=re.S)  # the level section's data and code
     text = " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", raw)).split())
     citation = re.findall(r"[^.]*Mortier[^.]*\.[^.]*\.[^.]*\.", text)
     assert len(citation) == 1 and text.count("Efficient set-valued prediction") == 1, citation
