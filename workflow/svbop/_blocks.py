@@ -10,9 +10,11 @@ pages back to the kernel (:func:`release_rows`): the process then holds about on
 matrix, whatever its number of rows.
 
 Pages are given back without losing a write: ``MADV_DONTNEED`` for read-only and shared mappings
-(the next read of a page finds it in the page cache, or the file), ``MADV_PAGEOUT`` for private
-copy-on-write ones (mode ``"c"``: a page written by the caller cannot be paged out without swap,
-so it stays; an unwritten page is dropped).  Arrays that are not mapped are left alone.
+(the next read of a page finds it in the page cache, or the file); for private copy-on-write ones
+(mode ``"c"``, the library's own readers) only for the pages never written, which
+``/proc/self/pagemap`` tells apart (a written page is the process's own copy and stays), else
+``MADV_PAGEOUT`` (which never drops a written page without swap).  Arrays that are not mapped are
+left alone.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["BLOCK_BYTES", "block_rows", "mapping_of", "release_rows", "row_blocks"]
+__all__ = ["BLOCK_BYTES", "GATHER_IN_MEMORY_BYTES", "block_rows", "gather_rows", "mapping_of", "release_rows", "resident_bytes", "row_blocks"]
 
 #: Bytes of the input matrix a pass holds at once (its blocks of rows).
 BLOCK_BYTES = 64 * 1024 * 1024
@@ -90,9 +92,39 @@ def release_rows(arr: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
     if last <= first:
         return
     try:
-        mm.madvise(_MADV_PAGEOUT if private else mmap.MADV_DONTNEED, first, last - first)
+        if not private:
+            mm.madvise(mmap.MADV_DONTNEED, first, last - first)
+            return
+        runs = _unwritten_runs(start + first, (last - first) // _PAGE)
+        if runs is None:  # no page map to read: pages out what the kernel can (never a written page)
+            mm.madvise(_MADV_PAGEOUT, first, last - first)
+            return
+        for a, b in runs:  # a copy-on-write map: only the pages never written (still the file's)
+            mm.madvise(mmap.MADV_DONTNEED, first + a * _PAGE, (b - a) * _PAGE)
     except (OSError, ValueError):  # an old kernel without MADV_PAGEOUT: the pages stay, as before
         pass
+
+
+_PM_PRESENT, _PM_FILE = np.uint64(1 << 63), np.uint64(1 << 61)
+
+
+def _unwritten_runs(address: int, pages: int) -> list[tuple[int, int]] | None:
+    """Runs ``(first, end)`` of the ``pages`` pages from ``address`` that hold no private copy (not
+    resident, or still the file's page), from ``/proc/self/pagemap``; None where it cannot be read."""
+    try:
+        with open("/proc/self/pagemap", "rb") as fh:
+            fh.seek(address // _PAGE * 8)
+            raw = fh.read(pages * 8)
+    except OSError:
+        return None
+    if len(raw) != pages * 8:
+        return None
+    entries = np.frombuffer(raw, dtype=np.uint64)
+    written = (entries & _PM_PRESENT).astype(bool) & ~(entries & _PM_FILE).astype(bool)
+    if not written.any():
+        return [(0, pages)]
+    edges = np.flatnonzero(np.diff(np.concatenate([[True], written, [True]]).astype(np.int8)))
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2]) if b > a]
 
 
 def row_blocks(arr, rows: int | None = None, *, block_bytes: int | None = None,
@@ -130,3 +162,35 @@ def resident_bytes() -> int:
     except OSError:
         pass
     return 0
+
+
+#: Rows gathered by :func:`gather_rows` up to this many bytes are copied into memory; beyond, into a
+#: temporary file that is mapped.
+GATHER_IN_MEMORY_BYTES = 512 * 1024 * 1024
+
+
+def gather_rows(arr, index) -> np.ndarray:
+    """``arr[index]`` for sorted row numbers ``index``, without holding more than a block of ``arr``.
+
+    A run of consecutive rows is a view (no copy); otherwise a copy in memory up to
+    :data:`GATHER_IN_MEMORY_BYTES`, beyond it a read-only map of a temporary file (removed from its
+    folder at once) written block by block.
+    """
+    import tempfile
+
+    index = np.asarray(index, dtype=np.int64)
+    if index.size == 0:
+        return np.asarray(arr[0:0])
+    if index[-1] - index[0] + 1 == index.size and np.all(np.diff(index) == 1):
+        return arr[int(index[0]): int(index[-1]) + 1]
+    row_bytes = int(np.prod(arr.shape[1:])) * np.dtype(arr.dtype).itemsize
+    if index.size * row_bytes <= GATHER_IN_MEMORY_BYTES:
+        out = np.empty((index.size, *arr.shape[1:]), dtype=arr.dtype)
+        for lo, hi, block in row_blocks(arr, index=index):
+            out[lo:hi] = block
+        return out
+    with tempfile.TemporaryFile(prefix="svbop_rows_") as fh:
+        for _, _, block in row_blocks(arr, index=index):
+            fh.write(memoryview(np.ascontiguousarray(block).reshape(-1)).cast("B"))
+        fh.flush()
+        return np.memmap(fh, dtype=arr.dtype, mode="r", shape=(index.size, *arr.shape[1:]))
