@@ -180,6 +180,8 @@ rule beyond_report:
         titles=lambda wc: {d: config["datasets"][d].get("title") or d for d in DATASETS},
     log:
         "results/logs/beyond_report/beyond.log",
+    benchmark:
+        "results/benchmarks/beyond_report/beyond.tsv"
     conda:
         "../../envs/svbop.yaml"
     script:
@@ -226,6 +228,8 @@ rule choose_sets:
         epsilons=coverage_epsilons(),
     log:
         "results/logs/choose_sets/choose_sets.log",
+    benchmark:
+        "results/benchmarks/choose_sets/choose_sets.tsv"
     conda:
         "../../envs/svbop.yaml"
     script:

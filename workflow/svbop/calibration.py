@@ -339,6 +339,8 @@ def calibration_metrics(P, y, n_bins: int = ECE_BINS) -> dict[str, object]:
         ``"P: no rows (calibration metrics need at least one labelled row)"``.
     """
     curve = reliability_curve(P, y, n_bins)
+    if sum(curve["count"]) == 0:
+        raise ValueError("P: no rows (calibration metrics need at least one labelled row)")
     return _metrics(curve, negative_log_likelihood(P, y))
 
 
