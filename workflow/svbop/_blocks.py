@@ -166,7 +166,7 @@ def resident_bytes() -> int:
 
 #: Rows gathered by :func:`gather_rows` up to this many bytes are copied into memory; beyond, into a
 #: temporary file that is mapped.
-GATHER_IN_MEMORY_BYTES = 512 * 1024 * 1024
+GATHER_IN_MEMORY_BYTES = 256 * 1024 * 1024
 
 
 def gather_rows(arr, index) -> np.ndarray:

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._blocks import release_rows, row_blocks
+from .._blocks import row_blocks
 from .._npz import NpzReader
 from ..io import load_npy
 from . import _files
