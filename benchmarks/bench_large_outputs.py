@@ -73,19 +73,65 @@ def _rule_rows(bench_dir: Path) -> list[dict]:
     return sorted(rows, key=lambda r: -(r["max_rss_mb"] or 0))
 
 
+def _tree_peaks(root: int, peaks: dict, stop) -> None:
+    """Every 0.2 s, the peak resident memory (VmHWM: it never misses a spike) of ``root`` and each of its
+    descendants, by pid: ``peaks[pid] = [name, MB]``."""
+    while not stop.is_set():
+        children: dict[int, list[int]] = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat") as fh:
+                        ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry.name))
+        todo = [root]
+        while todo:
+            pid = todo.pop()
+            todo.extend(children.get(pid, ()))
+            try:
+                with open(f"/proc/{pid}/status") as fh:
+                    hwm = next((int(ln.split()[1]) / 1024 for ln in fh if ln.startswith("VmHWM:")), None)
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if hwm is not None:
+                name = ("svbop report" if pid == root else "snakemake" if "-m snakemake" in cmd and "--configfile" in cmd
+                        else next((w.rsplit("/", 1)[-1] for w in cmd.split() if w.endswith(".py")), cmd[:60]))
+                if hwm > peaks.get(pid, ["", 0.0])[1]:
+                    peaks[pid] = [name, hwm]
+        stop.wait(0.2)
+
+
 def run_report(folder: Path, cores: int) -> dict:
+    import threading
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "svbop", "report", "--test", "test_logits.npy", "test_labels.npy",
-                          "--cores", str(cores), "-o", "page"], cwd=folder, capture_output=True, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "svbop", "report", "--test", "test_logits.npy", "test_labels.npy",
+                             "--cores", str(cores), "-o", "page"], cwd=folder, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    peaks: dict = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_tree_peaks, args=(proc.pid, peaks, stop), daemon=True)
+    watcher.start()
+    _, err = proc.communicate()
+    stop.set()
+    watcher.join()
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if res.returncode != 0:
-        raise SystemExit(f"svbop report failed:\n{res.stderr[-3000:]}")
+    if proc.returncode != 0:
+        raise SystemExit(f"svbop report failed:\n{err[-3000:]}")
     jobs = _rule_rows(folder / "page" / ".svbop" / "results" / "benchmarks")
+    processes = sorted(([name, round(mb, 1)] for name, mb in peaks.values()), key=lambda r: -r[1])
     return {"wall_s": round(wall, 1), "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1),
-            "peak_rss_mb_any_process": round(after.ru_maxrss / 1024, 1), "load_before": round(load, 2),
+            "peak_rss_mb_any_process": round(after.ru_maxrss / 1024, 1),
+            "peak_rss_mb_svbop_report": round(next((mb for n, mb in peaks.values() if n == "svbop report"), 0.0), 1),
+            "peak_rss_mb_snakemake": round(max((mb for n, mb in peaks.values() if n == "snakemake"), default=0.0), 1),
+            "processes_vmhwm_mb": processes, "load_before": round(load, 2),
             "load_after": round(os.getloadavg()[0], 2), "jobs": jobs}
 
 
@@ -177,11 +223,20 @@ def main() -> None:
             if what == "report":
                 results["report"] = rec = run_report(folder, args.cores)
                 print(f"svbop report: wall {rec['wall_s']} s, CPU {rec['cpu_s']} s, peak of any process "
-                      f"{rec['peak_rss_mb_any_process']} MB, load {rec['load_before']} -> {rec['load_after']}")
+                      f"{rec['peak_rss_mb_any_process']} MB (the svbop report process {rec['peak_rss_mb_svbop_report']} MB, "
+                      f"Snakemake {rec['peak_rss_mb_snakemake']} MB), load {rec['load_before']} -> {rec['load_after']}")
+                print("  largest processes (VmHWM, polled):", rec["processes_vmhwm_mb"][:8])
+                print("  every job (Snakemake's benchmark files, max_rss):")
                 for job in rec["jobs"]:
                     print(f"    {job['job']}: {job['max_rss_mb']} MB, {job['wall_s']} s")
             else:
-                results["library"] = run_library(folder, args.score)
+                results["library"] = rec = run_library(folder, args.score)
+                print(f"library ({args.score}), load {rec['load_before']} -> {rec['load_after']}:")
+                for key, value in rec.items():
+                    if isinstance(value, dict):
+                        print(f"    {key}: wall {value['wall_s']} s, CPU {value['cpu_s']} s, peak {value['peak_rss_mb']} MB")
+                print(f"    coverage {rec['coverage']:.4f}, mean size {rec['mean_size']:.2f}; F1 sets' mean size "
+                      f"{rec['f1_mean_size']:.2f}")
     finally:
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
