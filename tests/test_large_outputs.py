@@ -137,6 +137,8 @@ def test_model_outputs_beyond_memory_are_stacked_by_blocks_with_the_same_values(
     big.save(tmp_path / "dataset.npz")  # written by blocks
     back = Dataset.load(tmp_path / "dataset.npz")
     assert np.array_equal(back.X, whole.X) and back.X.dtype == np.float32
+    one = read_model_outputs(tmp_path, {"test": parts["test"]}, outputs="logits")  # one part: its own map, no copy
+    assert one.X.dtype == np.float32 and np.array_equal(one.X, np.load(tmp_path / "test_s.npy"))
 
 
 def test_top1_and_the_example_rows_by_blocks_equal_the_whole_matrix_passes(tmp_path, monkeypatch):

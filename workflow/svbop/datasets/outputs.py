@@ -415,7 +415,8 @@ def _stack_scores(parts: list[np.ndarray], K: int) -> np.ndarray:
     memory (10**6 rows x 1,000 classes of float32 logits: 4 GB): a read-only map of a temporary
     file (removed from its folder at once; the space is freed when the map is closed), written
     block by block, in the scores' own float type when every part is float32 (the same values;
-    float64 otherwise), so the process holds one block of rows (:mod:`svbop._blocks`).
+    float64 otherwise), so the process holds one block of rows (:mod:`svbop._blocks`); a single
+    part of that type (a mapped ``.npy``) is used as it is.
     """
     import tempfile
 
@@ -429,6 +430,8 @@ def _stack_scores(parts: list[np.ndarray], K: int) -> np.ndarray:
             lo += S.shape[0]
         return X
     dtype = np.dtype(np.float32) if all(S.dtype == np.float32 for S in parts) else np.dtype(np.float64)
+    if len(parts) == 1 and parts[0].dtype == dtype and parts[0].flags.c_contiguous:
+        return parts[0]  # one part (a mapped .npy): used as it is, no copy
     with tempfile.TemporaryFile(prefix="svbop_scores_") as fh:  # unlinked: nothing is left behind
         for S in parts:
             for _, _, block in row_blocks(S):
