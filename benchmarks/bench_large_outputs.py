@@ -8,8 +8,8 @@ file writes (the generator itself holds one block), then measures:
 
 * ``report``: ``svbop report --test LOGITS LABELS`` (validation and calibration split off the test
   rows, as a user without them gets), each Snakemake job's peak resident memory and wall time from
-  its benchmark file (``max_rss``: psutil's RSS, mapped file pages included), and the command's own
-  process and any descendant's peak (``getrusage``), wall and CPU;
+  its benchmark file (``max_rss``: psutil's RSS, mapped file pages included, sampled), every process's
+  true peak (VmHWM of the command, Snakemake and each job, polled every 0.2 s), wall and CPU;
 * ``library``: in a fresh process, on ``np.load(LOGITS, mmap_mode="r")``: softmax probabilities
   written block by block to a ``.npy`` (:func:`svbop.calibration.outputs_to_probabilities` per
   block), then ``ConformalSetPredictor(score=..., epsilon=0.1)`` fitted on the first 10 % of the rows
