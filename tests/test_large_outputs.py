@@ -202,18 +202,18 @@ def test_conformal_sets_of_a_mapped_matrix_hold_a_chunk_and_equal_the_in_memory_
     from svbop import predict_sets
     from svbop.conformal import ConformalSetPredictor
 
-    Z, y = _logits(40000, 400, seed=6)
+    Z, y = _logits(20000, 400, seed=6)
     P = np.exp(Z - Z.max(axis=1, keepdims=True))
-    P = (P / P.sum(axis=1, keepdims=True)).astype(np.float32)  # 64 MB
+    P = (P / P.sum(axis=1, keepdims=True)).astype(np.float32)  # 32 MB
     A = _mapped(tmp_path, "p.npy", P)
     del Z
     for score in ("aps", "lac"):
-        cp = ConformalSetPredictor(score=score, epsilon=0.1, random_state=0).fit(P[:4000], y[:4000])
+        cp = ConformalSetPredictor(score=score, epsilon=0.1, random_state=0).fit(P[:3000], y[:3000])
         cp.predict(P[:100])  # compiled kernels loaded (their libraries are mapped files too)
         base = _file_pages()
         got = cp.predict(A, chunk_bytes=1 << 20)
         grown = _file_pages() - base
-        assert grown < 8 << 20, f"{score}: {grown >> 20} MB of the 64 MB map resident after predict"
+        assert grown < 8 << 20, f"{score}: {grown >> 20} MB of the 32 MB map resident after predict"
         want = cp.predict(P)
         assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
         assert np.array_equal(cp.predict_mask(A), cp.predict_mask(P))
