@@ -183,6 +183,8 @@ rule beyond_report:
         model_page=model_page(),
     log:
         "results/logs/beyond_report/beyond.log",
+    benchmark:
+        "results/benchmarks/beyond_report/beyond.tsv"
     conda:
         "../../envs/svbop.yaml"
     script:
@@ -251,6 +253,8 @@ rule choose_sets:
         epsilons=coverage_epsilons(),
     log:
         "results/logs/choose_sets/choose_sets.log",
+    benchmark:
+        "results/benchmarks/choose_sets/choose_sets.tsv"
     conda:
         "../../envs/svbop.yaml"
     script:

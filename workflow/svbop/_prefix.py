@@ -27,6 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ._arrays import as_host_array
+from ._blocks import release_rows
 from ._threads import _chunk_workers
 from .sets import SetPredictions
 
@@ -299,6 +300,7 @@ def prefix_search(
         for g_rows, classes in pieces:
             keep = np.arange(classes.shape[1]) < sizes[g_rows][:, None]
             out[(ptr[g_rows - row0][:, None] + np.arange(classes.shape[1]))[keep]] = classes[keep]
+        release_rows(P, row0, row0 + rows_per_chunk)  # a mapped matrix: one chunk resident (svbop._blocks)
         return out
 
     starts = range(0, n, rows_per_chunk)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._blocks import row_blocks
 from ._prefix import (
     DEFAULT_CHUNK_BYTES,
     SortedHeads,
@@ -165,8 +166,8 @@ def _threshold_sizes(P: np.ndarray, y: np.ndarray, thetas: np.ndarray, name: str
     ranks = np.empty(n, dtype=np.int64)
     levels = thetas * (1 - _MASS_RTOL)
     labels = y.astype(np.int64)
-    for row0 in range(0, n, rows_per_chunk):
-        X = np.ascontiguousarray(P[row0 : row0 + rows_per_chunk])
+    for row0, _, X in row_blocks(P, rows_per_chunk):  # a mapped matrix: one chunk resident (svbop._blocks)
+        X = np.ascontiguousarray(X)
         _, total = row_stats(X, row0, name)
         # each row's cumulative masses in decreasing order of value, one row per column: the
         # running sum down the columns adds every row's values in the same order as a per-row

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._arrays import as_host_array
+from ._blocks import release_rows, row_blocks
 from .metrics import check_labels
 from .venn_abers import VennAbers, VennAbersMultiClass
 
@@ -45,6 +46,7 @@ __all__ = [
     "VennAbersMultiClass",
     "ECE_BINS",
     "TemperatureScaling",
+    "calibrate_streams",
     "calibration_metrics",
     "expected_calibration_error",
     "fit_temperature",
@@ -104,8 +106,10 @@ def _scale(Z: np.ndarray, outputs: str, t_min: float) -> float:
     (at most ``2**1023``), so that ``z / c - max(z) / c`` lies in ``[-4, 0]`` and never overflows."""
     if outputs == "probabilities" or Z.size == 0:
         top = -_LOG_TINY  # log P lies in [-708, 0]
-    else:
-        top = max(float(np.max(Z)), -float(np.min(Z)))
+    else:  # by blocks of rows: a mapped matrix's pages are given back after each (svbop._blocks)
+        top = 0.0
+        for _, _, block in row_blocks(Z, _BLOCK_ROWS):
+            top = max(top, float(np.max(block)), -float(np.min(block)))
     if not math.isfinite(top):
         raise ValueError("scores: non-finite logits (NaN or inf)")
     if top / t_min < _PLAIN_LIMIT:
@@ -154,10 +158,15 @@ def outputs_to_probabilities(scores, *, outputs: str = "logits", temperature: fl
         raise ValueError(f"outputs: expected 'logits' or 'probabilities', got {outputs!r}")
     c = _scale(Z, outputs, T)
     out = np.empty(Z.shape, dtype=dtype)
-    for lo in range(0, Z.shape[0], _BLOCK_ROWS):
-        s, _ = _shifted(_logits(Z[lo: lo + _BLOCK_ROWS], outputs), T, c)
-        out[lo: lo + _BLOCK_ROWS] = _softmax_inplace(s)
+    for lo, hi, block in row_blocks(Z, _BLOCK_ROWS):
+        out[lo:hi] = _probability_block(block, outputs, T, c)
     return out
+
+
+def _probability_block(block: np.ndarray, outputs: str, T: float, c: float) -> np.ndarray:
+    """``softmax(z / T)`` of one block of rows (float64), ``c`` the scale of :func:`_scale`."""
+    s, _ = _shifted(_logits(block, outputs), T, c)
+    return _softmax_inplace(s)
 
 
 def _check_temperature(temperature) -> float:
@@ -191,6 +200,7 @@ def _nll_curve(Z: np.ndarray, y: np.ndarray, outputs: str, t_min: float):
                 z = work
             else:
                 z = _logits(Z[lo: lo + _BLOCK_ROWS], outputs)
+                release_rows(Z, lo, lo + _BLOCK_ROWS)  # a mapped matrix: one block resident
             s, d = _shifted(z, T, c)
             dy = d[np.arange(s.shape[0]), y[lo: lo + s.shape[0]]]  # before s (perhaps d itself) is exponentiated
             lse = np.log(np.exp(s, out=s).sum(axis=1))
@@ -238,7 +248,7 @@ def fit_temperature(scores, y, *, outputs: str = "logits", bounds: tuple[float, 
     if n == 0:
         raise ValueError("scores: no rows to fit a temperature on")
     yy = _as_labels(y, n, K)
-    if outputs == "logits" and not np.all(np.isfinite(Z)):
+    if outputs == "logits" and not all(np.isfinite(b).all() for _, _, b in row_blocks(Z, _BLOCK_ROWS)):
         raise ValueError("scores: non-finite logits (NaN or inf)")
     lo, hi = (float(b) for b in bounds)
     if not (0 < lo < hi and math.isfinite(hi)):
@@ -256,7 +266,7 @@ def separable(scores, y) -> bool:
     the NLL without end, and a fitted temperature would only overfit the validation rows."""
     Z = _as_scores(scores, "scores")
     yy = _as_labels(y, Z.shape[0], Z.shape[1])
-    return bool(Z.shape[0]) and bool(np.all(Z.argmax(axis=1) == yy))
+    return bool(Z.shape[0]) and all(bool(np.all(b.argmax(axis=1) == yy[lo:hi])) for lo, hi, b in row_blocks(Z, _BLOCK_ROWS))
 
 
 def negative_log_likelihood(P, y) -> float:
@@ -265,7 +275,14 @@ def negative_log_likelihood(P, y) -> float:
     yy = _as_labels(y, P.shape[0], P.shape[1])
     if P.shape[0] == 0:
         raise ValueError("P: no rows")
-    p = np.asarray(P[np.arange(P.shape[0]), yy], dtype=np.float64)
+    p = np.empty(P.shape[0], dtype=np.float64)
+    for lo, hi, block in row_blocks(P, _BLOCK_ROWS):
+        p[lo:hi] = block[np.arange(hi - lo), yy[lo:hi]]
+    return _mean_nll(p)
+
+
+def _mean_nll(p: np.ndarray) -> float:
+    """Mean ``-log p`` of each row's probability of its label (float64; 0 counts as the smallest double)."""
     return float(-np.mean(np.log(np.maximum(p, np.finfo(np.float64).tiny))))
 
 
@@ -273,12 +290,15 @@ def _top_label(P: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row's top probability and whether its top class (ties: the lowest id) is y."""
     conf = np.empty(P.shape[0], dtype=np.float64)
     hit = np.empty(P.shape[0], dtype=bool)
-    for lo in range(0, P.shape[0], _BLOCK_ROWS):
-        block = np.asarray(P[lo: lo + _BLOCK_ROWS])
-        top = block.argmax(axis=1)
-        conf[lo: lo + len(top)] = block[np.arange(len(top)), top]
-        hit[lo: lo + len(top)] = top == y[lo: lo + len(top)]
+    for lo, hi, block in row_blocks(P, _BLOCK_ROWS):
+        _top_label_block(np.asarray(block), y[lo:hi], conf[lo:hi], hit[lo:hi])
     return conf, hit
+
+
+def _top_label_block(block: np.ndarray, y: np.ndarray, conf: np.ndarray, hit: np.ndarray) -> None:
+    top = block.argmax(axis=1)
+    conf[:] = block[np.arange(len(top)), top]
+    hit[:] = top == y
 
 
 def reliability_curve(P, y, n_bins: int = ECE_BINS) -> dict[str, list]:
@@ -293,6 +313,11 @@ def reliability_curve(P, y, n_bins: int = ECE_BINS) -> dict[str, list]:
     if not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise ValueError(f"n_bins: expected a positive int, got {n_bins!r}")
     conf, hit = _top_label(P, yy)
+    return _curve(conf, hit, n_bins)
+
+
+def _curve(conf: np.ndarray, hit: np.ndarray, n_bins: int) -> dict[str, list]:
+    """:func:`reliability_curve` from each row's top probability and whether its top class is right."""
     order = np.argsort(conf, kind="stable")
     out = {"confidence": [], "accuracy": [], "count": []}
     for idx in np.array_split(order, min(int(n_bins), max(1, len(order)))):
@@ -322,12 +347,18 @@ def calibration_metrics(P, y, n_bins: int = ECE_BINS) -> dict[str, object]:
         ``"P: no rows (calibration metrics need at least one labelled row)"``.
     """
     curve = reliability_curve(P, y, n_bins)
+    if sum(curve["count"]) == 0:
+        raise ValueError("P: no rows (calibration metrics need at least one labelled row)")
+    return _metrics(curve, negative_log_likelihood(P, y))
+
+
+def _metrics(curve: dict[str, list], nll: float) -> dict[str, object]:
     n = sum(curve["count"])
     if n == 0:
         raise ValueError("P: no rows (calibration metrics need at least one labelled row)")
     ece = float(sum(c * abs(a - f) for c, a, f in zip(curve["count"], curve["accuracy"], curve["confidence"])) / n)
     top1 = float(sum(c * a for c, a in zip(curve["count"], curve["accuracy"])) / n)
-    return {"nll": negative_log_likelihood(P, y), "ece": ece, "top1_pct": 100.0 * top1, "reliability": curve}
+    return {"nll": nll, "ece": ece, "top1_pct": 100.0 * top1, "reliability": curve}
 
 
 class TemperatureScaling:
@@ -502,3 +533,115 @@ def calibrate_parts(
                          "mean_size": float(np.mean(sets.sizes))}
         record["sets"].append(row)
     return probs, record
+
+
+def calibrate_streams(
+    scores: Mapping[str, object],
+    labels: Mapping[str, object],
+    *,
+    outputs: str = "logits",
+    method: str = "temperature",
+    utilities=(),
+    dtype=np.float32,
+    n_bins: int = ECE_BINS,
+    block_rows: int = _BLOCK_ROWS,
+):
+    """:func:`calibrate_parts` for scores larger than memory: the same probabilities and record, bit
+    for bit, with one block of rows resident at a time.
+
+    ``scores`` may be memory maps (``np.load(path, mmap_mode="r")``, the pipeline's mapped files):
+    the temperature is fitted on the validation rows by blocks, and each part's probabilities are
+    not returned but *streamed*: ``streams[part]`` is an :class:`svbop.io.RowStream` of blocks of
+    ``block_rows`` rows, to be written with :func:`svbop.io.save_arrays` (``compress=False``) or
+    consumed otherwise, in the order of ``scores``.  The pass that makes them also measures them,
+    so the record is complete once every stream has been consumed: call ``record()`` then.
+    ``method="venn_abers"`` is made in memory (:func:`calibrate_parts`) and then streamed.
+
+    Returns
+    -------
+    streams : dict of part name to RowStream
+    record : callable returning the record of :func:`calibrate_parts`
+    """
+    from .io import RowStream
+    from .metrics import set_utility
+    from .search import predict_sets
+
+    if method not in CALIBRATION_METHODS:
+        raise ValueError(f"calibrate: expected one of {', '.join(CALIBRATION_METHODS)}, got {method!r}")
+    if "test" not in scores:
+        raise ValueError("scores: no test part")
+    if outputs not in ("logits", "probabilities"):
+        raise ValueError(f"outputs: expected 'logits' or 'probabilities', got {outputs!r}")
+    if method == "venn_abers":  # one isotonic fit per class on the validation rows: made in memory, then streamed
+        probs, made = calibrate_parts(scores, labels, outputs=outputs, method=method, utilities=utilities,
+                                      dtype=dtype, n_bins=n_bins)
+        streams = {p: RowStream(P.shape, P.dtype, (P[lo:lo + block_rows] for lo in range(0, P.shape[0], block_rows)))
+                   for p, P in probs.items()}
+        return streams, lambda: made
+    T, at_bound, skipped = 1.0, False, None
+    if method == "temperature":
+        if "validation" not in scores or np.asarray(labels["validation"]).size == 0:
+            raise ValueError("calibrate: temperature is fitted on the validation rows, and there are none "
+                             "(give a validation part or a split.validation size)")
+        scaler = TemperatureScaling(outputs).fit(scores["validation"], labels["validation"])
+        T, at_bound, skipped = scaler.temperature_, scaler.at_bound(), scaler.skipped_
+    record = {
+        "method": method, "outputs": outputs, "temperature": T, "at_bound": at_bound, "bounds": list(T_BOUNDS),
+        "ece_bins": int(n_bins), "ece_binning": "equal-mass (each bin the same number of rows), top-label",
+        "fitted_on": "validation" if method == "temperature" else None, "not_fitted": skipped,
+        "rows": {p: int(np.asarray(labels[p]).size) for p in scores},
+    }
+    specs = list(utilities)
+    done: dict[str, dict] = {}
+
+    def blocks(part: str):
+        Z = _as_scores(scores[part], f"scores[{part!r}]")
+        y = np.asarray(labels[part])
+        measured = part in ("validation", "test") and y.size
+        if measured:
+            y = _as_labels(y, Z.shape[0], Z.shape[1])
+        sets_of = part == "test" and specs
+        n = Z.shape[0]
+        acc = {k: {"conf": np.empty(n), "hit": np.empty(n, dtype=bool), "p": np.empty(n)} for k in ("before", "after")}
+        per_set = {(i, w): (np.empty(n), np.empty(n, dtype=np.int64)) for i in range(len(specs)) for w in ("before", "after")}
+        c_after = _scale(Z, outputs, T)
+        c_before = _scale(Z, outputs, 1.0) if T != 1.0 else c_after
+        for lo, hi, block in row_blocks(Z, block_rows):
+            after = _probability_block(block, outputs, T, c_after).astype(dtype, copy=False)
+            if measured or sets_of:
+                before = _probability_block(block, outputs, 1.0, c_before) if T != 1.0 else None
+                for when, P in (("before", before if before is not None else after), ("after", after)):
+                    a = acc[when]
+                    if measured:
+                        _top_label_block(P, y[lo:hi], a["conf"][lo:hi], a["hit"][lo:hi])
+                        a["p"][lo:hi] = P[np.arange(hi - lo), y[lo:hi]]
+                    if sets_of:
+                        yy = np.asarray(labels["test"])[lo:hi]
+                        for i, spec in enumerate(specs):
+                            sets = predict_sets(P, spec)
+                            per_set[i, when][0][lo:hi] = set_utility(sets, yy, spec)
+                            per_set[i, when][1][lo:hi] = sets.sizes
+            yield after
+        if measured:
+            done[part] = {w: _metrics(_curve(acc[w]["conf"], acc[w]["hit"], n_bins), _mean_nll(acc[w]["p"]))
+                          for w in ("after", "before")}
+        if sets_of:
+            done["sets"] = [{"utility": str(spec), **{w: {"utility_pct": 100.0 * float(np.mean(per_set[i, w][0])),
+                                                         "mean_size": float(np.mean(per_set[i, w][1]))}
+                                                     for w in ("before", "after")}}
+                            for i, spec in enumerate(specs)]
+
+    streams = {part: RowStream((np.shape(scores[part])[0], np.shape(scores[part])[1]), dtype, blocks(part))
+               for part in scores}
+
+    def finish() -> dict[str, object]:
+        missing = [p for p in scores if p in ("validation", "test") and np.asarray(labels[p]).size and p not in done]
+        if missing:
+            raise RuntimeError(f"calibrate_streams: the stream of part {missing[0]!r} was not consumed")
+        for part in scores:
+            if part in done:
+                record[part] = {"before": done[part]["before"], "after": done[part]["after"]}
+        record["sets"] = done.get("sets", [])
+        return record
+
+    return streams, finish

@@ -18,7 +18,7 @@ from ._npz import (  # noqa: F401 - re-exported: svbop.io is where callers find 
 )
 from .sets import SetPredictions
 
-__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "FORMULA_STARTS", "escape_cell", "escape_frame", "unescape_cell", "unescape_frame", "write_tsv", "save_arrays", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "load_score_groups", "save_sets", "load_sets", "SetFiles"]
+__all__ = ["SCORES_DTYPE", "UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "check_scores", "load_npy", "atomic_path", "FORMULA_STARTS", "escape_cell", "escape_frame", "unescape_cell", "unescape_frame", "write_tsv", "save_arrays", "RowStream", "matrix_arrays", "NpzReader", "save_matrix", "load_matrix", "load_scores", "load_score_groups", "save_sets", "load_sets", "SetFiles"]
 
 
 #: dtype of the held-out rows' class probabilities the pipeline stores (rule score_flat,
@@ -237,7 +237,7 @@ def _savez_aligned(fh, arrays: Mapping[str, np.ndarray]) -> None:
 
     with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for key, value in arrays.items():
-            arr = np.asanyarray(value)
+            arr = value if isinstance(value, RowStream) else np.asanyarray(value)
             name = f"{key}.npy"
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_STORED
@@ -247,7 +247,46 @@ def _savez_aligned(fh, arrays: Mapping[str, np.ndarray]) -> None:
             pad = (-(fh.tell() + fixed + 4)) % _ALIGN
             info.extra = struct.pack("<HH", 0xD935, pad) + bytes(pad)
             with zf.open(info, "w", force_zip64=zip64) as out:
-                npy_format.write_array(out, arr, allow_pickle=False)
+                _write_npy(out, value if isinstance(value, RowStream) else arr)
+
+
+class RowStream:
+    """A matrix written to an uncompressed ``.npz`` member block by block (:func:`save_arrays` with
+    ``compress=False``): its ``shape``, ``dtype`` and an iterable of row blocks that together make
+    ``shape[0]`` rows.  The writer holds one block at a time, so a member may exceed memory."""
+
+    def __init__(self, shape, dtype, blocks) -> None:
+        self.shape = tuple(int(v) for v in shape)
+        self.dtype = np.dtype(dtype)
+        self.blocks = blocks
+        self.nbytes = int(np.prod(self.shape)) * self.dtype.itemsize
+
+
+def _write_npy(out, arr) -> None:
+    """One ``.npy`` into the writable ``out``; a large array (or a :class:`RowStream`) by row blocks,
+    a mapped array's pages given back after each (:func:`svbop._blocks.row_blocks`)."""
+    from numpy.lib import format as npy_format
+
+    from ._blocks import BLOCK_BYTES, row_blocks
+
+    stream = isinstance(arr, RowStream)
+    if not stream and (arr.ndim == 0 or arr.nbytes < BLOCK_BYTES or not arr.flags.c_contiguous or arr.dtype.hasobject):
+        npy_format.write_array(out, arr, allow_pickle=False)
+        return
+    header = {"descr": npy_format.dtype_to_descr(arr.dtype), "fortran_order": False, "shape": tuple(arr.shape)}
+    try:
+        npy_format.write_array_header_1_0(out, header)
+    except ValueError:  # a header over 64 KiB: format 2.0
+        npy_format.write_array_header_2_0(out, header)
+    rows, row_shape = 0, tuple(arr.shape[1:])
+    for block in (arr.blocks if stream else (b for _, _, b in row_blocks(arr))):
+        block = np.ascontiguousarray(block, dtype=arr.dtype)
+        if tuple(block.shape[1:]) != row_shape:
+            raise ValueError(f"a block of shape {block.shape} in a matrix of shape {arr.shape}")
+        out.write(memoryview(block.reshape(-1)).cast("B"))
+        rows += block.shape[0]
+    if rows != arr.shape[0]:
+        raise ValueError(f"{rows} rows written to a matrix announced with {arr.shape[0]}")
 
 
 def matrix_arrays(X, prefix: str = "X") -> dict[str, np.ndarray]:
@@ -349,8 +388,9 @@ def check_scores(arr: np.ndarray, where: str, *, probabilities: bool = False, ch
     or (``probabilities``) the first value outside [0, 1]; checked in chunks of rows (no full copy)."""
     if arr.dtype.kind not in "f" and not probabilities:
         return
-    for lo in range(0, arr.shape[0], chunk_rows):
-        block = arr[lo:lo + chunk_rows]
+    from ._blocks import row_blocks
+
+    for lo, _, block in row_blocks(arr, chunk_rows):  # a mapped matrix's pages given back block by block
         if block.size and arr.dtype.kind == "f":  # two reductions, no temporaries: NaN fails both tests
             least, most = block.min(), block.max()
             if (least >= 0 and most <= 1) if probabilities else (np.isfinite(least) and np.isfinite(most)):

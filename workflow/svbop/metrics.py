@@ -370,7 +370,12 @@ def top1_accuracy(P, y) -> float:
     if P.ndim != 2:
         raise ValueError(f"P must be 2-D (n_samples, n_classes), got shape {P.shape}")
     y = check_labels(y, P.shape)
-    return float(np.mean(P.argmax(axis=1) == y))
+    from ._blocks import row_blocks
+
+    hit = np.empty(P.shape[0], dtype=bool)
+    for lo, hi, block in row_blocks(P):  # by blocks: a mapped P holds one block resident
+        hit[lo:hi] = block.argmax(axis=1) == y[lo:hi]
+    return float(np.mean(hit))
 
 
 def mean_scores(

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._prefix import row_stats
 
 __all__ = ["_epsilon", "_normalised_chunks", "_no_calibration_rows", "_order_statistic", "_score_tolerance",
@@ -58,8 +59,8 @@ def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int =
     """
     n, K = P.shape
     rows = max(1, int(chunk_bytes) // max(1, K * 8))
-    for row0 in range(0, n, rows):
-        X = np.ascontiguousarray(P[row0 : row0 + rows])
+    for row0, _, X in row_blocks(P, rows):  # a mapped matrix: one chunk resident (svbop._blocks)
+        X = np.ascontiguousarray(X)
         row_stats(X, offset + row0, name)  # NaN, infinity, negative or all-zero rows: named, one line
         Xn = X.astype(np.float64)  # a copy: divided in place
         Xn /= Xn.sum(axis=1)[:, None]

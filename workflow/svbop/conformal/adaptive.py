@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_labels
 from ..sets import SetPredictions
@@ -215,8 +216,8 @@ class AdaptiveConformalSetPredictor:
         alpha, eps, step = self.alpha_, float(self.epsilon), self.step
         errors = 0
         rows = max(1, int(chunk_bytes) // max(1, K * 8))
-        for row0 in range(0, n, rows):
-            X = np.ascontiguousarray(P[row0 : row0 + rows])
+        for row0, _, X in row_blocks(P, rows):  # a mapped matrix: one chunk resident (svbop._blocks)
+            X = np.ascontiguousarray(X)
             r = X.shape[0]
             row_stats(X, row0, "P")  # NaN, infinity, negative or all-zero rows: named, one line
             if family:

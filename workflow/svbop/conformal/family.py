@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._prefix import row_stats
 from ..search import TIE_RTOL, _scan, predict_sets
 from ..utilities import Utility, utility
@@ -73,8 +74,8 @@ class _RankedCalibration:
         self.V = np.empty((n, K))
         self.pos = np.empty(n, dtype=np.int64)
         self.rows = max(1, int(chunk_bytes) // max(1, K * 8))
-        for row0 in range(0, n, self.rows):
-            X = np.ascontiguousarray(P[row0 : row0 + self.rows])
+        for row0, _, X in row_blocks(P, self.rows):  # a mapped matrix: one chunk resident
+            X = np.ascontiguousarray(X)
             row_stats(X, row0, "P_cal")
             order = np.argsort(-X, axis=1, kind="stable")  # decreasing, ties by class index
             self.V[row0 : row0 + X.shape[0]] = np.take_along_axis(X, order, axis=1)

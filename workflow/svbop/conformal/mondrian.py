@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix
 from ..sets import SetPredictions
 from ._common import _epsilon
@@ -77,8 +78,8 @@ def predicted_groups(P, by: str, hierarchy=None) -> np.ndarray:
         raise ValueError(f"by must be one of {', '.join(GROUPINGS)}, got {by!r}")
     top = np.empty(P.shape[0], dtype=np.int64)
     rows = max(1, DEFAULT_CHUNK_BYTES // max(1, P.shape[1] * 8))
-    for lo in range(0, P.shape[0], rows):
-        top[lo: lo + rows] = np.asarray(P[lo: lo + rows]).argmax(axis=1)
+    for lo, hi, block in row_blocks(P, rows):  # a mapped matrix: one chunk resident (svbop._blocks)
+        top[lo:hi] = np.asarray(block).argmax(axis=1)
     if by == "predicted_class":
         return top
     from ..datasets.base import Hierarchy

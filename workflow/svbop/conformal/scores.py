@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._prefix import (
     DEFAULT_CHUNK_BYTES,
     SortedHeads,
@@ -322,8 +323,8 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     kc = np.empty(0, dtype=np.int64) if k_class is None else np.ascontiguousarray(k_class, dtype=np.int64)
     if score == "lac" and q_class is None:
         rows = max(1, int(chunk_bytes) // max(1, K * 8))
-        for row0 in range(0, n, rows):
-            X = np.ascontiguousarray(P[row0 : row0 + rows])
+        for row0, _, X in row_blocks(P, rows):  # a mapped matrix: one chunk resident (svbop._blocks)
+            X = np.ascontiguousarray(X)
             _, total = row_stats(X, row0, "P")
             X = X.astype(np.float64, copy=False)
             mask = 1.0 - X / total[:, None] <= q_row[row0 : row0 + X.shape[0], None]

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_groups as _check_groups
 from ..metrics import check_labels
@@ -441,8 +442,8 @@ class ConformalSetPredictor:
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
-            for row0 in range(0, P_cal.shape[0], rows):
-                row_stats(np.ascontiguousarray(P_cal[row0 : row0 + rows]), row0, "P_cal")
+            for row0, _, X in row_blocks(P_cal, rows):  # a mapped matrix: one chunk resident
+                row_stats(np.ascontiguousarray(X), row0, "P_cal")
         self.seed_ = _seed(self.random_state)
         self._test_rng = None  # predict's uniforms: a fresh stream from this fit's seed
         K = P_cal.shape[1]

@@ -61,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._blocks import row_blocks
 from .._npz import NpzReader
 from ..io import load_npy
 from . import _files
@@ -389,8 +390,8 @@ def _labels_to_indices(y: np.ndarray, K: int, names: list[str] | None, path: Pat
 
 def check_outputs(S: np.ndarray, outputs: str, where: str) -> None:
     """Refuse non-finite scores and, for probabilities, negative values and rows not summing to 1."""
-    for lo in range(0, S.shape[0], _BLOCK):
-        block = np.asarray(S[lo: lo + _BLOCK])  # in its own dtype: no float64 copy of a float32 matrix
+    for lo, _, block in row_blocks(S, _BLOCK):  # mapped pages given back block by block (svbop._blocks)
+        block = np.asarray(block)  # in its own dtype: no float64 copy of a float32 matrix
         if block.dtype.kind == "f" and not np.isfinite(block).all():
             finite = np.isfinite(block)
             r, c = (int(v) for v in np.argwhere(~finite)[0])
@@ -464,7 +465,8 @@ def read_model_outputs(
     Returns
     -------
     Dataset
-        ``X`` the (n, K) float64 scores, ``x_kind`` ``"dense"``, ``y``, ``class_names``, ``part``;
+        ``X`` the (n, K) float64 scores (beyond :data:`STACK_IN_MEMORY_BYTES`, the scores' float
+        type, mapped from a temporary file), ``x_kind`` ``"dense"``, ``y``, ``class_names``, ``part``;
         ``groups`` (str per row) with ``group_column`` or ``groups`` files; ``weights`` and
         ``group_columns``/``group_column_names`` with ``weights`` and ``group_columns`` files.
 
@@ -481,13 +483,9 @@ def read_model_outputs(
                              group_column=group_column)
     K, names, part_names, outputs = parts_read.K, parts_read.names, parts_read.part_names, parts_read.outputs
     blocks = parts_read.blocks
-    X = np.empty((sum(b[0].shape[0] for b in blocks), K), dtype=np.float64)
-    lo = 0
-    for S, _ in blocks:
-        X[lo: lo + S.shape[0]] = S
-        if outputs == "probabilities" and sum_tolerance(S.dtype, K) > SUM_TOLERANCE:  # float16: rows to sum to 1
-            X[lo: lo + S.shape[0]] /= X[lo: lo + S.shape[0]].sum(axis=1, keepdims=True)
-        lo += S.shape[0]
+    # float16 probabilities: each row divided by its sum (float16 cannot hold a sum of 1 within 1e-6)
+    normalise = outputs == "probabilities" and any(sum_tolerance(S.dtype, K) > SUM_TOLERANCE for S, _ in blocks)
+    X = _stack_scores([S for S, _ in blocks], K, normalise=normalise)
     y = np.concatenate(parts_read.labels)
     groups = parts_read.groups
     given = [p for p, g in zip(part_names, groups) if g is not None]
@@ -502,6 +500,51 @@ def read_model_outputs(
                    weights=np.concatenate(w) if w and w[0] is not None else None,
                    group_columns=np.concatenate(phi) if phi and phi[0] is not None else None,
                    group_column_names=parts_read.group_column_names)
+
+
+#: Scores up to this many bytes (as float64) are stacked into one float64 matrix in memory; larger
+#: ones into a temporary file (see :func:`_stack_scores`).
+STACK_IN_MEMORY_BYTES = 512 * 1024 * 1024
+
+
+def _stack_scores(parts: list[np.ndarray], K: int, *, normalise: bool = False) -> np.ndarray:
+    """The parts' scores one under the other.
+
+    Up to :data:`STACK_IN_MEMORY_BYTES` a float64 matrix in memory.  Beyond, scores larger than
+    memory (10**6 rows x 1,000 classes of float32 logits: 4 GB): a read-only map of a temporary
+    file (removed from its folder at once; the space is freed when the map is closed), written
+    block by block, in the scores' own float type when every part is float32 (the same values;
+    float64 otherwise), so the process holds one block of rows (:mod:`svbop._blocks`); a single
+    part of that type (a mapped ``.npy``) is used as it is.  ``normalise``: every row divided by its
+    sum (float16 probabilities, whose rows sum to 1 only within float16's precision).
+    """
+    import tempfile
+
+    n = sum(S.shape[0] for S in parts)
+    if n * K * 8 <= STACK_IN_MEMORY_BYTES:
+        X = np.empty((n, K), dtype=np.float64)
+        lo = 0
+        for S in parts:
+            for a, b, block in row_blocks(S):
+                X[lo + a: lo + b] = block
+                if normalise:
+                    X[lo + a: lo + b] /= X[lo + a: lo + b].sum(axis=1, keepdims=True)
+            lo += S.shape[0]
+        return X
+    dtype = np.dtype(np.float32) if all(S.dtype == np.float32 for S in parts) else np.dtype(np.float64)
+    if normalise:
+        dtype = np.dtype(np.float64)
+    if len(parts) == 1 and parts[0].dtype == dtype and parts[0].flags.c_contiguous and not normalise:
+        return parts[0]  # one part (a mapped .npy): used as it is, no copy
+    with tempfile.TemporaryFile(prefix="svbop_scores_") as fh:  # unlinked: nothing is left behind
+        for S in parts:
+            for _, _, block in row_blocks(S):
+                block = np.ascontiguousarray(block, dtype=dtype)
+                if normalise:
+                    block = block / block.sum(axis=1, keepdims=True)
+                fh.write(memoryview(block.reshape(-1)).cast("B"))
+        fh.flush()
+        return np.memmap(fh, dtype=dtype, mode="r", shape=(n, K))  # the map keeps the file alive
 
 
 def check_model_outputs(
@@ -574,8 +617,7 @@ def detect_outputs(S: np.ndarray) -> str:
     S = np.asarray(S)
     if S.ndim != 2 or S.size == 0 or S.dtype.kind not in "fiu":
         return "logits"
-    for lo in range(0, S.shape[0], _BLOCK):
-        block = S[lo: lo + _BLOCK]
+    for _, _, block in row_blocks(S, _BLOCK):  # mapped pages given back block by block
         if block.dtype.kind == "f" and not np.isfinite(block).all():
             return "logits"
         if block.min() < 0:

@@ -259,13 +259,21 @@ def _entropy_bits(P: np.ndarray, chunk: int = 4096) -> np.ndarray:
 
 def _pick_examples(P: np.ndarray, y: np.ndarray) -> dict[str, int]:
     """Row of each of :data:`EXAMPLES` (distinct rows; a kind with no such row is left out)."""
-    top1 = np.argmax(P, axis=1)
-    p1 = P[np.arange(len(y)), top1]
-    p_true = P[np.arange(len(y)), y]
+    from .._blocks import row_blocks
+
+    n = len(y)
+    top1, above = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    p1, p_true, H = np.empty(n, dtype=P.dtype), np.empty(n, dtype=P.dtype), np.empty(n)
+    for lo, hi, B in row_blocks(P, 4096):  # by blocks of rows: a mapped P holds one block resident
+        r = np.arange(hi - lo)
+        top1[lo:hi] = np.argmax(B, axis=1)
+        p1[lo:hi] = B[r, top1[lo:hi]]
+        p_true[lo:hi] = B[r, y[lo:hi]]
+        H[lo:hi] = _entropy_bits(B)
+        above[lo:hi] = np.sum(B > p_true[lo:hi, None], axis=1)
     wrong = top1 != y
-    H = _entropy_bits(P)
     # the true class second: no other class between top-1 and the truth
-    second = wrong & (np.sum(P > p_true[:, None], axis=1) == 1)
+    second = wrong & (above == 1)
     picks: dict[str, int] = {}
 
     def take(name: str, mask: np.ndarray, key: np.ndarray) -> None:
