@@ -346,6 +346,28 @@ def _check_groups(groups, n_rows: int) -> np.ndarray:
     return _row_strings(groups, n_rows, "group")
 
 
+def _check_weights(weights, n_rows: int) -> np.ndarray:
+    """Row weights as ``n_rows`` finite float64 values ``>= 0``."""
+    w = np.asarray(weights)
+    if w.ndim != 1 or w.shape[0] != n_rows or w.dtype.kind not in "iuf":
+        raise ValueError(f"weights: expected {n_rows} numbers (one per row), got {w.dtype} of shape {w.shape}")
+    w = w.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
+    if bad.size:
+        raise ValueError(f"weights: row {int(bad[0])}: {w[bad[0]]!r} is not a finite weight >= 0")
+    return w
+
+
+def _check_group_columns(columns, n_rows: int) -> np.ndarray:
+    """Group indicator columns as a bool ``(n_rows, G)`` array (0/1 or booleans)."""
+    A = np.asarray(columns)
+    if A.ndim != 2 or A.shape[0] != n_rows or A.dtype.kind not in "iufb":
+        raise ValueError(f"group_columns: expected ({n_rows}, G) indicators, got {A.dtype} of shape {A.shape}")
+    if A.dtype != bool and not np.all((A == 0) | (A == 1)):
+        raise ValueError("group_columns: expected group indicators, 0 or 1")
+    return A.astype(bool)
+
+
 @dataclass(eq=False)
 class Dataset:
     """A labelled multi-class dataset.
@@ -463,13 +485,9 @@ class Dataset:
         if self.groups is not None:
             self.groups = _check_groups(self.groups, y.shape[0])
         if self.weights is not None:
-            from ..conformal.weighted import check_weights
-
-            self.weights = check_weights(self.weights, y.shape[0], "weights", "y")
+            self.weights = _check_weights(self.weights, y.shape[0])
         if self.group_columns is not None:
-            from ..conformal.conditional import check_group_columns
-
-            self.group_columns = check_group_columns(self.group_columns, y.shape[0], "group_columns", "y")
+            self.group_columns = _check_group_columns(self.group_columns, y.shape[0])
             names = self.group_column_names or [f"group_{j}" for j in range(self.group_columns.shape[1])]
             self.group_column_names = [str(v) for v in names]
             if len(self.group_column_names) != self.group_columns.shape[1]:
