@@ -170,10 +170,11 @@ def test_weights_and_group_columns_follow_their_rows_through_the_split():
 
 @pytest.fixture(scope="module")
 def shift_run(tmp_path_factory):
-    """Calibration rows with x ~ N(0, 1), test rows with x ~ N(1, 1): w(x) = exp(x - 1/2) for both parts."""
+    """Labelled rows of the source, x ~ N(0, 1) (calibration and test alike), weighted towards a target where
+    x ~ N(1, 1): w(x) = exp(x - 1/2), larger where the model is over-confident."""
     files = tmp_path_factory.mktemp("files")
     rng = np.random.default_rng(5)
-    for part, n, shift in (("test", 400, 1.0), ("val", 100, 0.0), ("cal", 400, 0.0)):
+    for part, n, shift in (("test", 400, 0.0), ("val", 100, 0.0), ("cal", 400, 0.0)):
         x, P, y = _probs(rng, n, shift)
         np.save(files / f"{part}_p.npy", P)
         np.save(files / f"{part}_y.npy", y)
@@ -223,6 +224,7 @@ def test_the_page_states_each_promise_and_checks_it_with_the_librarys_numbers(sh
     covered = sets.contains(y_test)
     assert lac[0] == "90.0"
     assert lac[1] == f"{100 * (w_test @ covered) / w_test.sum():.1f}"
+    assert lac[2] == f"{w_test.sum() ** 2 / (w_test ** 2).sum():,.0f}" and lac[3] == f"{100 * covered.mean():.1f}"
     plain = ConformalSetPredictor(0.1).fit(P_cal, y_cal).predict(P_test).contains(y_test)
     assert (w_test @ plain) / w_test.sum() < (w_test @ covered) / w_test.sum()  # the weights matter here
 
