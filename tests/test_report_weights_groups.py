@@ -249,3 +249,49 @@ def test_the_table_of_every_kind_of_set_says_the_promise_and_its_check(shift_run
     page = _text((out / "report.html").read_text())
     assert "promise coverage under the weights >= 90 %: weighted coverage of the test rows" in page
     assert "promise coverage >= 90 % in each of 3 groups: lowest on the test rows" in page
+
+
+def test_method_names_families_and_targets():
+    from svbop.evaluation import beyond_method, target_coverage_pct
+    from svbop.report.beyond import method_family
+    from svbop.report.names import method_name
+
+    for method, family, name in [("weighted_lac", "weighted", "Weighted LAC_{ε=0.1}"),
+                                 ("weighted_aps_cc", "weighted", "Weighted class-conditional APS_{ε=0.1}"),
+                                 ("weighted_raps_deterministic", "weighted", None),
+                                 ("conditional_aps", "conditional", "Conditional APS over groups_{ε=0.1}")]:
+        assert beyond_method(method) and method_family(method) == family
+        assert target_coverage_pct(method, "0.1") == pytest.approx(90.0)
+        if name is not None:
+            assert method_name(method, "0.1") == name
+    assert not beyond_method("weighted_hierarchical_1") and not beyond_method("conditional_aps_deterministic")
+
+
+def test_the_schema_defaults_and_datasets_without_weights_skip_the_methods(tmp_path):
+    from test_workflow import ROOT, _copy_workflow, _planned_rules
+
+    from svbop.config import load_yaml, merge_configs, validate_config
+
+    config = validate_config(merge_configs(load_yaml(ROOT / "config.yaml"), {}))
+    assert config["methods"]["weighted"] == {"scores": []} and config["methods"]["conditional"] == {"scores": []}
+    workdir = _copy_workflow(tmp_path)
+    (workdir / "tiny.yaml").write_text("""
+run: [digits]
+utilities: ["fbeta:beta=1"]
+utility_table: {K: [10]}
+report:
+  illustrations:
+    entropy: {dataset: null}
+    image_top: {dataset: null}
+    text_top: {dataset: null}
+methods:
+  epsilon: [0.1]
+  conformal: [aps]
+  weighted: {scores: [lac]}
+  conditional: {scores: [lac]}
+datasets:
+  digits:
+    features: {kind: raw}
+""")
+    planned = _planned_rules(workdir)
+    assert "evaluate_beyond" in planned and not {"predict_weighted", "predict_conditional"} & planned
