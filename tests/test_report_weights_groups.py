@@ -151,7 +151,8 @@ def test_weights_and_group_columns_follow_their_rows_through_the_split():
     n = 12
     d = Dataset("d", np.eye(n)[:, :3], np.arange(n) % 3, ["a", "b", "c"], weights=np.arange(n) + 0.5,
                 group_columns=(np.arange(n)[:, None] % np.array([2, 3]) == 0), group_column_names=["even", "third"])
-    split = {"validation": np.array([3, 1]), "calibration": np.array([11, 0, 5]), "test": np.array([2, 4, 6, 7, 8, 9, 10])}
+    split = {"validation": np.array([3, 1]), "calibration": np.array([11, 0, 5]),
+             "test": np.array([2, 4, 6, 7, 8, 9, 10])}
     out = split_row_arrays(d, split)
     for part, rows in split.items():
         assert out[f"w_{part}"].tolist() == (rows + 0.5).tolist()

@@ -446,12 +446,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"one group per {part} row (.npy, or one per line: e.g. a site or a subpopulation); "
                             "adds conformal sets calibrated per group and the coverage of each group"
                             + (" (give it for every part given)" if part == "test" else ""))
-    for option, what in (("weights", "likelihood ratio w(x) = dP_test(x) / dP_calibration(x) (.npy, or one number per "
-                                      "line; finite, >= 0): adds weighted conformal sets under covariate shift and their "
-                                      "coverage under the weights"),
-                         ("group-columns", "membership in each group (.npy of 0/1, or CSV/TSV of 0/1 with a header "
-                                           "naming the groups; a row may be in several): adds conformal sets covering in "
-                                           "every group and each group's coverage")):
+    row_files = {"weights": "likelihood ratio w(x) = dP_test(x) / dP_calibration(x) (.npy, or one number per line; "
+                            "finite, >= 0): adds weighted conformal sets under covariate shift and their coverage "
+                            "under the weights",
+                 "group-columns": "membership in each group (.npy of 0/1, or CSV/TSV of 0/1 with a header naming "
+                                  "the groups; a row may be in several): adds conformal sets covering in every group "
+                                  "and each group's coverage"}
+    for option, what in row_files.items():
         for part in ("test", "validation", "calibration"):
             names = (f"--{option}", f"--test-{option}") if part == "test" else (f"--{part}-{option}",)
             p.add_argument(*names, dest=f"{part}_{option.replace('-', '_')}", metavar=option.upper().replace("-", "_"),
