@@ -208,7 +208,7 @@ def test_the_page_states_each_promise_and_checks_it_with_the_librarys_numbers(sh
     out, files = shift_run
     page = (out / "report.html").read_text()
     section = re.search(r'<section id="promises">.*?</section>', page, re.S).group(0)
-    assert "covariate shift" in section and "within every group" in section
+    assert "covariate shift" in section and "within every group" in section and 'href="#promises"' in page
     scores = out / ".svbop" / "results" / "shifted" / "scores" / "flat.npz"
     P_cal, y_cal, w_cal, Phi_cal, P_test, y_test, w_test, Phi_test = load_score_arrays(
         scores, "P_calibration", "y_calibration", "w_calibration", "Phi_calibration", "P_test", "y_test", "w_test",
