@@ -351,7 +351,7 @@ def test_dataset_round_trip_with_ids(tmp_path, x_kind):
     ds = Dataset("p", X, np.array([0, 1, 0]), ["a", "b"], x_kind=x_kind, part=np.array(["train", "test", "test"]), ids=ids)
     path = ds.save(tmp_path / "p.npz")
     with np.load(path, allow_pickle=False) as data:  # stored pickle-free, as UTF-8 bytes + offsets
-        assert int(data["format_version"]) == 4 and data["ids_bytes"].dtype == np.uint8
+        assert int(data["format_version"]) == 5 and data["ids_bytes"].dtype == np.uint8
     back = Dataset.load(path)
     assert back.ids.dtype == object and back.ids.tolist() == ids
     assert back.part.tolist() == ["train", "test", "test"]
@@ -382,15 +382,15 @@ def test_a_version_2_file_still_loads_without_ids(tmp_path):
     ds = Dataset.load(tmp_path / "v2.npz")
     assert ds.ids is None and ds.X.tolist() == ["ACGT", "MKV"] and ds.y.tolist() == [1, 0]
     assert ds.name == "old" and ds.part.tolist() == ["all", "all"]
-    assert base.FORMAT_VERSION == 4
+    assert base.FORMAT_VERSION == 5
 
 
 def test_newer_version_and_broken_ids_are_refused(tmp_path):
     path = Dataset("p", ["AC", "GT"], np.array([0, 1]), ["a", "b"], ids=["r1", "r2"]).save(tmp_path / "p.npz")
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
-    save_arrays(tmp_path / "v5.npz", **{**arrays, "format_version": np.array(5)})
-    assert "format_version 5 is newer than this library's 4" in error_of(Dataset.load, tmp_path / "v5.npz")
+    save_arrays(tmp_path / "v6.npz", **{**arrays, "format_version": np.array(6)})
+    assert "format_version 6 is newer than this library's 5" in error_of(Dataset.load, tmp_path / "v6.npz")
     save_arrays(tmp_path / "cut.npz", **{**arrays, "ids_offsets": np.array([0, 2, 99])})
     assert f"{tmp_path / 'cut.npz'}: unreadable ids" in error_of(Dataset.load, tmp_path / "cut.npz")
     del arrays["ids_offsets"]

@@ -432,7 +432,7 @@ def test_check_model_outputs_reports_what_it_read_and_resolves_auto(tmp_path):
     parts = _files(tmp_path, _probs(z).astype(np.float32), y, groups=[f"g{i % 3}" for i in range(30)], names=NAMES)
     got = check_model_outputs(parts, class_names_file=tmp_path / "names.txt")
     assert got == {"outputs": "probabilities", "n_classes": K, "class_names": NAMES, "rows": {"test": 30},
-                   "groups": True}
+                   "groups": True, "weights": False, "group_columns": None, "group_counts": {}}
     np.save(tmp_path / "t.npy", z)
     assert check_model_outputs(parts)["outputs"] == "logits"
     assert check_model_outputs(parts, outputs="logits")["class_names"] is None

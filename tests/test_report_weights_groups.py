@@ -151,7 +151,8 @@ def test_weights_and_group_columns_follow_their_rows_through_the_split():
     n = 12
     d = Dataset("d", np.eye(n)[:, :3], np.arange(n) % 3, ["a", "b", "c"], weights=np.arange(n) + 0.5,
                 group_columns=(np.arange(n)[:, None] % np.array([2, 3]) == 0), group_column_names=["even", "third"])
-    split = {"validation": np.array([3, 1]), "calibration": np.array([11, 0, 5]), "test": np.array([2, 4, 6, 7, 8, 9, 10])}
+    split = {"validation": np.array([3, 1]), "calibration": np.array([11, 0, 5]),
+             "test": np.array([2, 4, 6, 7, 8, 9, 10])}
     out = split_row_arrays(d, split)
     for part, rows in split.items():
         assert out[f"w_{part}"].tolist() == (rows + 0.5).tolist()
@@ -170,10 +171,11 @@ def test_weights_and_group_columns_follow_their_rows_through_the_split():
 
 @pytest.fixture(scope="module")
 def shift_run(tmp_path_factory):
-    """Calibration rows with x ~ N(0, 1), test rows with x ~ N(1, 1): w(x) = exp(x - 1/2) for both parts."""
+    """Labelled rows of the source, x ~ N(0, 1) (calibration and test alike), weighted towards a target where
+    x ~ N(1, 1): w(x) = exp(x - 1/2), larger where the model is over-confident."""
     files = tmp_path_factory.mktemp("files")
     rng = np.random.default_rng(5)
-    for part, n, shift in (("test", 400, 1.0), ("val", 100, 0.0), ("cal", 400, 0.0)):
+    for part, n, shift in (("test", 400, 0.0), ("val", 100, 0.0), ("cal", 400, 0.0)):
         x, P, y = _probs(rng, n, shift)
         np.save(files / f"{part}_p.npy", P)
         np.save(files / f"{part}_y.npy", y)
@@ -206,7 +208,7 @@ def test_the_page_states_each_promise_and_checks_it_with_the_librarys_numbers(sh
     out, files = shift_run
     page = (out / "report.html").read_text()
     section = re.search(r'<section id="promises">.*?</section>', page, re.S).group(0)
-    assert "covariate shift" in section and "within every group" in section
+    assert "covariate shift" in section and "within every group" in section and 'href="#promises"' in page
     scores = out / ".svbop" / "results" / "shifted" / "scores" / "flat.npz"
     P_cal, y_cal, w_cal, Phi_cal, P_test, y_test, w_test, Phi_test = load_score_arrays(
         scores, "P_calibration", "y_calibration", "w_calibration", "Phi_calibration", "P_test", "y_test", "w_test",
@@ -223,6 +225,7 @@ def test_the_page_states_each_promise_and_checks_it_with_the_librarys_numbers(sh
     covered = sets.contains(y_test)
     assert lac[0] == "90.0"
     assert lac[1] == f"{100 * (w_test @ covered) / w_test.sum():.1f}"
+    assert lac[2] == f"{w_test.sum() ** 2 / (w_test ** 2).sum():,.0f}" and lac[3] == f"{100 * covered.mean():.1f}"
     plain = ConformalSetPredictor(0.1).fit(P_cal, y_cal).predict(P_test).contains(y_test)
     assert (w_test @ plain) / w_test.sum() < (w_test @ covered) / w_test.sum()  # the weights matter here
 
@@ -247,3 +250,49 @@ def test_the_table_of_every_kind_of_set_says_the_promise_and_its_check(shift_run
     page = _text((out / "report.html").read_text())
     assert "promise coverage under the weights >= 90 %: weighted coverage of the test rows" in page
     assert "promise coverage >= 90 % in each of 3 groups: lowest on the test rows" in page
+
+
+def test_method_names_families_and_targets():
+    from svbop.evaluation import beyond_method, target_coverage_pct
+    from svbop.report.beyond import method_family
+    from svbop.report.names import method_name
+
+    for method, family, name in [("weighted_lac", "weighted", "Weighted LAC_{ε=0.1}"),
+                                 ("weighted_aps_cc", "weighted", "Weighted class-conditional APS_{ε=0.1}"),
+                                 ("weighted_raps_deterministic", "weighted", None),
+                                 ("conditional_aps", "conditional", "Conditional APS over groups_{ε=0.1}")]:
+        assert beyond_method(method) and method_family(method) == family
+        assert target_coverage_pct(method, "0.1") == pytest.approx(90.0)
+        if name is not None:
+            assert method_name(method, "0.1") == name
+    assert not beyond_method("weighted_hierarchical_1") and not beyond_method("conditional_aps_deterministic")
+
+
+def test_the_schema_defaults_and_datasets_without_weights_skip_the_methods(tmp_path):
+    from test_workflow import ROOT, _copy_workflow, _planned_rules
+
+    from svbop.config import load_yaml, merge_configs, validate_config
+
+    config = validate_config(merge_configs(load_yaml(ROOT / "config.yaml"), {}))
+    assert config["methods"]["weighted"] == {"scores": []} and config["methods"]["conditional"] == {"scores": []}
+    workdir = _copy_workflow(tmp_path)
+    (workdir / "tiny.yaml").write_text("""
+run: [digits]
+utilities: ["fbeta:beta=1"]
+utility_table: {K: [10]}
+report:
+  illustrations:
+    entropy: {dataset: null}
+    image_top: {dataset: null}
+    text_top: {dataset: null}
+methods:
+  epsilon: [0.1]
+  conformal: [aps]
+  weighted: {scores: [lac]}
+  conditional: {scores: [lac]}
+datasets:
+  digits:
+    features: {kind: raw}
+""")
+    planned = _planned_rules(workdir)
+    assert "evaluate_beyond" in planned and not {"predict_weighted", "predict_conditional"} & planned

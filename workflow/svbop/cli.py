@@ -465,12 +465,13 @@ def build_parser() -> argparse.ArgumentParser:
                             + ("; groups go with every part of rows you give: with --test-groups, also "
                                "--validation-groups when you give --validation and --calibration-groups when you "
                                "give --calibration (each part's rows need their groups)" if part == "test" else ""))
-    for option, what in (("weights", "likelihood ratio w(x) = dP_test(x) / dP_calibration(x) (.npy, or one number per "
-                                      "line; finite, >= 0): adds weighted conformal sets under covariate shift and their "
-                                      "coverage under the weights"),
-                         ("group-columns", "membership in each group (.npy of 0/1, or CSV/TSV of 0/1 with a header "
-                                           "naming the groups; a row may be in several): adds conformal sets covering in "
-                                           "every group and each group's coverage")):
+    row_files = {"weights": "likelihood ratio w(x) = dP_test(x) / dP_calibration(x) (.npy, or one number per line; "
+                            "finite, >= 0): adds weighted conformal sets under covariate shift and their coverage "
+                            "under the weights",
+                 "group-columns": "membership in each group (.npy of 0/1, or CSV/TSV of 0/1 with a header naming "
+                                  "the groups; a row may be in several): adds conformal sets covering in every group "
+                                  "and each group's coverage"}
+    for option, what in row_files.items():
         for part in ("test", "validation", "calibration"):
             names = (f"--{option}", f"--test-{option}") if part == "test" else (f"--{part}-{option}",)
             p.add_argument(*names, dest=f"{part}_{option.replace('-', '_')}", metavar=option.upper().replace("-", "_"),

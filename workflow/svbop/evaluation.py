@@ -375,16 +375,19 @@ def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weig
                   group_columns=None) -> dict[str, object]:
     """The promise of a weighted or conditional method (its :func:`promise_record`) checked on the test rows.
 
-    Weighted (``weights``: the test rows' likelihood ratios): coverage under the test distribution,
-    estimated by the weighted test coverage ``sum_i w_i 1[y_i in C(x_i)] / sum_i w_i``, against
-    ``1 - epsilon``; ``n_effective`` of the test weights says how many rows that estimate is worth.
+    Weighted (``weights``: the test rows' likelihood ratios): coverage under the target distribution,
+    estimated, for test rows drawn as the calibration rows are, by the weighted test coverage
+    ``sum_i w_i 1[y_i in C(x_i)] / sum_i w_i`` (importance weighting: ``E_cal[w 1[y in C(x)]] =
+    P_target(y in C(x))``), against ``1 - epsilon``; ``n_effective`` of the test weights says how many
+    rows that estimate is worth; ``coverage_pct``, the plain test coverage, is the check when the test
+    rows are themselves drawn from the target distribution.
     Conditional (``group_columns``: the test rows' indicators): the coverage in every group, with its
     test rows (NaN where a group has none), against ``1 - epsilon`` in each.
 
     Returns
     -------
     dict
-        ``target_pct``; weighted: ``weighted_coverage_pct``, ``n_effective``; conditional:
+        ``target_pct``; weighted: ``weighted_coverage_pct``, ``coverage_pct``, ``n_effective``; conditional:
         ``groups`` (``[{"name", "n", "n_calibration", "coverage_pct"}]``) and ``worst_group``
         (the name of the lowest coverage, None when no group has test rows).
     """
@@ -393,7 +396,7 @@ def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weig
     if record["promise"] == "weighted":
         w = np.asarray(weights, dtype=np.float64)
         total = w.sum()
-        return {"target_pct": target,
+        return {"target_pct": target, "coverage_pct": float(100.0 * covered.mean()) if covered.size else float("nan"),
                 "weighted_coverage_pct": float(100.0 * (w @ covered) / total) if total > 0 else float("nan"),
                 "n_effective": float(total ** 2 / (w ** 2).sum()) if total > 0 else 0.0}
     A = np.asarray(group_columns, dtype=bool)

@@ -19,7 +19,7 @@ def promises_context(files: Mapping[str, str] | None, names, order: Sequence[str
     """Per dataset (in ``order``) with a weighted or conditional method: its promises as the page shows
     them; None when no dataset has one.
 
-    Each dataset: ``{"id", "title", "n_test", "weighted": [{"name", "target", "coverage", "n_effective",
+    Each dataset: ``{"id", "title", "n_test", "weighted": [{"name", "target", "coverage", "plain", "n_effective",
     "short"}], "conditional": [{"name", "target", "groups": [{"name", "n", "n_calibration", "coverage",
     "short"}], "short"}]}``; ``short`` is True where the test rows fall below the promise (by chance,
     or not: the page says how many rows each number rests on).
@@ -40,6 +40,7 @@ def promises_context(files: Mapping[str, str] | None, names, order: Sequence[str
             if p["promise"] == "weighted":
                 cov = float(p["weighted_coverage_pct"])
                 weighted.append({"name": name, "target": _pct(target), "coverage": _pct(cov),
+                                 "plain": _pct(float(p.get("coverage_pct", float("nan")))),
                                  "n_effective": f"{float(p['n_effective']):,.0f}", "short": cov < target})
             else:
                 groups = [{"name": g["name"], "n": f"{int(g['n']):,}", "n_calibration": f"{int(g['n_calibration']):,}",

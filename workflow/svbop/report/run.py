@@ -625,7 +625,8 @@ def main(args) -> int:
     for m in models:
         outputs, K, n = check_inputs(
             test=m["test"], validation=m["validation"], calibration=m["calibration"], groups=groups,
-            weights=rows["weights"], group_columns=rows["group_columns"], outputs=args.outputs, class_names=args.class_names, hierarchy=args.hierarchy,
+            weights=rows["weights"], group_columns=rows["group_columns"], outputs=args.outputs,
+            class_names=args.class_names, hierarchy=args.hierarchy,
             hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon,
         )
         found.append(outputs)
