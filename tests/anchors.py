@@ -23,6 +23,15 @@ import pytest
 ANCHORS = os.environ.get("SVBOP_ANCHORS", "/tmp/anchors")
 
 
+def _stand_in(attr: str):
+    """An empty class for any name the stand-in module is asked for, but its dunders: ``__file__``,
+    ``__spec__`` ... stay missing (``inspect`` reads ``__file__`` of every module in ``sys.modules``:
+    a class there broke torchvision's import later in the same process)."""
+    if attr.startswith("__") and attr.endswith("__"):
+        raise AttributeError(attr)
+    return type(attr, (), {})
+
+
 class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     roots = ("torchsort", "torch_geometric", "transformers")
 
@@ -34,7 +43,7 @@ class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         module = types.ModuleType(spec.name)
         module.__path__ = []
-        module.__getattr__ = lambda attr: type(attr, (), {})
+        module.__getattr__ = _stand_in
         return module
 
     def exec_module(self, module):
