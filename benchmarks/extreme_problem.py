@@ -3,8 +3,9 @@
 A seeded generator of sparse multi-class data with a known class structure that a trained tree can
 recover, at K = 10^4 - 10^6 classes, streamed to ``train.txt`` and ``test.txt`` (libSVM: ``label
 index:value ...``, labels ``0..K-1``, indices 1-based and sorted) so that svbop
-(:func:`svbop.datasets.read_libsvm`) and napkinXC read the same files.  Memory is bounded by one chunk of
-rows (``--chunk``), not by the number of rows.
+(:func:`svbop.datasets.libsvm.read_libsvm`) and napkinXC read the same files.  Rows are drawn and written
+10,000 at a time, each block from its own seeded generator: memory is bounded by a block, not by the
+number of rows.
 
 The hidden structure:
 
@@ -195,11 +196,15 @@ def format_libsvm(labels: np.ndarray, indptr: np.ndarray, indices: np.ndarray, v
     return "".join(f"{c} {' '.join(tokens[bounds[r]:bounds[r + 1]])}\n" for r, c in enumerate(labels.tolist()))
 
 
-def write_problem(problem: ExtremeProblem, out: str | os.PathLike, *, chunk: int = 50_000, log=print) -> dict:
+#: Rows drawn and written at a time, each block from a generator seeded by (seed, file, block).
+BLOCK = 10_000
+
+
+def write_problem(problem: ExtremeProblem, out: str | os.PathLike, *, log=print) -> dict:
     """Write ``train.txt``, ``test.txt`` and ``problem.json`` to the folder ``out``; returns the summary.
 
-    Rows are drawn and written ``chunk`` at a time (memory: a few hundred bytes a row of a chunk).
-    The same problem and seed give the same bytes whatever ``chunk`` is.
+    Rows are drawn and written :data:`BLOCK` at a time (memory: a few hundred bytes a row of a block);
+    the same problem gives the same bytes.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -215,10 +220,9 @@ def write_problem(problem: ExtremeProblem, out: str | os.PathLike, *, chunk: int
         tmp = path.with_suffix(".txt.part")
         total = 0
         with open(tmp, "w") as fh:
-            for c0 in range(0, labels.size, chunk):
-                # one generator per chunk, seeded by (seed, file, chunk index): chunks are independent
-                rng = np.random.default_rng([problem.seed, stream, c0])
-                part = labels[c0:c0 + chunk]
+            for c0 in range(0, labels.size, BLOCK):
+                rng = np.random.default_rng([problem.seed, stream, c0 // BLOCK])
+                part = labels[c0:c0 + BLOCK]
                 indptr, indices, values = problem.rows(part, rng)
                 total += indices.size
                 fh.write(format_libsvm(part, indptr, indices, values))
@@ -241,17 +245,14 @@ def main(argv=None) -> None:
     for name in ("branching", "own", "shared", "own_per_row", "sibling_per_row", "shared_per_row", "noise", "vocabulary",
                  "train_per_class", "test_rows", "seed"):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
-    parser.add_argument("--chunk", type=int, default=50_000, help="rows drawn and written at a time")
     parser.add_argument("--out", required=True, help="folder for train.txt, test.txt, problem.json")
     args = vars(parser.parse_args(argv))
-    out, chunk = args.pop("out"), args.pop("chunk")
-    if chunk < 1:
-        parser.error(f"--chunk must be >= 1, got {chunk}")
+    out = args.pop("out")
     try:
         problem = ExtremeProblem(**args)
     except ValueError as exc:
         parser.error(str(exc))
-    print(json.dumps(write_problem(problem, out, chunk=chunk, log=lambda m: print(m, file=sys.stderr))))
+    print(json.dumps(write_problem(problem, out, log=lambda m: print(m, file=sys.stderr))))
 
 
 if __name__ == "__main__":
