@@ -134,8 +134,10 @@ def make_problem(K: int, n_rows: int, D: int, class_nnz: int, seed: int = 0, chu
     need_vals = np.empty((need.size, own))
     # flat weights: own features (uniform, positive) then popular ones (Zipf, either sign)
     data = np.empty(K * class_nnz)
-    indices = np.empty(K * class_nnz, dtype=np.int32 if D < 2**31 else np.int64)
-    indptr = np.zeros(K + 1, dtype=np.int64)
+    # one index type for indices and indptr (scipy would otherwise copy the indices to the wider one)
+    idx = np.int32 if max(D, K * class_nnz) < 2**31 else np.int64
+    indices = np.empty(K * class_nnz, dtype=idx)
+    indptr = np.zeros(K + 1, dtype=idx)
     at = 0
     for c0 in range(0, K, chunk):
         m = min(chunk, K - c0)

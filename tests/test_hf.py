@@ -245,6 +245,28 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
+def test_blocks_over_every_feature_id_stay_within_their_budget_shallowest_first(monkeypatch):
+    import svbop.hf as hf
+
+    monkeypatch.setattr(hf, "_DIRECT_MIN", 0.0)  # every node qualifies; the budget picks
+    model = random_model(binary_tree(64), D=300, seed=4)
+    csr = model.W.data.nbytes + model.W.indices.nbytes + model.W.indptr.nbytes
+    for budget in (0.0, 0.5, 2.0):
+        monkeypatch.setattr(hf, "_DIRECT_BUDGET", budget)
+        lay = TreeSearchLayout.from_model(model)
+        direct = np.flatnonzero(lay.nmode == hf.NODE_DIRECT)
+        assert lay.vval.nbytes <= budget * csr + 13 * model.W.nnz
+        depth = model.tree.depth()
+        internal = np.flatnonzero(np.diff(lay.child_ptr) > 0)
+        if direct.size:  # no node left out is shallower than one kept
+            left = depth[np.setdiff1d(internal, direct)]
+            assert not left.size or depth[direct].max() <= left.min()
+        assert (direct.size == 0) == (budget == 0.0)
+        X = queries(300, 40, seed=1)
+        assert_same_sets(predict_sets_hf(model, X, "fbeta:beta=1"),
+                         svbop.predict_sets(model.predict_proba(X), "fbeta:beta=1"))
+
+
 @pytest.mark.parametrize("one_weighted", [False, True])
 @pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
@@ -263,6 +285,7 @@ def test_search_scan_dense_and_direct_paths_give_the_same_exact_sets(monkeypatch
     monkeypatch.setattr(hf, "_SCAN_MAX", scan_max)
     monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
     monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
+    monkeypatch.setattr(hf, "_DIRECT_BUDGET", np.inf)
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
     if one_weighted:
@@ -332,6 +355,7 @@ def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, 
     }[path]
     for name, value in zip(("_SCAN_MAX", "_DENSE_MIN", "_DIRECT_MIN"), settings):
         monkeypatch.setattr(hf, name, value)
+    monkeypatch.setattr(hf, "_DIRECT_BUDGET", np.inf)
     D = 40
     W = np.zeros((4, D))
     W[0, :4] = [1e16, 1.0, -1e16, 1.0]

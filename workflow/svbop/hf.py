@@ -50,6 +50,10 @@ _FIRST_CAP = 64
 #: tree, CPU medians of 5, with the hash-table layout of issue 27): 1/8 -> 1/16 took HF from 0.103 to
 #: 0.088 ms/row; 1/32 gained nothing more.
 _DIRECT_MIN = 0.0625
+#: The blocks over every feature id may add at most this share of the model's CSR bytes to the layout,
+#: given to the shallowest nodes first (every row expands the root; fewer rows each level down), then the
+#: densest: at K = 10^6 with 10^7 feature ids a block costs 80 MB a weighted child.
+_DIRECT_BUDGET = 0.25
 #: A node with two or more weighted children that have weights on at least this share of its (feature,
 #: child) pairs keeps them as a dense block (``NODE_DENSE``): 4 + 8 x children bytes a feature against
 #: 13 bytes a weight in the sparse form, so at 3/4 the block is at most 1.03 times the sparse form.
@@ -96,8 +100,9 @@ class TreeSearchLayout:
       feature of ``x`` and no search.
 
     The layout holds no per-feature-id structure for the other nodes (no hash table, no bitmap), so
-    its bytes follow the model's weights: :attr:`nbytes` is at most about 1.1 times the model's CSR
-    bytes for a model whose nodes are sparse (plus the direct blocks of its top nodes).
+    its bytes follow the model's weights: :attr:`nbytes` is about 1.1 times the model's CSR bytes for a
+    model whose nodes are sparse, plus the blocks over every feature id, which may add at most
+    ``_DIRECT_BUDGET`` (1/4) of the CSR bytes.
     """
 
     child_ptr: np.ndarray
@@ -165,6 +170,14 @@ class TreeSearchLayout:
         _kernels.count_node_weights(parents, child_ptr, children, w_indptr, w_indices, stamp, nnz, nfeat)
         del stamp
         direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
+        if direct.any():  # within the budget, shallowest nodes first, then the densest
+            cand = np.flatnonzero(direct)
+            extra = D * n_weighted[cand] * 8.0 - 13.0 * nnz[cand]  # the block's bytes beyond the sparse form's
+            order = np.lexsort((-nnz[cand] / (D * n_weighted[cand]), tree.depth()[cand]))
+            csr_bytes = W.data.nbytes + W.indices.nbytes + W.indptr.nbytes
+            fits = np.cumsum(np.maximum(extra[order], 0)) <= _DIRECT_BUDGET * csr_bytes
+            direct[:] = False
+            direct[cand[order[fits]]] = True
         dense = ~direct & (n_weighted > 1) & (nnz > 0) & (nnz >= _DENSE_MIN * nfeat * n_weighted)
         nmode = np.where(direct, NODE_DIRECT, np.where(dense, NODE_DENSE, NODE_SPARSE)).astype(np.int8)
         sparse = nmode == NODE_SPARSE
