@@ -15,6 +15,9 @@ fresh process, alternately (the first one alternates between rounds), and report
     python benchmarks/bench_hf_layout.py --classes 100000 --repo . /tmp/old --cache /tmp/hf-layout
     python benchmarks/bench_hf_layout.py --classes 1000000 --repo . --cache /tmp/hf-layout --rounds 1
 
+With ``--model M.npz --test test.txt`` a trained :class:`svbop.trees.TreeModel` (``bench_extreme.py``'s
+``model.npz``) and the first ``--rows`` rows of a LIBSVM file are measured instead of the random model.
+
 The cached model at K = 10^6 takes 2.6 GB on disk; building it peaks at about 5 GB.
 """
 
@@ -52,7 +55,7 @@ def build_cache(K: int, rows: int, seed: int, folder: Path) -> None:
     print(f"model cached in {folder} ({time.perf_counter() - t:.0f} s)", flush=True)
 
 
-def worker(repo: str, folder: Path, repeat: int, out: Path) -> None:
+def worker(repo: str, folder: Path, repeat: int, out: Path, trained: tuple | None = None) -> None:
     sys.path.insert(0, str(Path(repo).resolve() / "workflow"))
     import scipy.sparse as sp
 
@@ -60,14 +63,23 @@ def worker(repo: str, folder: Path, repeat: int, out: Path) -> None:
     from svbop.hf import TreeSearchLayout, predict_sets_hf
     from svbop.trees import TreeModel
 
-    with np.load(folder / "model.npz") as f:
-        W = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"]))
-        tree = Hierarchy(f["parent"], int(f["n_classes"]))
-        trained = np.zeros(tree.n_nodes, dtype=bool)
-        trained[tree.n_classes:] = True
-        model = TreeModel(tree, W, f["b"], trained)
-    with np.load(folder / "rows.npz") as f:
-        X = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"]))
+    if trained is not None:  # a trained model and the first rows of a LIBSVM file
+        from svbop.datasets.libsvm import read_libsvm
+
+        model = TreeModel.load(trained[0])
+        test = Path(trained[1])
+        X = read_libsvm(test.parent, {"test": [test.name]}, n_features=model.n_features).X
+        X = sp.csr_matrix(X[: trained[2]], dtype=np.float64)
+    else:  # the cached random model
+        with np.load(folder / "model.npz") as f:
+            tree = Hierarchy(f["parent"], int(f["n_classes"]))
+            mask = np.zeros(tree.n_nodes, dtype=bool)
+            mask[tree.n_classes:] = True
+            model = TreeModel(tree, sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"])),
+                              f["b"], mask)
+        with np.load(folder / "rows.npz") as f:
+            X = sp.csr_matrix((f["data"], f["indices"], f["indptr"]), shape=tuple(f["shape"]))
+    W, tree = model.W, model.tree
     t = time.perf_counter()
     layout = TreeSearchLayout.from_model(model)
     build_s = time.perf_counter() - t
@@ -102,13 +114,17 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="JSON of every measurement")
+    ap.add_argument("--model", default=None, help="a trained TreeModel (.npz) instead of the random model")
+    ap.add_argument("--test", default=None, help="with --model: the LIBSVM file whose first --rows rows are predicted")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    folder = Path(args.cache) / f"k{args.classes}"
+    folder = Path(args.cache) / (f"k{args.classes}" if not args.model else f"trained-{Path(args.model).parent.parent.name}")
+    folder.mkdir(parents=True, exist_ok=True)
+    trained = (args.model, args.test, args.rows) if args.model else None
     if args.worker:
-        worker(args.worker, folder, args.repeat, Path(args.out))
+        worker(args.worker, folder, args.repeat, Path(args.out), trained)
         return
-    if not (folder / "rows.npz").exists():
+    if not args.model and not (folder / "rows.npz").exists():
         build_cache(args.classes, args.rows, args.seed, folder)
     results = []
     first_sets = None
@@ -117,8 +133,9 @@ def main(argv=None) -> None:
         for repo in order:
             out = folder / f"run{len(results)}.json"
             load = os.getloadavg()[0]
+            extra = ["--model", args.model, "--test", args.test, "--rows", str(args.rows)] if args.model else []
             proc = subprocess.Popen([sys.executable, __file__, "--worker", repo, "--classes", str(args.classes),
-                                     "--cache", args.cache, "--repeat", str(args.repeat), "--out", str(out)])
+                                     "--cache", args.cache, "--repeat", str(args.repeat), "--out", str(out), *extra])
             _, status, usage = os.wait4(proc.pid, 0)
             if status != 0:
                 print(f"{repo}: worker failed (status {status})", flush=True)
