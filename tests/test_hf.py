@@ -191,6 +191,7 @@ def test_layout_groups_children_weights_by_feature(monkeypatch):
 
     monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)  # the sparse form (a node kept over every feature id has none)
     monkeypatch.setattr(hf, "_DENSE_MIN", 2.0)
+    monkeypatch.setattr(hf, "_LAYOUT_MAX", 0.0)
     tree = wide_tree(3)
     W = sp.csr_matrix(np.array([[0, 2.0, 0], [1.0, 3.0, 0], [0, 0, 0], [0, 0, 0]]))
     model = TreeModel(tree, W, np.zeros(4), np.array([False, False, False, True]))
@@ -267,21 +268,24 @@ def test_blocks_over_every_feature_id_stay_within_their_budget_shallowest_first(
                          svbop.predict_sets(model.predict_proba(X), "fbeta:beta=1"))
 
 
+@pytest.mark.parametrize("rank", [False, True])
 @pytest.mark.parametrize("one_weighted", [False, True])
 @pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
 @pytest.mark.parametrize("scan_max", [0, 10**9])
 def test_search_scan_dense_and_direct_paths_give_the_same_exact_sets(monkeypatch, scan_max, dense_min, direct_min,
-                                                                   one_weighted):
+                                                                   one_weighted, rank):
     """Nodes with weights on most feature ids keep them as a block over every feature id (every node with
     direct_min 0, none with 2).  Otherwise nodes keep their children's weights as a dense block (every
     node with two or more weighted children with dense_min 0) or as sparse entries (none with 2), and
     find the row's features by binary search (scan_max 0) or read a dense copy of the row at theirs
     (scan_max 10**9).  With one_weighted, the second child of every node has no weights and bias 0 (as
-    train_tree's binary nodes): the node's one weighted child is stored alone.  Every combination must
-    give the exhaustive answer."""
+    train_tree's binary nodes): the node's one weighted child is stored alone.  With rank, every dense
+    node and every sparse node with one entry a feature (one_weighted) has a rank directory (a bit test and
+    a popcount instead of the search or the scan).  Every combination must give the exhaustive answer."""
     import svbop.hf as hf
 
+    monkeypatch.setattr(hf, "_LAYOUT_MAX", np.inf if rank else 0.0)
     monkeypatch.setattr(hf, "_SCAN_MAX", scan_max)
     monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
     monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
@@ -314,6 +318,8 @@ def test_search_scan_dense_and_direct_paths_give_the_same_exact_sets(monkeypatch
     else:
         assert (lay.vptr < 0).all() and lay.vval.size == 0
     assert (lay.dptr[internal] >= 0).all() == (expect == hf.NODE_DENSE)
+    ranked = rank and (expect == hf.NODE_DENSE or (expect == hf.NODE_SPARSE and one_weighted))
+    assert (lay.rptr[internal] >= 0).all() == ranked and ((lay.rptr >= 0).any() or not ranked)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):
         assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))
 
@@ -338,7 +344,8 @@ def test_where_probabilities_underflow_hf_orders_by_log_probability():
         assert np.all(np.diff(exhaustive[i][zero]) > 0)
 
 
-@pytest.mark.parametrize("path", ["direct", "dense search", "dense scan", "sparse search", "sparse scan"])
+@pytest.mark.parametrize("path", ["direct", "dense search", "dense scan", "dense rank", "sparse search", "sparse scan",
+                                  "sparse rank"])
 def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, path):
     """Class 0's score is exactly class 1's (1) when summed in feature order, ((1e16 + 1) - 1e16) + 1
     = 1 (1e16 + 1 rounds to 1e16), and 0 or 2 in the other orders of the last two; so the exact tie
@@ -346,14 +353,16 @@ def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, 
     adds the products in feature order."""
     import svbop.hf as hf
 
-    settings = {  # _SCAN_MAX, _DENSE_MIN, _DIRECT_MIN
-        "direct": (0, 2.0, 0.0),
-        "dense search": (0, 0.0, 2.0),
-        "dense scan": (10**9, 0.0, 2.0),
-        "sparse search": (0, 2.0, 2.0),
-        "sparse scan": (10**9, 2.0, 2.0),
+    settings = {  # _SCAN_MAX, _DENSE_MIN, _DIRECT_MIN, _LAYOUT_MAX
+        "direct": (0, 2.0, 0.0, 0.0),
+        "dense search": (0, 0.0, 2.0, 0.0),
+        "dense scan": (10**9, 0.0, 2.0, 0.0),
+        "dense rank": (0, 0.0, 2.0, np.inf),
+        "sparse search": (0, 2.0, 2.0, 0.0),
+        "sparse scan": (10**9, 2.0, 2.0, 0.0),
+        "sparse rank": (0, 2.0, 2.0, np.inf),
     }[path]
-    for name, value in zip(("_SCAN_MAX", "_DENSE_MIN", "_DIRECT_MIN"), settings):
+    for name, value in zip(("_SCAN_MAX", "_DENSE_MIN", "_DIRECT_MIN", "_LAYOUT_MAX"), settings):
         monkeypatch.setattr(hf, name, value)
     monkeypatch.setattr(hf, "_DIRECT_BUDGET", np.inf)
     D = 40
@@ -365,6 +374,7 @@ def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, 
     X = sp.csr_matrix(np.r_[np.ones(5), np.zeros(D - 5)].reshape(1, -1))
     scores = (X @ model.W.T).toarray()[0]
     assert scores[0] == scores[1] == 1.0
+    assert (hf._layout(model).rptr[3] >= 0) == path.endswith("rank")
     expected = svbop.predict_sets(model.predict_proba(X), "recall")
     assert expected[0].tolist()[:2] == [0, 1]
     assert_same_sets(predict_sets_hf(model, X, "recall"), expected)

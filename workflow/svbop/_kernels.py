@@ -407,6 +407,38 @@ def fill_node_weights(parents, child_ptr, children, weighted_index, n_weighted, 
                 dval[base + e * na + key[o] % na] = val[o]
 
 
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+@njit(**_JIT)
+def _popcount(x):
+    """Set bits of the uint64 ``x`` (SWAR)."""
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
+
+
+@njit(**_JIT)
+def fill_rank_directories(nodes, rptr, eptr, nmode, sfeat, dfeat, words, rbits, rrank):
+    """For every node in ``nodes``: a bit per feature id it uses (``rbits[rptr[v]:rptr[v] + words]``) and,
+    per 64-bit word, the number of its features in the words before (``rrank``): feature ``j``'s position
+    among the node's features is ``rrank[w] + popcount(rbits[w] & (bit(j) - 1))``, ``w = j >> 6``."""
+    for v in nodes:
+        r = rptr[v]
+        feat = dfeat if nmode[v] == NODE_DENSE else sfeat
+        for e in range(eptr[v, 0], eptr[v, 1]):
+            j = np.int64(feat[e])
+            rbits[r + (j >> 6)] |= np.uint64(1) << np.uint64(j & 63)
+        total = 0
+        for w in range(words):
+            rrank[r + w] = total
+            total += _popcount(rbits[r + w])
+
+
 @njit(**_JIT)
 def _lower_bound(feat, lo, hi, j):
     """The first position in ``feat[lo:hi]`` (sorted) whose value is ``>= j`` (``hi`` if none)."""
@@ -421,7 +453,7 @@ def _lower_bound(feat, lo, hi, j):
 
 @njit(**_JIT)
 def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr, dval,
-                     vptr, vval, scan_max, sbuf, na):
+                     vptr, vval, rptr, rbits, rrank, scan_max, sbuf, na):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
 
@@ -430,8 +462,9 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat
     feature for a dense block): a node with at most ``scan_max`` times the row's non-zeros reads its
     features from the dense copy ``xbuf`` of the row (cost: its features); a node with more finds each
     of the row's features by binary search, from where the previous one was found (the row's features
-    are sorted too).  Dense blocks hold zeros where a child has no weight (``s + v * 0.0 = s``, so the
-    sums are the same).
+    are sorted too).  A node with a rank directory (``rptr[node] >= 0``: a dense block, or sparse entries
+    with one entry a feature) finds each of the row's features by one bit test and a popcount instead.
+    Dense blocks hold zeros where a child has no weight (``s + v * 0.0 = s``, so the sums are the same).
     """
     for q in range(na):
         sbuf[q] = 0.0
@@ -459,6 +492,28 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat
         return
     e0 = eptr[node, 0]
     e1 = eptr[node, 1]
+    r = rptr[node]
+    if r >= 0:  # rank directory: a bit test and a popcount per feature of x
+        if mode == NODE_DENSE:
+            base = dptr[node]
+            for a in range(a0, a1):
+                j = xind[a]
+                word = rbits[r + (j >> 6)]
+                bit = np.uint64(1) << np.uint64(j & 63)
+                if word & bit:
+                    b = base + (rrank[r + (j >> 6)] + _popcount(word & (bit - np.uint64(1)))) * na
+                    v = xval[a]
+                    for q in range(na):
+                        sbuf[q] += v * dval[b + q]
+            return
+        for a in range(a0, a1):
+            j = xind[a]
+            word = rbits[r + (j >> 6)]
+            bit = np.uint64(1) << np.uint64(j & 63)
+            if word & bit:
+                e = e0 + rrank[r + (j >> 6)] + _popcount(word & (bit - np.uint64(1)))
+                sbuf[schild[e]] += xval[a] * sval[e]
+        return
     scan = e1 - e0 <= scan_max * (a1 - a0)
     if scan and xfilled[0] == 0:  # the row's dense copy, made on first use
         for a in range(a0, a1):
@@ -506,7 +561,7 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat
 
 @njit(**_JIT)
 def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat, schild, sval,
-              dfeat, dptr, dval, vptr, vval, scan_max, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls,
+              dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls,
               out_size, out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
@@ -575,7 +630,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
             _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr, dval,
-                             vptr, vval, scan_max, abuf, na)
+                             vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b
             for q in range(na):

@@ -54,6 +54,10 @@ _DIRECT_MIN = 0.0625
 #: given to the shallowest nodes first (every row expands the root; fewer rows each level down), then the
 #: densest: at K = 10^6 with 10^7 feature ids a block costs 80 MB a weighted child.
 _DIRECT_BUDGET = 0.25
+#: The layout may hold at most this many times the model's CSR bytes: what its entries and blocks leave
+#: of it goes to rank directories (a bit per feature id and a count per 64, 0.19 bytes a feature id),
+#: given to the shallowest nodes first: they turn a node's binary searches into a bit test and a popcount.
+_LAYOUT_MAX = 1.45
 #: A node with two or more weighted children that have weights on at least this share of its (feature,
 #: child) pairs keeps them as a dense block (``NODE_DENSE``): 4 + 8 x children bytes a feature against
 #: 13 bytes a weight in the sparse form, so at 3/4 the block is at most 1.03 times the sparse form.
@@ -99,10 +103,15 @@ class TreeSearchLayout:
       a 2-means tree): ``vval[vptr[v] + j * n_weighted + a]`` over every feature id ``j``: one read per
       feature of ``x`` and no search.
 
-    The layout holds no per-feature-id structure for the other nodes (no hash table, no bitmap), so
-    its bytes follow the model's weights: :attr:`nbytes` is about 1.1 times the model's CSR bytes for a
-    model whose nodes are sparse, plus the blocks over every feature id, which may add at most
-    ``_DIRECT_BUDGET`` (1/4) of the CSR bytes.
+    A dense node, or a sparse node with one entry a feature, may also have a rank directory
+    (``rptr[v] >= 0``): ``rbits[rptr[v] + w]`` has bit ``j & 63`` set for each of its features ``j`` in word
+    ``w = j >> 6``, and ``rrank[rptr[v] + w]`` counts its features in the words before, so the position of
+    feature ``j`` among the node's features is a bit test and a popcount (0.19 bytes a feature id, a node).
+
+    The layout's bytes follow the model's weights, not its feature ids: the entries take about 1.1 times
+    the model's CSR bytes for a model whose nodes are sparse; the blocks over every feature id may add at
+    most ``_DIRECT_BUDGET`` (1/4) of them; rank directories go to the shallowest nodes (which the most rows
+    expand) only while :attr:`nbytes` stays within ``_LAYOUT_MAX`` (1.45) times the CSR bytes.
     """
 
     child_ptr: np.ndarray
@@ -119,6 +128,9 @@ class TreeSearchLayout:
     dval: np.ndarray
     vptr: np.ndarray
     vval: np.ndarray
+    rptr: np.ndarray
+    rbits: np.ndarray
+    rrank: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
@@ -199,13 +211,27 @@ class TreeSearchLayout:
         vval = np.zeros(int(vsize.sum()))
         _kernels.fill_node_weights(parents, child_ptr, children, weighted_index, n_weighted, w_indptr, w_indices,
                                    w_data, nmode, starts, sfeat, schild, sval, dfeat, dptr, dval, vptr, vval)
+        eptr = eptr.astype(np.int64)
+        # rank directories, shallowest nodes first (then the largest), within what _LAYOUT_MAX leaves
+        words = (D + 63) // 64
+        base = sum(a.nbytes for a in (child_ptr, children, aptr, active, nmode, eptr, sfeat, schild, sval, dfeat,
+                                       dptr, dval, vptr, vval, model.b)) + 8 * n_nodes
+        room = _LAYOUT_MAX * (W.data.nbytes + W.indices.nbytes + W.indptr.nbytes) - base
+        eligible = np.flatnonzero((nmode == NODE_DENSE) | (sparse & (nnz > 0) & (nnz == nfeat)))
+        fit = int(min(eligible.size, room // max(12 * words, 1))) if room > 0 else 0
+        chosen = np.sort(eligible[np.lexsort((-nnz[eligible], tree.depth()[eligible]))[:fit]])
+        rptr = np.full(n_nodes, -1, dtype=np.int64)
+        rptr[chosen] = np.arange(chosen.size, dtype=np.int64) * words
+        rbits = np.zeros(chosen.size * words, dtype=np.uint64)
+        rrank = np.zeros(chosen.size * words, dtype=np.int32)
+        _kernels.fill_rank_directories(chosen, rptr, eptr, nmode, sfeat, dfeat, words, rbits, rrank)
         return cls(
             child_ptr=child_ptr,
             children=children,
             aptr=aptr,
             active=active,
             nmode=nmode,
-            eptr=eptr.astype(np.int64),
+            eptr=eptr,
             sfeat=sfeat,
             schild=schild,
             sval=sval,
@@ -214,6 +240,9 @@ class TreeSearchLayout:
             dval=dval,
             vptr=vptr,
             vval=vval,
+            rptr=rptr,
+            rbits=rbits,
+            rrank=rrank,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
             n_classes=int(tree.n_classes),
             n_features=D,
@@ -291,7 +320,7 @@ def predict_sets_hf(
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
                 lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval, lay.vptr,
-                lay.vval, _SCAN_MAX, lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
+                lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
 
