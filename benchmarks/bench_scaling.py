@@ -200,7 +200,12 @@ def drop_search_caches(model) -> None:
 def tree_model(model: LinearModel, tree: Hierarchy, node_W: sp.csr_matrix) -> TreeModel:
     """Leaves score with their class's flat weights (intercepts 0), internal nodes with ``node_W``."""
     K = model.n_classes
-    W = sp.vstack([model.W, node_W], format="csr")
+    # stacked by hand (one copy of the weights): sp.vstack went through COO at K = 10^6 and peaked past 8 GB
+    A, B = model.W, node_W
+    idx = np.int32 if A.nnz + B.nnz < 2**31 and A.shape[1] < 2**31 else np.int64
+    W = sp.csr_matrix((np.concatenate([A.data, B.data]), np.concatenate([A.indices, B.indices]).astype(idx, copy=False),
+                       np.concatenate([A.indptr, A.indptr[-1] + B.indptr[1:]]).astype(idx, copy=False)),
+                      shape=(A.shape[0] + B.shape[0], A.shape[1]))
     trained = np.zeros(tree.n_nodes, dtype=bool)
     trained[K:] = True
     return TreeModel(tree, W, np.zeros(tree.n_nodes), trained)
