@@ -154,7 +154,7 @@ def run(K: int, args) -> dict:
                                        "ms_max": float(ms.max()), "u_f1": record["hf"]["u_f1"]}}}
         data["trained"] = [r for r in data.get("trained", []) if r["K"] != K] + [entry]
         data["trained"].sort(key=lambda r: r["K"])
-        path.write_text(json.dumps(data, indent=2) + "\n")
+        path.write_text(json.dumps(data, indent=1) + "\n")
     record["load_end"] = os.getloadavg()[0]
     record["peak_rss_mb"] = {k: round(v) for k, v in peak_mb().items()}
     steps.save()
