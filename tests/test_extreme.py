@@ -119,6 +119,8 @@ def test_extreme_config_plans_hf_alone_end_to_end(tmp_path):
     from test_workflow import _snakemake
 
     assert "python benchmarks/extreme_problem.py --classes 100000 --out data/extreme/k100000" in EXTREME.read_text()
+    # the documented command names the target before --configfile (which takes several files and would take it)
+    assert f"snakemake {TARGET}" in EXTREME.read_text()
     workdir = _extreme_workdir(tmp_path, 60)
     result = _snakemake(TARGET, "-n", "--cores", "2", "--quiet", "rules", "--configfile",
                         "workflow/configs/extreme.yaml", "small.yaml", cwd=workdir)
