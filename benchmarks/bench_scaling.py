@@ -40,9 +40,9 @@ row says so.
         --out results/bench_scaling.json --figure results/bench_scaling.png
 
 Memory: at K = 1,000,000 with 200 non-zeros per class, the flat weights take 2.4 GB, Full's
-transposed copy as much, and the tree model (built after the flat model is freed) about the same
-again: the process held 8.7 GB at K = 1,000,000 in the run of 2026-11-24 (100 rows); at
-K = 100,000 2.9 GB.  Time: the HNSW build took 1,187 s at K = 100,000 on a loaded 2-core machine,
+transposed copy as much (freed before the tree model is built), and the tree model about the same
+again; the flat weights are drawn 50,000 classes at a time (issue 49: the test rows' classes are now drawn
+first, so the problem is a different draw from the same distribution than in runs before issue 49).  Time: the HNSW build took 1,187 s at K = 100,000 on a loaded 2-core machine,
 and the paper's Full 0.2 s per row there (ten times that at K = 1,000,000: keep --rows small).
 With ``--out``, the JSON is rewritten after every size, so a run stopped early keeps what it measured.
 """
@@ -119,30 +119,55 @@ def random_tree(K: int, rng: np.random.Generator) -> Hierarchy:
     return Hierarchy(np.concatenate([leaf_parent, np.asarray(parent, dtype=np.int64)]), K)
 
 
-def make_problem(K: int, n_rows: int, D: int, class_nnz: int, seed: int = 0):
-    """``(flat LinearModel, tree Hierarchy, node weights of the internal nodes, X)`` (see the module notes)."""
+def make_problem(K: int, n_rows: int, D: int, class_nnz: int, seed: int = 0, chunk: int = 50_000):
+    """``(flat LinearModel, tree Hierarchy, node weights of the internal nodes, X)`` (see the module notes).
+
+    The flat weights are drawn ``chunk`` classes at a time into arrays of their final size (issue 49: drawn
+    all at once, the K = 10^6 problem's construction peaked at 11 GB for 2.4 GB of weights); only the
+    test rows' classes keep their own features for drawing the rows.
+    """
     rng = np.random.default_rng(seed)
     zipf = Zipf(D)
     own, shared = class_nnz - class_nnz // 4, class_nnz // 4
+    y = rng.integers(0, K, size=n_rows)
+    need = np.unique(y)  # the classes the test rows draw their own features from
+    need_cols = np.empty((need.size, own), dtype=np.int64)
+    need_vals = np.empty((need.size, own))
     # flat weights: own features (uniform, positive) then popular ones (Zipf, either sign)
-    own_cols = rng.integers(0, D, size=(K, own))
-    own_vals = np.abs(rng.standard_normal((K, own)))
-    cols = np.concatenate([own_cols, zipf(rng, (K, shared))], axis=1)
-    vals = np.concatenate([own_vals, 0.3 * rng.standard_normal((K, shared))], axis=1)
-    W = _csr(np.repeat(np.arange(K), class_nnz), cols.ravel(), vals.ravel(), (K, D))
-    del cols, vals
+    data = np.empty(K * class_nnz)
+    # one index type for indices and indptr (scipy would otherwise copy the indices to the wider one)
+    idx = np.int32 if max(D, K * class_nnz) < 2**31 else np.int64
+    indices = np.empty(K * class_nnz, dtype=idx)
+    indptr = np.zeros(K + 1, dtype=idx)
+    at = 0
+    for c0 in range(0, K, chunk):
+        m = min(chunk, K - c0)
+        own_cols = rng.integers(0, D, size=(m, own))
+        own_vals = np.abs(rng.standard_normal((m, own)))
+        cols = np.concatenate([own_cols, zipf(rng, (m, shared))], axis=1)
+        vals = np.concatenate([own_vals, 0.3 * rng.standard_normal((m, shared))], axis=1)
+        part = _csr(np.repeat(np.arange(m), class_nnz), cols.ravel(), vals.ravel(), (m, D))
+        data[at:at + part.nnz] = part.data
+        indices[at:at + part.nnz] = part.indices
+        indptr[c0 + 1:c0 + m + 1] = at + part.indptr[1:]
+        at += part.nnz
+        lo, hi = np.searchsorted(need, [c0, c0 + m])
+        need_cols[lo:hi] = own_cols[need[lo:hi] - c0]
+        need_vals[lo:hi] = own_vals[need[lo:hi] - c0]
+        del own_cols, own_vals, cols, vals, part
+    W = sp.csr_matrix((data[:at], indices[:at], indptr), shape=(K, D))
     tree = random_tree(K, rng)
     n_internal = tree.n_nodes - K
     node_cols = rng.integers(0, D, size=(n_internal, 200))
     node_vals = rng.uniform(0.5, 1.5, size=(n_internal, 200))
     node_vals[0] = 0.0  # the root has no classifier (TreeModel: its row is zero)
     # test rows: own features of the class, 4 of every internal node on its path but the root, popular ones
-    y = rng.integers(0, K, size=n_rows)
     rows_c, rows_v, true_raw = [], [], np.empty(n_rows)
     parent = tree.parent
     for i, c in enumerate(y):
         pick = rng.choice(own, size=30, replace=False)
-        feats = [own_cols[c, pick]]
+        k = np.searchsorted(need, c)
+        feats = [need_cols[k, pick]]
         node = parent[c]
         while parent[node] >= 0:
             feats.append(node_cols[node - K, rng.choice(200, size=4, replace=False)])
@@ -151,7 +176,7 @@ def make_problem(K: int, n_rows: int, D: int, class_nnz: int, seed: int = 0):
         f = np.unique(np.concatenate(feats))
         rows_c.append(f)
         rows_v.append(np.full(f.size, 1.0 / math.sqrt(f.size)))
-        true_raw[i] = own_vals[c, pick].sum() / math.sqrt(f.size)
+        true_raw[i] = need_vals[k, pick].sum() / math.sqrt(f.size)
     lengths = np.array([r.size for r in rows_c])
     X = _csr(np.repeat(np.arange(n_rows), lengths), np.concatenate(rows_c), np.concatenate(rows_v), (n_rows, D))
     # the scale: the row's class scores ln K + 2 on average, as much as the intercepts take away, so
@@ -167,10 +192,21 @@ def make_problem(K: int, n_rows: int, D: int, class_nnz: int, seed: int = 0):
     return model, tree, node_W, X
 
 
+def drop_search_caches(model) -> None:
+    """Free the search structures cached on a model (``svbop._kernels.per_model``: Full's transposed weights)."""
+    for name in [n for n in vars(model) if n.startswith("_svbop")]:
+        object.__delattr__(model, name)
+
+
 def tree_model(model: LinearModel, tree: Hierarchy, node_W: sp.csr_matrix) -> TreeModel:
     """Leaves score with their class's flat weights (intercepts 0), internal nodes with ``node_W``."""
     K = model.n_classes
-    W = sp.vstack([model.W, node_W], format="csr")
+    # stacked by hand (one copy of the weights): sp.vstack went through COO at K = 10^6 and peaked past 8 GB
+    A, B = model.W, node_W
+    idx = np.int32 if A.nnz + B.nnz < 2**31 and A.shape[1] < 2**31 else np.int64
+    W = sp.csr_matrix((np.concatenate([A.data, B.data]), np.concatenate([A.indices, B.indices]).astype(idx, copy=False),
+                       np.concatenate([A.indptr, A.indptr[-1] + B.indptr[1:]]).astype(idx, copy=False)),
+                      shape=(A.shape[0] + B.shape[0], A.shape[1]))
     trained = np.zeros(tree.n_nodes, dtype=bool)
     trained[K:] = True
     return TreeModel(tree, W, np.zeros(tree.n_nodes), trained)
@@ -232,6 +268,8 @@ def run_size(K: int, args) -> dict:
         res["HSG"] = {"skipped": f"K > --hsg-max-classes {args.hsg_max_classes} (HNSW build too slow)"}
     rss_flat = peak_rss_mb()
     t = time.perf_counter()
+    drop_search_caches(model)  # Full's transposed weights: 2.4 GB at K = 10^6, no longer needed
+    gc.collect()
     tm = tree_model(model, tree, node_W)
     del model, node_W
     gc.collect()

@@ -190,30 +190,39 @@ def test_layout_groups_children_weights_by_feature(monkeypatch):
     import svbop.hf as hf
 
     monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)  # the sparse form (a node kept over every feature id has none)
+    monkeypatch.setattr(hf, "_DENSE_MIN", 2.0)
+    monkeypatch.setattr(hf, "_LAYOUT_MAX", 0.0)
     tree = wide_tree(3)
     W = sp.csr_matrix(np.array([[0, 2.0, 0], [1.0, 3.0, 0], [0, 0, 0], [0, 0, 0]]))
     model = TreeModel(tree, W, np.zeros(4), np.array([False, False, False, True]))
     lay = TreeSearchLayout.from_model(model)
     v = 3
-    feats = lay.bfeat[lay.bptr[v]:lay.bptr[v + 1]].tolist()
-    assert feats == [0, 1]
-    entries = [(int(lay.bchild[e]), float(lay.bval[e])) for e in range(lay.bcol[1], lay.bcol[2])]
-    assert entries == [(0, 2.0), (1, 3.0)]  # feature 1: children 0 and 1, in child order
+    assert lay.nmode[v] == hf.NODE_SPARSE
+    lo, hi = lay.eptr[v]
+    entries = [(int(lay.sfeat[e]), int(lay.schild[e]), float(lay.sval[e])) for e in range(lo, hi)]
+    assert entries == [(0, 1, 1.0), (1, 0, 2.0), (1, 1, 3.0)]  # by feature, then child
+    assert lay.sfeat.dtype == np.int32 and lay.schild.dtype == np.uint8
 
 
-def test_feature_bitmaps_hold_exactly_the_features_of_nodes_with_a_hash_table(monkeypatch):
-    import svbop.hf as hf
-
-    monkeypatch.setattr(hf, "_HASH_MIN", 0)
-    monkeypatch.setattr(hf, "_DIRECT_MIN", 2.0)
-    model = random_model(binary_tree(20), D=130, seed=5)  # 130 ids: three 64-bit words a node
+def test_layout_bytes_follow_the_model_not_the_feature_ids():
+    """Issue 49: the layout of a million-class model held 4.6 times its CSR bytes (hash tables at a load of
+    1/3-2/3 and a bitmap over every feature id per node).  With a wide feature space and nodes of many
+    sparse children, the layout must stay within 1.5 times the model's CSR bytes (the old one took 17 times
+    here), and give the same sets as the exhaustive search."""
+    rng = np.random.default_rng(3)
+    K, D, per_class = 400, 1_000_000, 60
+    tree = Hierarchy(np.r_[np.repeat(np.arange(K, K + 4), K // 4), [K + 4] * 4, -1], K)
+    rows = np.repeat(np.arange(tree.n_nodes - 1), per_class)
+    W = sp.csr_matrix((rng.normal(size=rows.size), (rows, rng.integers(0, D, rows.size))), shape=(tree.n_nodes, D))
+    W.sum_duplicates()
+    model = TreeModel(tree, W, rng.normal(size=tree.n_nodes), np.r_[np.zeros(K, bool), np.ones(5, bool)])
     lay = TreeSearchLayout.from_model(model)
-    hashed = np.flatnonzero(lay.hbits > 0)
-    assert hashed.size and (lay.mptr[lay.hbits == 0] < 0).all()
-    for v in hashed:
-        words = lay.bmap[lay.mptr[v]:lay.mptr[v] + 3]
-        bits = [j for j in range(130) if (int(words[j // 64]) >> (j % 64)) & 1]
-        assert bits == lay.bfeat[lay.bptr[v]:lay.bptr[v + 1]].tolist()
+    csr = W.data.nbytes + W.indices.nbytes + W.indptr.nbytes
+    assert lay.nbytes <= 1.5 * csr, (lay.nbytes, csr)
+    X = sp.csr_matrix(W[rng.integers(0, K, 30)].toarray() > 0, dtype=float)  # rows on their classes' features
+    X = sp.csr_matrix(X + sp.random(30, D, density=2e-5, random_state=3))
+    for spec in ("fbeta:beta=1", "log"):
+        assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))
 
 
 def test_bad_input_is_refused_with_the_reason():
@@ -237,28 +246,50 @@ def test_reference_heap_order_matches_kernel_tie_rule():
     assert [heapq.heappop(q)[2] for _ in range(3)] == [9, 1, 3]
 
 
-@pytest.mark.parametrize("postings_max", [0, 1 << 24])
+def test_blocks_over_every_feature_id_stay_within_their_budget_shallowest_first(monkeypatch):
+    import svbop.hf as hf
+
+    monkeypatch.setattr(hf, "_DIRECT_MIN", 0.0)  # every node qualifies; the budget picks
+    model = random_model(binary_tree(64), D=300, seed=4)
+    csr = model.W.data.nbytes + model.W.indices.nbytes + model.W.indptr.nbytes
+    for budget in (0.0, 0.5, 2.0):
+        monkeypatch.setattr(hf, "_DIRECT_BUDGET", budget)
+        lay = TreeSearchLayout.from_model(model)
+        direct = np.flatnonzero(lay.nmode == hf.NODE_DIRECT)
+        assert lay.vval.nbytes <= budget * csr + 13 * model.W.nnz
+        depth = model.tree.depth()
+        internal = np.flatnonzero(np.diff(lay.child_ptr) > 0)
+        if direct.size:  # no node left out is shallower than one kept
+            left = depth[np.setdiff1d(internal, direct)]
+            assert not left.size or depth[direct].max() <= left.min()
+        assert (direct.size == 0) == (budget == 0.0)
+        X = queries(300, 40, seed=1)
+        assert_same_sets(predict_sets_hf(model, X, "fbeta:beta=1"),
+                         svbop.predict_sets(model.predict_proba(X), "fbeta:beta=1"))
+
+
+@pytest.mark.parametrize("rank", [False, True])
 @pytest.mark.parametrize("one_weighted", [False, True])
 @pytest.mark.parametrize("direct_min", [0.0, 2.0])
 @pytest.mark.parametrize("dense_min", [0.0, 2.0])
-@pytest.mark.parametrize("hash_min", [0, 10**9])
-def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, hash_min, dense_min, direct_min,
-                                                                 one_weighted, postings_max):
-    """Nodes with weights on most feature ids keep them as a block over every feature id instead of a
-    hash table (every node with direct_min 0, none with 2).  Otherwise nodes with many features look
-    the row's features up in a hash table; others read a dense copy of the row. Nodes keep their
-    children's weights as a dense block (every node with two weighted children with dense_min 0) or
-    as sparse groups (none with 2).  With one_weighted, the second child of every node has no weights
-    and bias 0 (as train_tree's binary nodes): the node's one weighted child is stored alone and
-    its hash slots hold the weights.  Hash slots of sparse nodes hold where the feature's postings
-    are (postings_max 2**24) or its position (0).  Every combination must give the exhaustive answer (rows of 1-3
-    features force the hash path wherever a node has a table)."""
+@pytest.mark.parametrize("scan_max", [0, 10**9])
+def test_search_scan_dense_and_direct_paths_give_the_same_exact_sets(monkeypatch, scan_max, dense_min, direct_min,
+                                                                   one_weighted, rank):
+    """Nodes with weights on most feature ids keep them as a block over every feature id (every node with
+    direct_min 0, none with 2).  Otherwise nodes keep their children's weights as a dense block (every
+    node with two or more weighted children with dense_min 0) or as sparse entries (none with 2), and
+    find the row's features by binary search (scan_max 0) or read a dense copy of the row at theirs
+    (scan_max 10**9).  With one_weighted, the second child of every node has no weights and bias 0 (as
+    train_tree's binary nodes): the node's one weighted child is stored alone.  With rank, every dense
+    node and every sparse node with one entry a feature (one_weighted) has a rank directory (a bit test and
+    a popcount instead of the search or the scan).  Every combination must give the exhaustive answer."""
     import svbop.hf as hf
 
-    monkeypatch.setattr(hf, "_HASH_MIN", hash_min)
+    monkeypatch.setattr(hf, "_LAYOUT_MAX", np.inf if rank else 0.0)
+    monkeypatch.setattr(hf, "_SCAN_MAX", scan_max)
     monkeypatch.setattr(hf, "_DENSE_MIN", dense_min)
     monkeypatch.setattr(hf, "_DIRECT_MIN", direct_min)  # 0: every node keeps a block over all feature ids
-    monkeypatch.setattr(hf, "_POSTINGS_MAX", postings_max)
+    monkeypatch.setattr(hf, "_DIRECT_BUDGET", np.inf)
     tree = binary_tree(64)
     model = random_model(tree, D=300, seed=4)
     if one_weighted:
@@ -277,18 +308,18 @@ def test_hash_table_and_dense_row_paths_give_the_same_exact_sets(monkeypatch, ha
     rows = [rng.choice(300, size=rng.integers(1, 4), replace=False) for _ in range(80)]
     X = sp.csr_matrix((rng.random(sum(map(len, rows))), np.concatenate(rows),
                        np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(80, 300))
-    assert (hf._layout(model).hbits > 0).any() == (hash_min == 0 and direct_min == 2.0)
-    internal = np.diff(hf._layout(model).child_ptr) > 0
-    assert (hf._layout(model).dptr[internal] >= 0).all() == (dense_min == 0.0 and not one_weighted and direct_min == 2.0)
-    if direct_min == 0.0:  # kept over every feature id only
-        assert hf._layout(model).bfeat.size == hf._layout(model).bcol[-1] == 0
-    assert (hf._layout(model).dptr < 0).all() == (dense_min == 2.0 or one_weighted or direct_min == 0.0)
-    hashed = hf._layout(model).hmode[hf._layout(model).hbits > 0]
-    expect = (hf.HASH_VALUE if one_weighted else hf.HASH_POSTINGS if dense_min == 2.0 and postings_max else
-              hf.HASH_POSITION)
-    assert (hashed == expect).all()
-    assert (hf._layout(model).vptr[internal] >= 0).all() == (direct_min == 0.0)
-    assert (hf._layout(model).vptr < 0).all() == (direct_min == 2.0)
+    lay = hf._layout(model)
+    internal = np.diff(lay.child_ptr) > 0
+    expect = (hf.NODE_DIRECT if direct_min == 0.0 else
+              hf.NODE_DENSE if dense_min == 0.0 and not one_weighted else hf.NODE_SPARSE)
+    assert (lay.nmode[internal] == expect).all()
+    if expect == hf.NODE_DIRECT:  # kept over every feature id only
+        assert lay.sfeat.size == lay.dfeat.size == 0 and (lay.vptr[internal] >= 0).all()
+    else:
+        assert (lay.vptr < 0).all() and lay.vval.size == 0
+    assert (lay.dptr[internal] >= 0).all() == (expect == hf.NODE_DENSE)
+    ranked = rank and (expect == hf.NODE_DENSE or (expect == hf.NODE_SPARSE and one_weighted))
+    assert (lay.rptr[internal] >= 0).all() == ranked and ((lay.rptr >= 0).any() or not ranked)
     for spec in ("fbeta:beta=1", "fbeta:beta=5", "log"):
         assert_same_sets(predict_sets_hf(model, X, spec), svbop.predict_sets(model.predict_proba(X), spec))
 
@@ -313,7 +344,8 @@ def test_where_probabilities_underflow_hf_orders_by_log_probability():
         assert np.all(np.diff(exhaustive[i][zero]) > 0)
 
 
-@pytest.mark.parametrize("path", ["direct", "dense block", "hash postings", "hash position", "dense row"])
+@pytest.mark.parametrize("path", ["direct", "dense search", "dense scan", "dense rank", "sparse search", "sparse scan",
+                                  "sparse rank"])
 def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, path):
     """Class 0's score is exactly class 1's (1) when summed in feature order, ((1e16 + 1) - 1e16) + 1
     = 1 (1e16 + 1 rounds to 1e16), and 0 or 2 in the other orders of the last two; so the exact tie
@@ -321,15 +353,18 @@ def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, 
     adds the products in feature order."""
     import svbop.hf as hf
 
-    settings = {  # _HASH_MIN, _DENSE_MIN, _DIRECT_MIN, _POSTINGS_MAX
-        "direct": (0, 2.0, 0.0, 1 << 24),
-        "dense block": (0, 0.0, 2.0, 1 << 24),
-        "hash postings": (0, 2.0, 2.0, 1 << 24),
-        "hash position": (0, 2.0, 2.0, 0),
-        "dense row": (10**9, 2.0, 2.0, 1 << 24),
+    settings = {  # _SCAN_MAX, _DENSE_MIN, _DIRECT_MIN, _LAYOUT_MAX
+        "direct": (0, 2.0, 0.0, 0.0),
+        "dense search": (0, 0.0, 2.0, 0.0),
+        "dense scan": (10**9, 0.0, 2.0, 0.0),
+        "dense rank": (0, 0.0, 2.0, np.inf),
+        "sparse search": (0, 2.0, 2.0, 0.0),
+        "sparse scan": (10**9, 2.0, 2.0, 0.0),
+        "sparse rank": (0, 2.0, 2.0, np.inf),
     }[path]
-    for name, value in zip(("_HASH_MIN", "_DENSE_MIN", "_DIRECT_MIN", "_POSTINGS_MAX"), settings):
+    for name, value in zip(("_SCAN_MAX", "_DENSE_MIN", "_DIRECT_MIN", "_LAYOUT_MAX"), settings):
         monkeypatch.setattr(hf, name, value)
+    monkeypatch.setattr(hf, "_DIRECT_BUDGET", np.inf)
     D = 40
     W = np.zeros((4, D))
     W[0, :4] = [1e16, 1.0, -1e16, 1.0]
@@ -339,6 +374,7 @@ def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, 
     X = sp.csr_matrix(np.r_[np.ones(5), np.zeros(D - 5)].reshape(1, -1))
     scores = (X @ model.W.T).toarray()[0]
     assert scores[0] == scores[1] == 1.0
+    assert (hf._layout(model).rptr[3] >= 0) == path.endswith("rank")
     expected = svbop.predict_sets(model.predict_proba(X), "recall")
     assert expected[0].tolist()[:2] == [0, 1]
     assert_same_sets(predict_sets_hf(model, X, "recall"), expected)

@@ -566,6 +566,15 @@ def test_the_scaling_figure_is_shown_in_table4_only_when_given(tmp_path):
     html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
                         utilities=UTILITIES).read_text()
     assert 'id="scaling"' not in html and "beyond the paper</strong> (not in the paper; synthetic" not in html
+    # issue 49: trained models beside the random ones (dashed), and said in the caption
+    trained = [{"K": 100000, "algorithms": {"HF": {"ms_per_row": 0.25, "ms_min": 0.2, "ms_max": 0.3}}}]
+    path.write_text(json.dumps({**scaling, "trained": trained}))
+    html = build_report(tmp_path / "report.html", summaries=summaries, metrics=metrics, figures=None, config=config,
+                        utilities=UTILITIES, scaling=path).read_text()
+    assert "trained HF (dashed): 0.25 ms per row at K = 100,000" in unescape(html)
+    path.write_text(json.dumps({**scaling, "trained": [{"K": 1, "algorithms": {"HF": {"ms_per_row": -1}}}]}))
+    with pytest.raises(ValueError, match=r"trained\[0\]\.algorithms\['HF'\]\.ms_per_row must be a positive"):
+        read_scaling(path)
     path.write_text(json.dumps({**scaling, "results": [{"K": "many", "algorithms": {}}]}))
     with pytest.raises(ValueError, match=r"scaling\.json: results\[0\] needs an integer 'K'"):
         read_scaling(path)

@@ -328,93 +328,149 @@ def _pop(qkey, qsec, qnode, n):
     return n
 
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-#: What a node's hash slots hold besides the feature id: its position ``f``, its one weight, or
-#: where its postings start (<< 24) and how many there are.
-HASH_POSITION, HASH_VALUE, HASH_POSTINGS = 0, 1, 2
+#: How a node keeps its weighted children's weights (``TreeSearchLayout.nmode``): sparse entries
+#: (feature, child, weight) sorted by feature, a dense block of the children's weights on each of its
+#: features, or a block over every feature id.
+NODE_SPARSE, NODE_DENSE, NODE_DIRECT = 0, 1, 2
 
 
 @njit(**_JIT)
-def _slot(j, bits):
-    """Multiplicative (Fibonacci) hash of feature ``j`` into ``2**bits`` slots (its top bits)."""
-    return np.int64((np.uint64(j) * _GOLDEN) >> np.uint64(64 - bits))
+def count_node_weights(parents, child_ptr, children, w_indptr, w_indices, stamp, out_nnz, out_nfeat):
+    """For every internal node ``v`` in ``parents``: its children's weights (``out_nnz[v]``) and the
+    distinct features they use (``out_nfeat[v]``); ``stamp`` (one entry per feature id, -1) marks the
+    features seen at the current node, so no sort is needed."""
+    for v in parents:
+        nnz = 0
+        nfeat = 0
+        for c in range(child_ptr[v], child_ptr[v + 1]):
+            child = children[c]
+            for e in range(w_indptr[child], w_indptr[child + 1]):
+                j = w_indices[e]
+                if stamp[j] != v:
+                    stamp[j] = v
+                    nfeat += 1
+            nnz += w_indptr[child + 1] - w_indptr[child]
+        out_nnz[v] = nnz
+        out_nfeat[v] = nfeat
 
 
 @njit(**_JIT)
-def build_feature_tables(bptr, bfeat, bcol, data, hptr, hbits, hmode, htab, htab_f):
-    """Open-addressing tables (linear probing) from feature id to what a hit needs, per node.
-
-    Node ``v``'s table is ``htab[hptr[v]:hptr[v+1]]`` with ``2**hbits[v]`` slots, each a pair
-    (feature id, content) in one cache line (empty slots hold -1); nodes with ``hbits[v] == 0``
-    have none.  The content depends on ``hmode[v]``: the position ``f`` of the feature in the node's
-    sparse form (``HASH_POSITION``), the one weight ``data[bcol[f]]`` as float64 bits
-    (``HASH_VALUE``, written through ``htab_f``, the same memory viewed as float64), or where the run
-    of postings starts and how long it is, ``bcol[f] << 24 | run length`` (``HASH_POSTINGS``).
-    Written slot by slot, so that building costs no array the size of all slots.
-    """
-    for v in range(bptr.size - 1):
-        if hbits[v] == 0:
+def fill_node_weights(parents, child_ptr, children, weighted_index, n_weighted, w_indptr, w_indices, w_data, nmode,
+                      eptr, sfeat, schild, sval, dfeat, dptr, dval, vptr, vval):
+    """Write every node's weights in its layout (:class:`svbop.hf.TreeSearchLayout`), one node at a
+    time: its entries are sorted by (feature, weighted child) in a buffer the size of that node's
+    weights only, so the build needs no array of all the model's weights besides the layout's."""
+    for v in parents:
+        na = n_weighted[v]
+        if na == 0:
             continue
-        base = hptr[v]
-        mask = (1 << hbits[v]) - 1
-        mode = hmode[v]
-        for f in range(bptr[v], bptr[v + 1]):
-            h = _slot(bfeat[f], hbits[v])
-            while htab[base + h, 0] >= 0:
-                h = (h + 1) & mask
-            htab[base + h, 0] = bfeat[f]
-            if mode == HASH_VALUE:
-                htab_f[base + h, 1] = data[bcol[f]]
-            elif mode == HASH_POSTINGS:
-                htab[base + h, 1] = (bcol[f] << 24) | (bcol[f + 1] - bcol[f])
-            else:
-                htab[base + h, 1] = f
-
-
-@njit(**_JIT)
-def build_feature_bitmaps(bptr, bfeat, mptr, bmap):
-    """Bit ``j`` of node ``v``'s bitmap ``bmap[mptr[v]:]`` is set when ``j`` is one of its features."""
-    for v in range(bptr.size - 1):
-        if mptr[v] < 0:
+        nnz = 0
+        for c in range(child_ptr[v], child_ptr[v + 1]):
+            child = children[c]
+            nnz += w_indptr[child + 1] - w_indptr[child]
+        if nnz == 0:
             continue
-        for f in range(bptr[v], bptr[v + 1]):
-            j = bfeat[f]
-            bmap[mptr[v] + (j >> 6)] |= np.uint64(1) << np.uint64(j & 63)
+        key = np.empty(nnz, dtype=np.int64)
+        val = np.empty(nnz)
+        k = 0
+        for c in range(child_ptr[v], child_ptr[v + 1]):
+            child = children[c]
+            a = weighted_index[child]
+            for e in range(w_indptr[child], w_indptr[child + 1]):
+                key[k] = np.int64(w_indices[e]) * na + a
+                val[k] = w_data[e]
+                k += 1
+        mode = nmode[v]
+        if mode == NODE_DIRECT:
+            for k in range(nnz):
+                vval[vptr[v] + key[k]] = val[k]
+            continue
+        order = np.argsort(key)  # keys are unique: (feature, child) pairs
+        if mode == NODE_SPARSE:
+            e0 = eptr[v]
+            for k in range(nnz):
+                o = order[k]
+                sfeat[e0 + k] = key[o] // na
+                schild[e0 + k] = key[o] % na
+                sval[e0 + k] = val[o]
+        else:
+            e = eptr[v] - 1
+            last = -1
+            base = dptr[v] - eptr[v] * na  # dval of group e, child a: base + e * na + a
+            for k in range(nnz):
+                o = order[k]
+                j = key[o] // na
+                if j != last:
+                    e += 1
+                    dfeat[e] = j
+                    last = j
+                dval[base + e * na + key[o] % na] = val[o]
+
+
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
 
 
 @njit(**_JIT)
-def _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf):
-    """``sbuf += v * (weights of the node's weighted children on its feature at position f)``."""
-    d = dptr[node]
-    if d >= 0:  # dense block: the children's weights on this feature are contiguous
-        base = d + (f - f0) * na
-        for q in range(na):
-            sbuf[q] += v * dval[base + q]
-    else:
-        for e in range(bcol[f], bcol[f + 1]):
-            sbuf[bchild[e]] += v * bval[e]
+def _popcount(x):
+    """Set bits of the uint64 ``x`` (SWAR)."""
+    x = x - ((x >> np.uint64(1)) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
 
 
 @njit(**_JIT)
-def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits, htab,
-                     htabf, hmode, bptr_map, bmap, vptr, vval, sbuf, na, hits, hitv):
+def fill_rank_directories(nodes, rptr, eptr, nmode, sfeat, dfeat, words, rbits, rrank):
+    """For every node in ``nodes``: a bit per feature id it uses (``rbits[rptr[v]:rptr[v] + words]``) and,
+    per 64-bit word, the number of its features in the words before (``rrank``): feature ``j``'s position
+    among the node's features is ``rrank[w] + popcount(rbits[w] & (bit(j) - 1))``, ``w = j >> 6``."""
+    for v in nodes:
+        r = rptr[v]
+        feat = dfeat if nmode[v] == NODE_DENSE else sfeat
+        for e in range(eptr[v, 0], eptr[v, 1]):
+            j = np.int64(feat[e])
+            rbits[r + (j >> 6)] |= np.uint64(1) << np.uint64(j & 63)
+        total = 0
+        for w in range(words):
+            rrank[r + w] = total
+            total += _popcount(rbits[r + w])
+
+
+@njit(**_JIT)
+def _lower_bound(feat, lo, hi, j):
+    """The first position in ``feat[lo:hi]`` (sorted) whose value is ``>= j`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if feat[mid] < j:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(**_JIT)
+def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr, dval,
+                     vptr, vval, rptr, rbits, rrank, scan_max, sbuf, na):
     """Scores ``w . x`` (no intercept) of ``node``'s ``na`` weighted children into ``sbuf[:na]``,
     products in increasing feature order.
 
-    A node used by most feature ids keeps its children's weights as a block over every feature
-    id (``vval[vptr[node] + j * na + q]``, ``vptr[node] = -1`` for the others): one read per
-    feature of ``x``.  A node with few features reads them from the dense copy ``xbuf`` of the row
-    (cost: its features); a node with many looks each of the row's features up in its hash table
-    (cost: the row's features), whose slot holds (``hmode``) the weight itself (one weighted child;
-    ``htabf`` is the same memory as ``htab`` read as float64), where the feature's postings
-    ``(child, weight)`` are, or its position.  A node whose children have weights on most of its
-    features keeps them as a dense block (one row of ``na`` weights per feature, zeros included:
-    ``s + v * 0.0 = s``, so the sums are the same).
+    A node kept over every feature id (``NODE_DIRECT``) reads one row of its block per feature of
+    ``x``.  Otherwise its features are sorted (``sfeat`` per weight for a sparse node, ``dfeat`` per
+    feature for a dense block): a node with at most ``scan_max`` times the row's non-zeros reads its
+    features from the dense copy ``xbuf`` of the row (cost: its features); a node with more finds each
+    of the row's features by binary search, from where the previous one was found (the row's features
+    are sorted too).  A node with a rank directory (``rptr[node] >= 0``: a dense block, or sparse entries
+    with one entry a feature) finds each of the row's features by one bit test and a popcount instead.
+    Dense blocks hold zeros where a child has no weight (``s + v * 0.0 = s``, so the sums are the same).
     """
     for q in range(na):
         sbuf[q] = 0.0
-    d = vptr[node]
-    if d >= 0:  # a block over every feature id: no lookup, one read per feature of x
+    mode = nmode[node]
+    if mode == NODE_DIRECT:  # a block over every feature id: no lookup, one read per feature of x
+        d = vptr[node]
         if na == 1:
             s = 0.0
             for a in range(a0, a1):
@@ -434,93 +490,79 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol,
             for q in range(na):
                 sbuf[q] += v * vval[base + q]
         return
-    f0 = bptr[node]
-    f1 = bptr[node + 1]
-    bits = hbits[node]
-    if bits == 0 or f1 - f0 <= 4 * (a1 - a0):
-        if xfilled[0] == 0:  # the row's dense copy, made on first use (a 2-means tree's rows seldom need it)
+    e0 = eptr[node, 0]
+    e1 = eptr[node, 1]
+    r = rptr[node]
+    if r >= 0:  # rank directory: a bit test and a popcount per feature of x
+        if mode == NODE_DENSE:
+            base = dptr[node]
             for a in range(a0, a1):
-                xbuf[xind[a]] = xval[a]
-            xfilled[0] = 1
-        for f in range(f0, f1):
-            v = xbuf[bfeat[f]]
-            if v != 0.0:
-                _add_feature(f, v, node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
+                j = xind[a]
+                word = rbits[r + (j >> 6)]
+                bit = np.uint64(1) << np.uint64(j & 63)
+                if word & bit:
+                    b = base + (rrank[r + (j >> 6)] + _popcount(word & (bit - np.uint64(1)))) * na
+                    v = xval[a]
+                    for q in range(na):
+                        sbuf[q] += v * dval[b + q]
+            return
+        for a in range(a0, a1):
+            j = xind[a]
+            word = rbits[r + (j >> 6)]
+            bit = np.uint64(1) << np.uint64(j & 63)
+            if word & bit:
+                e = e0 + rrank[r + (j >> 6)] + _popcount(word & (bit - np.uint64(1)))
+                sbuf[schild[e]] += xval[a] * sval[e]
         return
-    base = hptr[node]
-    mask = (1 << bits) - 1
-    mode = hmode[node]
-    mb = bptr_map[node]
-    # the row's features this node has, by its bitmap: every bit read first, without a branch, so
-    # that the processor overlaps the reads (hits[half:] holds the candidates' positions in x); then
-    # the first slot of each (the bitmap is exact: every candidate is in the table, mostly there)
-    # is read the same way, before the probes that branch on it
-    half = hits.shape[0] // 3
-    n_cand = 0
+    scan = e1 - e0 <= scan_max * (a1 - a0)
+    if scan and xfilled[0] == 0:  # the row's dense copy, made on first use
+        for a in range(a0, a1):
+            xbuf[xind[a]] = xval[a]
+        xfilled[0] = 1
+    if mode == NODE_DENSE:
+        base = dptr[node] - e0 * na
+        if scan:
+            for e in range(e0, e1):
+                v = xbuf[dfeat[e]]
+                if v != 0.0:
+                    b = base + e * na
+                    for q in range(na):
+                        sbuf[q] += v * dval[b + q]
+            return
+        lo = e0
+        for a in range(a0, a1):
+            j = xind[a]
+            lo = _lower_bound(dfeat, lo, e1, j)
+            if lo == e1:
+                break
+            if dfeat[lo] == j:
+                v = xval[a]
+                b = base + lo * na
+                for q in range(na):
+                    sbuf[q] += v * dval[b + q]
+        return
+    if scan:
+        for e in range(e0, e1):
+            v = xbuf[sfeat[e]]
+            if v != 0.0:
+                sbuf[schild[e]] += v * sval[e]
+        return
+    lo = e0
     for a in range(a0, a1):
         j = xind[a]
-        hits[half + n_cand] = a
-        n_cand += np.int64((bmap[mb + (j >> 6)] >> np.uint64(j & 63)) & np.uint64(1))
-    first = 2 * half
-    for t in range(n_cand):
-        hits[first + t] = htab[base + _slot(xind[hits[half + t]], bits), 0]
-    if mode == HASH_VALUE:
-        s = 0.0
-        for t in range(half, half + n_cand):
-            a = hits[t]
-            j = xind[a]
-            h = _slot(j, bits)
-            while True:
-                key = htab[base + h, 0]
-                if key == j:
-                    s += xval[a] * htabf[base + h, 1]
-                    break
-                if key < 0:
-                    break
-                h = (h + 1) & mask
-        sbuf[0] = s
-        return
-    if mode == HASH_POSTINGS:
-        # all lookups first (independent reads the processor overlaps), then the runs of postings
-        n_hit = 0
-        for t in range(half, half + n_cand):
-            a = hits[t]
-            j = xind[a]
-            h = _slot(j, bits)
-            while True:
-                key = htab[base + h, 0]
-                if key == j:
-                    hits[n_hit] = htab[base + h, 1]
-                    hitv[n_hit] = xval[a]
-                    n_hit += 1
-                    break
-                if key < 0:
-                    break
-                h = (h + 1) & mask
-        for t in range(n_hit):
-            v = hitv[t]
-            e0 = hits[t] >> 24
-            for e in range(e0, e0 + (hits[t] & 0xFFFFFF)):
-                sbuf[bchild[e]] += v * bval[e]
-        return
-    for t in range(half, half + n_cand):
-        a = hits[t]
-        j = xind[a]
-        h = _slot(j, bits)
-        while True:
-            key = htab[base + h, 0]
-            if key == j:
-                _add_feature(htab[base + h, 1], xval[a], node, f0, na, bcol, bchild, bval, dptr, dval, sbuf)
-                break
-            if key < 0:
-                break
-            h = (h + 1) & mask
+        lo = _lower_bound(sfeat, lo, e1, j)
+        v = xval[a]
+        while lo < e1 and sfeat[lo] == j:
+            sbuf[schild[lo]] += v * sval[lo]
+            lo += 1
+        if lo == e1:
+            break
 
 
 @njit(**_JIT)
-def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, bptr, bfeat, bcol, bchild, bval,
-              dptr, dval, hptr, hbits, htab, htabf, hmode, bptr_map, bmap, vptr, vval, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls, out_size,
-              out_val, out_visits, out_pulled):
+def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat, schild, sval,
+              dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls,
+              out_size, out_val, out_visits, out_pulled):
     """SVBOP-HF (Algorithms 1, 6 and 7) for the CSR rows ``rows``; results at the same positions.
 
     A priority queue holds nodes keyed by ``log P(v | x)``; a popped leaf is the next class of
@@ -548,12 +590,6 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
     abuf = np.empty(max_children)
     xbuf = np.zeros(n_features)
     xfilled = np.zeros(1, dtype=np.int64)
-    max_nnz = 1
-    for r in range(rows.size):
-        if xptr[rows[r] + 1] - xptr[rows[r]] > max_nnz:
-            max_nnz = xptr[rows[r] + 1] - xptr[rows[r]]
-    hits = np.empty(3 * max_nnz, dtype=np.int64)  # hash hits, the bitmap's candidates, their first slots' keys
-    hitv = np.empty(max_nnz)
     cap = out_cls.shape[1]
     for r in range(rows.size):
         i = rows[r]
@@ -593,8 +629,8 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
             c0 = child_ptr[node]
             nc = child_ptr[node + 1] - c0
             na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, bptr, bfeat, bcol, bchild, bval, dptr, dval, hptr, hbits,
-                             htab, htabf, hmode, bptr_map, bmap, vptr, vval, abuf, na, hits, hitv)
+            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr, dval,
+                             vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
             for q in range(nc):
                 sbuf[q] = 0.0  # a child without weights scores 0 + b
             for q in range(na):

@@ -43,26 +43,37 @@ logger = logging.getLogger(__name__)
 
 #: Classes kept per row in the first pass; rows with larger sets are searched again.
 _FIRST_CAP = 64
-#: Nodes whose children use more features than this get a hash table (see TreeSearchLayout).
-_HASH_MIN = 256
-#: Nodes whose weighted children have weights on at least this share of (feature, child) pairs keep them
-#: as a dense block (see TreeSearchLayout).
-_DENSE_MIN = 0.5
-#: Nodes whose weighted children have weights on at least this share of all (feature id, child) pairs
-#: keep them as a block over every feature id instead of their sparse form (see TreeSearchLayout).  The
-#: block costs 8 bytes a pair, so at most 128 bytes a weight at 1/16, against about 50-75 for the sparse
-#: form of a node with one weighted child (1.5-3 hash slots of 16 bytes, feature id and offset, child,
-#: value, bitmap): up to about 2.5 times its memory, for a read without a lookup.  Measured in one run
-#: (synthetic LSHTC1-shaped problem, 2-means tree, CPU medians of 5, before the bitmaps): 1/8 -> 1/16
-#: takes the layout from 460 to 503 MB and HF from 0.103 to 0.088 ms/row; 1/32 gained nothing more.
+#: A node whose weighted children have weights on at least this share of all (feature id, child) pairs
+#: keeps them as a block over every feature id (``NODE_DIRECT``: one read per feature of x, no search);
+#: the block costs 8 bytes a pair, so at most 128 bytes a weight at 1/16.  It pays at the top of a
+#: 2-means tree, which every row expands.  Measured in one run (synthetic LSHTC1-shaped problem, 2-means
+#: tree, CPU medians of 5, with the hash-table layout of issue 27): 1/8 -> 1/16 took HF from 0.103 to
+#: 0.088 ms/row; 1/32 gained nothing more.
 _DIRECT_MIN = 0.0625
-#: What a node's hash slots hold besides the feature id (see TreeSearchLayout).
-HASH_POSITION, HASH_VALUE, HASH_POSTINGS = _kernels.HASH_POSITION, _kernels.HASH_VALUE, _kernels.HASH_POSTINGS
-#: Sparse nodes with fewer weighted children than this keep where a feature's postings are in its hash slot
-#: (their count takes the slot's low 24 bits).
-_POSTINGS_MAX = 1 << 24
+#: The blocks over every feature id may add at most this share of the model's CSR bytes to the layout,
+#: given to the shallowest nodes first (every row expands the root; fewer rows each level down), then the
+#: densest: at K = 10^6 with 10^7 feature ids a block costs 80 MB a weighted child.
+_DIRECT_BUDGET = 0.25
+#: The layout may hold at most this many times the model's CSR bytes: what its entries and blocks leave
+#: of it goes to rank directories (a bit per feature id and a count per 64, 0.19 bytes a feature id),
+#: given to the shallowest nodes first: they turn a node's binary searches into a bit test and a popcount.
+_LAYOUT_MAX = 1.45
+#: A node with two or more weighted children that have weights on at least this share of its (feature,
+#: child) pairs keeps them as a dense block (``NODE_DENSE``): 4 + 8 x children bytes a feature against
+#: 13 bytes a weight in the sparse form, so at 3/4 the block is at most 1.03 times the sparse form.
+_DENSE_MIN = 0.75
+#: A node with at most this many times the row's non-zeros (entries: weights, or features of a dense
+#: block) reads its features from a dense copy of the row; a larger one binary-searches the row's features.
+_SCAN_MAX = 4
+NODE_SPARSE, NODE_DENSE, NODE_DIRECT = _kernels.NODE_SPARSE, _kernels.NODE_DENSE, _kernels.NODE_DIRECT
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
+
+
+def _smallest_int(top: int, signed: bool = False):
+    """The smallest integer dtype that holds ``0..top``."""
+    kinds = (np.int32, np.int64) if signed else (np.uint8, np.uint16, np.uint32, np.uint64)
+    return next(t for t in kinds if top <= np.iinfo(t).max)
 
 
 @dataclass(frozen=True)
@@ -74,50 +85,52 @@ class TreeSearchLayout:
     ``v``'s *weighted* children are ``active[aptr[v]:aptr[v+1]]`` (their positions among ``v``'s
     children), and every weight below is stored against a weighted child's index ``a`` in that list.
 
-    ``bfeat[bptr[v]:bptr[v+1]]`` are the features (sorted) used by any child of ``v``; for such a
-    feature at position ``f``, ``bchild[bcol[f]:bcol[f+1]]`` are the weighted children with a
-    weight on it (in the smallest unsigned type that holds them: a posting costs 9-10 bytes, not
-    16) and ``bval`` the weights.  Nodes with more than
-    ``_HASH_MIN`` features also get a hash table from feature id to what scoring needs of it
-    (``hptr``, ``hbits``, ``htab``: pairs (feature, entry)), so that scoring their children costs one
-    lookup per feature of ``x`` instead of a pass over all their features.  The entry
-    (``hmode[v]``) is: ``HASH_VALUE`` the weight itself (``htab.view(float64)[slot, 1]``), for a node
-    with one weighted child; ``HASH_POSTINGS`` ``bcol[f] << 24 | (bcol[f+1] - bcol[f])``, where its
-    postings are (sparse nodes with fewer than ``_POSTINGS_MAX`` weighted children); otherwise
-    ``HASH_POSITION`` the position ``f``.  A hit then costs one cache line of the table and one
-    run of postings, not a chain of dependent reads.  A node with a table also has a bitmap of its
-    features over every feature id (``bmap[mptr[v]:]``, 64 ids a word; ``mptr[v] = -1`` for the
-    others), read before probing: a feature of ``x`` the node does not use costs one bit (in a
-    block 1/128 the size of the table's) instead of a probe.  Nodes whose weighted children (two or more)
-    have weights on at least ``_DENSE_MIN`` of the (feature, child) pairs (unclipped liblinear
-    nodes: most) also keep them as a dense block, ``dval[dptr[v] + (f - bptr[v]) * n_weighted + a]``
-    (``dptr[v] = -1`` for the others): one contiguous read per feature of ``x``.  Nodes whose
-    weighted children have weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs
-    (the top of a 2-means tree, which every row expands) keep them as a block over every feature
-    id instead of the sparse form above (their ``bptr`` range is empty),
-    ``vval[vptr[v] + j * n_weighted + a]`` (``vptr[v] = -1`` for the others): one read per feature
-    of ``x`` and no lookup.
+    Every internal node keeps its weighted children's weights in one of three forms (``nmode[v]``):
+
+    ``eptr[v] = (start, end)`` bounds node ``v``'s entries (empty for a node kept over every feature id):
+
+    * ``NODE_SPARSE``: one entry per weight, ``sfeat[e]`` (feature id, int32 where the ids fit),
+      ``schild[e]`` (the weighted child ``a``, in the smallest unsigned type that holds it) and ``sval[e]``,
+      for ``e`` in ``start:end``, sorted by feature, then child: 13 bytes a weight (with one
+      byte for the child) against the model's CSR 12.  Scoring the children looks each feature of ``x``
+      up by binary search in the node's sorted features (or, for a node with few entries, reads ``x``'s
+      dense copy at each of them).
+    * ``NODE_DENSE`` (two or more weighted children with weights on at least ``_DENSE_MIN`` of the
+      (feature, child) pairs): ``dfeat[start:end]`` the node's features (sorted) and
+      ``dval[dptr[v] + f * n_weighted + a]`` the weight of child ``a`` on its ``f``-th feature (zeros
+      included): one contiguous read per feature of ``x`` found.
+    * ``NODE_DIRECT`` (weights on at least ``_DIRECT_MIN`` of all (feature id, child) pairs: the top of
+      a 2-means tree): ``vval[vptr[v] + j * n_weighted + a]`` over every feature id ``j``: one read per
+      feature of ``x`` and no search.
+
+    A dense node, or a sparse node with one entry a feature, may also have a rank directory
+    (``rptr[v] >= 0``): ``rbits[rptr[v] + w]`` has bit ``j & 63`` set for each of its features ``j`` in word
+    ``w = j >> 6``, and ``rrank[rptr[v] + w]`` counts its features in the words before, so the position of
+    feature ``j`` among the node's features is a bit test and a popcount (0.19 bytes a feature id, a node).
+
+    The layout's bytes follow the model's weights, not its feature ids: the entries take about 1.1 times
+    the model's CSR bytes for a model whose nodes are sparse; the blocks over every feature id may add at
+    most ``_DIRECT_BUDGET`` (1/4) of them; rank directories go to the shallowest nodes (which the most rows
+    expand) only while :attr:`nbytes` stays within ``_LAYOUT_MAX`` (1.45) times the CSR bytes.
     """
 
     child_ptr: np.ndarray
     children: np.ndarray
     aptr: np.ndarray
     active: np.ndarray
-    bptr: np.ndarray
-    bfeat: np.ndarray
-    bcol: np.ndarray
-    bchild: np.ndarray
-    bval: np.ndarray
+    nmode: np.ndarray
+    eptr: np.ndarray
+    sfeat: np.ndarray
+    schild: np.ndarray
+    sval: np.ndarray
+    dfeat: np.ndarray
     dptr: np.ndarray
     dval: np.ndarray
-    hptr: np.ndarray
-    hbits: np.ndarray
-    htab: np.ndarray
-    hmode: np.ndarray
-    mptr: np.ndarray
-    bmap: np.ndarray
     vptr: np.ndarray
     vval: np.ndarray
+    rptr: np.ndarray
+    rbits: np.ndarray
+    rrank: np.ndarray
     bias: np.ndarray
     n_classes: int
     n_features: int
@@ -135,107 +148,104 @@ class TreeSearchLayout:
         if not model.complete:
             raise ValueError("the tree model is a part (not every internal node is trained): merge the parts first")
         tree = model.tree
+        n_nodes = tree.n_nodes
         child_ptr, children = tree.children_csr()
+        child_ptr, children = child_ptr.astype(np.int64), children.astype(np.int64)
         n_children = np.diff(child_ptr)
-        position = np.zeros(tree.n_nodes, dtype=np.int64)
-        position[children] = np.arange(children.size) - np.repeat(child_ptr[:-1], np.diff(child_ptr))
-        # one entry per weight; node, feature and parent ids as int32 (their ranges are checked), so that
-        # the transient arrays of a million-class model (2e8 weights) stay a few bytes per weight
+        position = np.zeros(n_nodes, dtype=np.int64)
+        position[children] = np.arange(children.size) - np.repeat(child_ptr[:-1], n_children)
         W = model.W.tocsr()
-        idx = np.int32 if max(tree.n_nodes, int(model.n_features)) < np.iinfo(np.int32).max else np.int64
-        node = np.repeat(np.arange(W.shape[0], dtype=idx), np.diff(W.indptr))
-        feat = W.indices.astype(idx, copy=False)
-        data = W.data
-        parent = tree.parent.astype(idx)[node]
-        if np.any(parent < 0):  # the root's row should be empty; its weights would never be used
-            keep = parent >= 0
-            node, feat, parent, data = node[keep], feat[keep], parent[keep], data[keep]
-        # weighted children, in child order, and each one's index among its parent's weighted children
-        weighted = np.zeros(tree.n_nodes, dtype=bool)
-        weighted[node] = True
+        if not W.has_sorted_indices:
+            W = W.sorted_indices()
+        w_indptr = W.indptr.astype(np.int64, copy=False)
+        # weighted children, in child order, and each one's index among its parent's weighted children (the
+        # root has no parent: its row, which should be empty, is never read)
+        weighted = np.diff(w_indptr) > 0
+        weighted[tree.parent < 0] = False
         is_active = weighted[children]
-        n_weighted = np.bincount(tree.parent[children[is_active]], minlength=tree.n_nodes).astype(np.int64)
+        n_weighted = np.bincount(tree.parent[children[is_active]], minlength=n_nodes).astype(np.int64)
         aptr = np.concatenate([[0], np.cumsum(n_weighted)]).astype(np.int64)
         active = position[children[is_active]].astype(np.int64)
-        weighted_index = np.zeros(tree.n_nodes, dtype=np.int64)
+        weighted_index = np.zeros(n_nodes, dtype=np.int64)
         weighted_index[children[is_active]] = np.arange(active.size) - np.repeat(aptr[:-1], n_weighted)
+        masked = np.repeat(weighted, np.diff(w_indptr)) if not weighted[np.diff(w_indptr) > 0].all() else None
+        if masked is not None:  # drop the root's weights from what the children read
+            w_indptr = np.concatenate([[0], np.cumsum(np.where(weighted, np.diff(w_indptr), 0))]).astype(np.int64)
+            w_indices, w_data = W.indices[masked], W.data[masked]
+        else:
+            w_indices, w_data = W.indices, W.data
         D = int(model.n_features)
-        nnz = np.bincount(parent, minlength=tree.n_nodes)
+        parents = np.flatnonzero(n_children > 0).astype(np.int64)
+        nnz = np.zeros(n_nodes, dtype=np.int64)
+        nfeat = np.zeros(n_nodes, dtype=np.int64)
+        stamp = np.full(max(D, 1), -1, dtype=np.int64 if n_nodes > np.iinfo(np.int32).max else np.int32)
+        _kernels.count_node_weights(parents, child_ptr, children, w_indptr, w_indices, stamp, nnz, nfeat)
+        del stamp
         direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
+        if direct.any():  # within the budget, shallowest nodes first, then the densest
+            cand = np.flatnonzero(direct)
+            extra = D * n_weighted[cand] * 8.0 - 13.0 * nnz[cand]  # the block's bytes beyond the sparse form's
+            order = np.lexsort((-nnz[cand] / (D * n_weighted[cand]), tree.depth()[cand]))
+            csr_bytes = W.data.nbytes + W.indices.nbytes + W.indptr.nbytes
+            fits = np.cumsum(np.maximum(extra[order], 0)) <= _DIRECT_BUDGET * csr_bytes
+            direct[:] = False
+            direct[cand[order[fits]]] = True
+        dense = ~direct & (n_weighted > 1) & (nnz > 0) & (nnz >= _DENSE_MIN * nfeat * n_weighted)
+        nmode = np.where(direct, NODE_DIRECT, np.where(dense, NODE_DENSE, NODE_SPARSE)).astype(np.int8)
+        sparse = nmode == NODE_SPARSE
+        sptr = np.concatenate([[0], np.cumsum(np.where(sparse, nnz, 0))]).astype(np.int64)
+        fptr = np.concatenate([[0], np.cumsum(np.where(dense, nfeat, 0))]).astype(np.int64)
+        # eptr[v] = (start, end) of v's entries: sparse entries for a sparse node, features for a dense one
+        starts = np.where(sparse, sptr[:-1], fptr[:-1])
+        eptr = np.column_stack([starts, np.where(sparse, sptr[1:], np.where(dense, fptr[1:], fptr[:-1]))])
+        feat_t = _smallest_int(max(D - 1, 0), signed=True)
+        sfeat = np.zeros(int(sptr[-1]), dtype=feat_t)
+        schild = np.zeros(int(sptr[-1]), dtype=_smallest_int(max(int(n_weighted.max()) - 1, 0) if n_nodes else 0))
+        sval = np.zeros(int(sptr[-1]))
+        dfeat = np.zeros(int(fptr[-1]), dtype=feat_t)
+        dsize = np.where(dense, nfeat * n_weighted, 0)
+        dptr = np.where(dense, np.concatenate([[0], np.cumsum(dsize)[:-1]]), -1).astype(np.int64)
+        dval = np.zeros(int(dsize.sum()))
         vsize = np.where(direct, D * n_weighted, 0)
         vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
         vval = np.zeros(int(vsize.sum()))
-        if direct.any():  # these nodes keep no sparse form
-            keep = direct[parent]
-            vval[vptr[parent[keep]] + feat[keep] * n_weighted[parent[keep]] + weighted_index[node[keep]]] = data[keep]
-            keep = ~keep
-            node, feat, parent, data = node[keep], feat[keep], parent[keep], data[keep]
-            nnz[direct] = 0
-        order = np.lexsort((position[node], feat, parent))
-        node = node[order]  # one array at a time: a permuted copy of all four at once would double them
-        feat = feat[order]
-        parent = parent[order]
-        data = data[order]
-        del order
-        new_group = np.ones(node.size, dtype=bool)
-        new_group[1:] = (parent[1:] != parent[:-1]) | (feat[1:] != feat[:-1])
-        starts = np.flatnonzero(new_group)
-        del new_group
-        bfeat = feat[starts].astype(np.int64)
-        del feat
-        bcol = np.append(starts, node.size).astype(np.int64)
-        group_parent = parent[starts]
-        del starts  # (every per-weight array is dropped once read: at 2e8 weights each is 0.8-1.6 GB)
-        bptr = np.searchsorted(group_parent, np.arange(tree.n_nodes + 1)).astype(np.int64)
-        n_feat = np.diff(bptr)
-        max_weighted = int(n_weighted.max()) if n_weighted.size else 0
-        small = next(t for t in (np.uint8, np.uint16, np.uint32, np.int64) if max_weighted <= np.iinfo(t).max)
-        bchild = weighted_index[node].astype(small)
-        del node
-        hbits = np.where(n_feat > _HASH_MIN, np.ceil(np.log2(np.maximum(1.5 * n_feat, 1))), 0).astype(np.int64)
-        hsize = np.where(hbits > 0, 1 << hbits, 0)
-        hptr = np.concatenate([[0], np.cumsum(hsize)]).astype(np.int64)
-        block = n_feat * n_weighted
-        dense = (n_weighted > 1) & (block > 0) & (nnz >= _DENSE_MIN * block)
-        hmode = np.where(n_weighted == 1, HASH_VALUE,
-                         np.where(~dense & (n_weighted < _POSTINGS_MAX), HASH_POSTINGS, HASH_POSITION)).astype(np.int64)
-        hmode[hbits == 0] = HASH_POSITION
-        htab = np.full((hptr[-1], 2), -1, dtype=np.int64)
-        _kernels.build_feature_tables(bptr, bfeat, bcol, data, hptr, hbits, hmode, htab, htab.view(np.float64))
+        _kernels.fill_node_weights(parents, child_ptr, children, weighted_index, n_weighted, w_indptr, w_indices,
+                                   w_data, nmode, starts, sfeat, schild, sval, dfeat, dptr, dval, vptr, vval)
+        eptr = eptr.astype(np.int64)
+        # rank directories, shallowest nodes first (then the largest), within what _LAYOUT_MAX leaves
         words = (D + 63) // 64
-        mptr = np.where(hbits > 0, np.concatenate([[0], np.cumsum(np.where(hbits > 0, words, 0))[:-1]]), -1)
-        mptr = mptr.astype(np.int64)
-        bmap = np.zeros(int((hbits > 0).sum()) * words, dtype=np.uint64)
-        _kernels.build_feature_bitmaps(bptr, bfeat, mptr, bmap)
-        dptr = np.where(dense, np.concatenate([[0], np.cumsum(np.where(dense, block, 0))[:-1]]), -1).astype(np.int64)
-        dval = np.zeros(int(np.where(dense, block, 0).sum()))
-        if dense.any():  # scatter each dense node's weights into its block
-            local_f = np.repeat(np.arange(bfeat.size) - bptr[group_parent], np.diff(bcol))
-            keep = dense[parent]
-            dval[dptr[parent[keep]] + local_f[keep] * n_weighted[parent[keep]] + bchild[keep]] = data[keep]
+        base = sum(a.nbytes for a in (child_ptr, children, aptr, active, nmode, eptr, sfeat, schild, sval, dfeat,
+                                       dptr, dval, vptr, vval, model.b)) + 8 * n_nodes
+        room = _LAYOUT_MAX * (W.data.nbytes + W.indices.nbytes + W.indptr.nbytes) - base
+        eligible = np.flatnonzero((nmode == NODE_DENSE) | (sparse & (nnz > 0) & (nnz == nfeat)))
+        fit = int(min(eligible.size, room // max(12 * words, 1))) if room > 0 else 0
+        chosen = np.sort(eligible[np.lexsort((-nnz[eligible], tree.depth()[eligible]))[:fit]])
+        rptr = np.full(n_nodes, -1, dtype=np.int64)
+        rptr[chosen] = np.arange(chosen.size, dtype=np.int64) * words
+        rbits = np.zeros(chosen.size * words, dtype=np.uint64)
+        rrank = np.zeros(chosen.size * words, dtype=np.int32)
+        _kernels.fill_rank_directories(chosen, rptr, eptr, nmode, sfeat, dfeat, words, rbits, rrank)
         return cls(
-            child_ptr=child_ptr.astype(np.int64),
-            children=children.astype(np.int64),
+            child_ptr=child_ptr,
+            children=children,
             aptr=aptr,
             active=active,
-            bptr=bptr,
-            bfeat=bfeat,
-            bcol=bcol,
-            bchild=bchild,
-            bval=np.ascontiguousarray(data, dtype=np.float64),
+            nmode=nmode,
+            eptr=eptr,
+            sfeat=sfeat,
+            schild=schild,
+            sval=sval,
+            dfeat=dfeat,
             dptr=dptr,
             dval=dval,
-            hptr=hptr,
-            hbits=hbits,
-            htab=htab,
-            hmode=hmode,
-            mptr=mptr,
-            bmap=bmap,
             vptr=vptr,
             vval=vval,
+            rptr=rptr,
+            rbits=rbits,
+            rrank=rrank,
             bias=np.ascontiguousarray(model.b, dtype=np.float64),
             n_classes=int(tree.n_classes),
-            n_features=int(model.n_features),
+            n_features=D,
             root=int(tree.root),
         )
 
@@ -309,9 +319,8 @@ def predict_sets_hf(
         def task(lo: int, hi: int) -> None:
             _kernels.hf_search(
                 rows[lo:hi], xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
-                lay.bptr, lay.bfeat, lay.bcol, lay.bchild, lay.bval, lay.dptr, lay.dval, lay.hptr,
-                lay.hbits, lay.htab, lay.htab.view(np.float64), lay.hmode, lay.mptr, lay.bmap, lay.vptr, lay.vval,
-                lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
+                lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval, lay.vptr,
+                lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, K, lay.root, g, g_suffix, early, float(tie_rtol),
                 1.0 + 1e-12, cls[lo:hi], size[lo:hi], val[lo:hi], vis[lo:hi], pul[lo:hi],
             )
 

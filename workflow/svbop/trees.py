@@ -577,8 +577,8 @@ def split_nodes(tree: Hierarchy, y: np.ndarray, n_parts: int) -> list[np.ndarray
 class _NodeTrainer:
     """Trains one internal node; shared by forked workers (copy-on-write)."""
 
-    def __init__(self, X, y, tree, params):
-        self.X, self.tree, self.params = X, tree, params
+    def __init__(self, X, y, tree, params, clip=None):
+        self.X, self.tree, self.params, self.clip = X, tree, params, clip
         self.indptr, self.rows, self.child = node_examples(tree, y)
         self.children = tree.children()
 
@@ -603,7 +603,10 @@ class _NodeTrainer:
         else:
             part = train_ovr(Xc, labels, m, n_jobs=1, progress=False, **self.params)
             Wc, bc = part.W, part.b
-        Wc = sp.csr_matrix(Wc[:, : used.size])  # back to the original feature ids
+        Wc = Wc[:, : used.size]
+        if self.clip is not None:  # pruned as trained: only the kept weights ever exist as a sparse model
+            Wc = np.where(np.abs(Wc) < self.clip, 0.0, Wc)
+        Wc = sp.csr_matrix(Wc)  # back to the original feature ids
         Wc = sp.csr_matrix((Wc.data, used[Wc.indices], Wc.indptr), shape=(m, D))
         return node, kids, Wc, bc
 
@@ -620,6 +623,7 @@ def train_tree(
     n_jobs: int = 1,
     seed: int | None = 1,
     progress: bool = True,
+    clip: float | None = None,
 ) -> TreeModel:
     """Train the node classifiers of a probabilistic tree with liblinear (``-s 7``).
 
@@ -642,6 +646,11 @@ def train_tree(
         ``srand(seed)`` before every binary problem (see :func:`svbop.linear.train_ovr`).
     progress : bool
         Show a progress bar over the nodes.
+    clip : float or None
+        Drop the weights ``|w| < clip`` of every node as soon as it is trained (napkinXC's
+        ``weightsThreshold``): the result equals ``train_tree(...).clip(clip)``, but the unclipped
+        weights of the whole tree never exist at once (liblinear's dual solver gives a weight to every
+        feature of a node's examples: at K = 10^5 that is about 10^9 weights, most of them tiny).
 
     Returns
     -------
@@ -664,8 +673,10 @@ def train_tree(
         if todo.size and (todo[0] < K or todo[-1] >= n):
             raise ValueError(f"nodes must be internal nodes ({K}..{n - 1}), got {todo[0] if todo[0] < K else todo[-1]}")
     workers = max(1, min(_n_workers("n_jobs", n_jobs), todo.size))
+    if clip is not None:
+        clip = _clip_threshold("clip", clip)
     start = time.perf_counter()
-    trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": seed})
+    trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": seed}, clip)
     # largest nodes first, so that parallel workers finish together
     sizes = np.diff(trainer.indptr)[todo] * np.maximum(np.array([trainer.children[v].size for v in todo]), 1)
     order = todo[np.argsort(-sizes, kind="stable")]
@@ -689,13 +700,19 @@ def train_tree(
         position += kids.size
         blocks.append(Wc)
         b[kids] = bc
+    del results
     stacked = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, X.shape[1]))
-    # rows in node order; nodes that are not a trained node's child get a zero row
+    del blocks
+    # rows in node order (a row gather, not a product: one copy of the weights at a time); nodes that
+    # are not a trained node's child get an empty row
     have = np.flatnonzero(row_of >= 0)
-    W = sp.csr_matrix((n, X.shape[1]))
-    if have.size:
-        pick = sp.csr_matrix((np.ones(have.size), (have, row_of[have])), shape=(n, stacked.shape[0]))
-        W = sp.csr_matrix(pick @ stacked)
+    counts = np.zeros(n, dtype=np.int64)
+    counts[have] = np.diff(stacked.indptr)[row_of[have]]
+    ordered = stacked[row_of[have]] if have.size else stacked
+    del stacked
+    W = sp.csr_matrix((ordered.data, ordered.indices, np.concatenate([[0], np.cumsum(counts)])),
+                      shape=(n, X.shape[1]))
+    del ordered
     W.eliminate_zeros()
     trained = np.zeros(n, dtype=bool)
     trained[todo] = True

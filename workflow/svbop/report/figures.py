@@ -539,7 +539,9 @@ def read_scaling(path: str | os.PathLike) -> dict:
     dict
         ``meta`` (date, cpu, cpu_count, threads, load_start, load_end, ...), ``results`` (one
         entry per K: ``K`` and ``algorithms`` -> ``ms_per_row``, ``ms_min``, ``ms_max``,
-        ``ratio_to_full``, or ``skipped``) and ``beats_full_from_K``.
+        ``ratio_to_full``, or ``skipped``) and ``beats_full_from_K``; optionally ``trained``, entries of
+        the same shape measured on trained models (``benchmarks/bench_extreme.py --scaling-json``), drawn
+        beside the random ones.
 
     Raises
     ------
@@ -560,33 +562,41 @@ def read_scaling(path: str | os.PathLike) -> dict:
     for key in ("date", "cpu", "threads", "load_start", "load_end"):
         if key not in data["meta"]:
             raise ValueError(f"{path}: meta lacks key {key!r}")
-    for i, r in enumerate(data["results"]):
-        if not isinstance(r, dict) or not isinstance(r.get("K"), int) or not isinstance(r.get("algorithms"), dict):
-            raise ValueError(f"{path}: results[{i}] needs an integer 'K' and an object 'algorithms'")
-        for name, a in r["algorithms"].items():
-            if not isinstance(a, dict):
-                raise ValueError(f"{path}: results[{i}].algorithms[{name!r}] is not an object")
-            for key in ("ms_per_row", "ms_min", "ms_max") if "ms_per_row" in a else ():
-                v = a.get(key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                    raise ValueError(f"{path}: results[{i}].algorithms[{name!r}].{key} must be a positive number, got {v!r}")
+    if not isinstance(data.get("trained", []), list):
+        raise ValueError(f"{path}: 'trained' must be a list of results")
+    for part in ("results", "trained"):
+        for i, r in enumerate(data.get(part, [])):
+            if not isinstance(r, dict) or not isinstance(r.get("K"), int) or not isinstance(r.get("algorithms"), dict):
+                raise ValueError(f"{path}: {part}[{i}] needs an integer 'K' and an object 'algorithms'")
+            for name, a in r["algorithms"].items():
+                if not isinstance(a, dict):
+                    raise ValueError(f"{path}: {part}[{i}].algorithms[{name!r}] is not an object")
+                for key in ("ms_per_row", "ms_min", "ms_max") if "ms_per_row" in a else ():
+                    v = a.get(key)
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                        raise ValueError(f"{path}: {part}[{i}].algorithms[{name!r}].{key} must be a positive number, "
+                                         f"got {v!r}")
     return data
 
 
 def plot_scaling(data: dict) -> "Figure":
     """Time per test row against K, log-log, from :func:`read_scaling`'s data (one line per
     algorithm, bars from the fastest to the slowest repeat), stamped :data:`SCALING_STAMP` with
-    the date, CPU, threads and load of the run."""
+    the date, CPU, threads and load of the run.  Entries of ``trained`` (trained models) are drawn
+    dashed with open markers, labelled "(trained)", beside the random models' lines."""
     fig = _new_figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot()
-    for name, marker in zip(SCALING_ALGORITHMS, "o^vsD"):
-        pts = [(r["K"], r["algorithms"][name]) for r in data["results"] if "ms_per_row" in r["algorithms"].get(name, {})]
-        if not pts:
-            continue
-        Ks = [K for K, _ in pts]
-        ms = np.array([a["ms_per_row"] for _, a in pts])
-        lo, hi = np.array([a["ms_min"] for _, a in pts]), np.array([a["ms_max"] for _, a in pts])
-        ax.errorbar(Ks, ms, yerr=[np.maximum(ms - lo, 0), np.maximum(hi - ms, 0)], marker=marker, capsize=2, label=name)
+    for part, suffix, style in (("results", "", {}), ("trained", " (trained)", {"linestyle": "--", "mfc": "none"})):
+        for name, marker in zip(SCALING_ALGORITHMS, "o^vsD"):
+            pts = [(r["K"], r["algorithms"][name]) for r in data.get(part, [])
+                   if "ms_per_row" in r["algorithms"].get(name, {})]
+            if not pts:
+                continue
+            Ks = [K for K, _ in pts]
+            ms = np.array([a["ms_per_row"] for _, a in pts])
+            lo, hi = np.array([a["ms_min"] for _, a in pts]), np.array([a["ms_max"] for _, a in pts])
+            ax.errorbar(Ks, ms, yerr=[np.maximum(ms - lo, 0), np.maximum(hi - ms, 0)], marker=marker, capsize=2,
+                        label=name + suffix, **style)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of classes K", fontsize=LEGEND_PT)

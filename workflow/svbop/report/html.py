@@ -461,6 +461,10 @@ def _context_scaling(scaling: str | os.PathLike | Mapping[str, object] | None) -
     beats = data.get("beats_full_from_K") or {}
     said = "; ".join(f"{name} faster than svbop's Full from K = {beats[name]:,}" if beats.get(name) else
                      f"{name} not faster than svbop's Full at any K run" for name in ("HSG", "HF"))
+    trained = [r for r in data.get("trained", []) if "ms_per_row" in r["algorithms"].get("HF", {})]
+    if trained:  # measured on trained trees (benchmarks/bench_extreme.py), beside the random models
+        said += "; trained HF (dashed): " + ", ".join(
+            f"{r['algorithms']['HF']['ms_per_row']:.3g} ms per row at K = {int(r['K']):,}" for r in trained)
     return {"src": _data_uri(figure_to_png(plot_scaling(data))),
             "meta": f"{m['date']}, {m['cpu']}, {m['threads']} thread(s), 1-minute load {m['load_start'][0]:.2f} at the "
                     f"start, {m['load_end'][0]:.2f} at the end; K = {', '.join(f'{K:,}' for K in Ks)}",
