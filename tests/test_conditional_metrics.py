@@ -196,3 +196,30 @@ def test_the_report_table_carries_covgap_sscv_and_wsc(rng):
     assert np.isnan(full["covgap_pct"]) and np.isnan(full["sscv_pct"])  # no coverage target
     no_x = evaluate_beyond(sets, y[400:], [], dataset="d")
     assert all(c in no_x[0] for c in CONDITIONAL_COLUMNS) and np.isnan(no_x[0]["wsc_pct"])
+
+
+def test_wsc_split_is_scikit_learns_train_test_split_without_importing_it():
+    """The held-out split of worst_slab_coverage draws what TorchCP's train_test_split draws, and
+    svbop's report extra (no scikit-learn) can compute it."""
+    model_selection = pytest.importorskip("sklearn.model_selection")
+    from svbop.metrics import _shuffle_split
+
+    for n in (2, 3, 10, 101, 4000):
+        for f in (0.1, 0.5, 0.75, 0.9):
+            for rs in (0, 1, 2020):
+                try:
+                    want = model_selection.train_test_split(np.arange(n), test_size=f, random_state=rs)
+                except ValueError:
+                    with pytest.raises(ValueError, match="leaves no row"):
+                        _shuffle_split(n, f, rs)
+                    continue
+                got = _shuffle_split(n, f, rs)
+                assert all(np.array_equal(a, b) for a, b in zip(want, got)), (n, f, rs)
+    code = ("import sys; sys.modules['sklearn'] = None; import numpy as np, svbop; from svbop.metrics import "
+            "worst_slab_coverage as w; r = np.random.default_rng(0); P = r.dirichlet(np.ones(4), 50); "
+            "print(w(svbop.predict_sets(P, 'fbeta:beta=1'), r.integers(0, 4, 50), P, M=5))")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -677,6 +677,21 @@ def _ndim(x):
         return None
 
 
+def _shuffle_split(n: int, test_fraction: float, random_state):
+    """``(train, test)`` row indices as scikit-learn's ``train_test_split(np.arange(n), test_size=
+    test_fraction, random_state=random_state)`` draws them (TorchCP's WSC split), without importing
+    scikit-learn (not a dependency of svbop or of its ``report`` extra): ``ceil(test_fraction * n)``
+    test rows first in one ``RandomState(random_state).permutation(n)`` (NumPy's global generator for
+    ``None``), the rest for training."""
+    n_test = int(np.ceil(test_fraction * n))
+    n_train = n - n_test
+    if n_train < 1:
+        raise ValueError(f"test_fraction={test_fraction} leaves no row of {n} to choose the slab on")
+    rng = np.random.mtrand._rand if random_state is None else np.random.RandomState(int(random_state))
+    perm = rng.permutation(n)
+    return perm[n_test:], perm[:n_test]
+
+
 class _SlabPlan:
     """What :func:`worst_slab_coverage` computes once for given features, whatever the sets: the
     split, the directions and, per direction, the selection rows' projections in increasing order
@@ -685,8 +700,6 @@ class _SlabPlan:
 
     def __init__(self, X, n: int, *, delta=0.1, M=1000, test_fraction=0.75, random_state=2020,
                  budget: int = 256 << 20) -> None:
-        from sklearn.model_selection import train_test_split
-
         X = as_host_array(X, "X")
         if X.ndim == 1:
             X = X[:, None]
@@ -707,7 +720,7 @@ class _SlabPlan:
         if n < 2:
             raise ValueError(f"worst_slab_coverage needs at least 2 rows (one to choose the slab, one to evaluate"
                              f" it), got {n}")
-        self.train, self.test = train_test_split(np.arange(n), test_size=test_fraction, random_state=random_state)
+        self.train, self.test = _shuffle_split(n, test_fraction, random_state)
         self.X = X
         m = self.train.size
         # TorchCP's sample_sphere: one (d, M) draw, columns normalised
