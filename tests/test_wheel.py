@@ -75,9 +75,15 @@ def test_svbop_report_from_an_empty_folder_with_class_names(venv, tmp_path):
     assert not any(p.is_symlink() for name in ("report.html", "tables", "figures", "svbop_report.log",
                                                "svbop_report.yaml") for p in [out / name, *(out / name).rglob("*")])
     html = (out / "report.html").read_text()
-    assert 'id="calibration-model"' in html and 'id="table3-model"' in html
+    assert 'id="calibration-model"' in html and 'id="beyond-model"' in html and '<section id="level">' in html
     assert "kind &lt;3&gt; &amp; co" in html  # the class names, escaped
-    assert (out / "tables" / "table3_utilities.csv").is_file()
+    # the page about the model: its own tables, none of the paper's (issue 50)
+    assert sorted(p.name for p in (out / "tables").iterdir()) == [
+        "beyond_every_set.csv", "choose_sets.csv", "class_coverage_model.tsv"]
+    assert "table3" not in html and "Table 3" not in html
+    # the docs travel with the wheel
+    docs = _run([venv / "svbop", "docs", "your_model"], cwd=empty, timeout=120)
+    assert "svbop report" in docs.stdout
     # a bad input is refused before any work, naming the user's file
     np.save(inputs / "short_labels.npy", np.zeros(5, dtype=int))
     bad = subprocess.run([venv / "svbop", "report", "--test", inputs / "test_logits.npy", inputs / "short_labels.npy",
