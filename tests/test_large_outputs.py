@@ -224,3 +224,19 @@ def test_conformal_sets_of_a_mapped_matrix_hold_a_chunk_and_equal_the_in_memory_
     assert _file_pages() - base < 8 << 20
     want = predict_sets(P, "fbeta:beta=1")
     assert np.array_equal(got.indices, want.indices) and np.array_equal(got.expected_utility, want.expected_utility)
+
+
+def test_venn_abers_streams_every_part_as_calibrate_parts_makes_it():
+    """calibrate_streams(method="venn_abers") gives calibrate_parts' probabilities, each part its own
+    rows (parts of different sizes), whatever the block size."""
+    from svbop.calibration import calibrate_parts, calibrate_streams
+
+    rng = np.random.default_rng(3)
+    scores = {p: rng.normal(size=(n, 4)) * 2 for p, n in (("validation", 120), ("calibration", 90), ("test", 210))}
+    labels = {p: rng.integers(0, 4, len(Z)) for p, Z in scores.items()}
+    want, record = calibrate_parts(scores, labels, method="venn_abers")
+    streams, finish = calibrate_streams(scores, labels, method="venn_abers", block_rows=50)
+    for p, stream in streams.items():
+        assert stream.shape == want[p].shape
+        np.testing.assert_array_equal(np.concatenate(list(stream.blocks)), want[p])
+    assert finish()["method"] == record["method"] == "venn_abers"

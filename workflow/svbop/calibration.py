@@ -575,9 +575,10 @@ def calibrate_streams(
     if method == "venn_abers":  # one isotonic fit per class on the validation rows: made in memory, then streamed
         probs, made = calibrate_parts(scores, labels, outputs=outputs, method=method, utilities=utilities,
                                       dtype=dtype, n_bins=n_bins)
-        streams = {p: RowStream(P.shape, P.dtype, (P[lo:lo + block_rows] for lo in range(0, P.shape[0], block_rows)))
-                   for p, P in probs.items()}
-        return streams, lambda: made
+        def blocks_of(P):  # each part's own rows (a generator expression here would read the last part's)
+            return (P[lo:lo + block_rows] for lo in range(0, P.shape[0], block_rows))
+
+        return {p: RowStream(P.shape, P.dtype, blocks_of(P)) for p, P in probs.items()}, lambda: made
     T, at_bound, skipped = 1.0, False, None
     if method == "temperature":
         if "validation" not in scores or np.asarray(labels["validation"]).size == 0:
