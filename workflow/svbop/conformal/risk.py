@@ -176,15 +176,9 @@ class _TreeDistance:
         depth = hierarchy.depth()
         D = int(depth[:K].max())
         anc = np.full((K, D + 1), -1, dtype=np.int64)  # anc[c, d]: the ancestor of class c at depth d
-        node = np.arange(K)
-        d = depth[:K].copy()
-        while True:
-            live = d >= 0
-            if not live.any():
-                break
-            anc[np.flatnonzero(live), d[live]] = node[live]
-            node = np.where(live, hierarchy.parent[np.maximum(node, 0)], node)
-            d = d - 1
+        for d in range(D + 1):
+            deep = np.flatnonzero(depth[:K] >= d)
+            anc[deep, d] = hierarchy.ancestors_at_depth(deep, d)
         self.K, self.depth, self.anc = K, depth[:K].astype(np.int64), anc
         self.table = None
         if K * K <= 25_000_000:  # every pair at once (int32: 100 MB at K = 5,000)
