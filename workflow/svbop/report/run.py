@@ -167,16 +167,22 @@ def _suffix(path) -> str:
     return "".join(Path(path).suffixes[-1:]).lower()
 
 
+def _check_part_files(given: dict[str, str], flag, what: str, own: str, pairs: dict) -> None:
+    """Per-part files (``given``: part -> file) only for the parts given, and then for every part
+    given (``pairs``: part -> files or None); ``flag(part)`` names a part's option, ``what`` the files."""
+    parts = [part for part in ("validation", "calibration", "test") if pairs.get(part) is not None]
+    stray = [part for part in given if part not in parts]
+    if stray:
+        raise ValueError(f"{flag(stray[0])}: there is no --{stray[0]} ({what} are given for the parts given)")
+    if given and len(given) != len(parts):
+        missing = [part for part in parts if part not in given]
+        raise ValueError(f"{flag(missing[0])}: missing; with {what} for one part, every part given needs them{own} "
+                         f"(given: {', '.join('--' + p for p in parts)})")
+
+
 def _check_group_flags(groups: dict[str, str], **pairs) -> None:
     """Groups only for parts given, and then for every part given (``pairs``: part -> files or None)."""
-    given = [part for part in ("validation", "calibration", "test") if pairs.get(part) is not None]
-    stray = [part for part in groups if part not in given]
-    if stray:
-        raise ValueError(f"--{stray[0]}-groups: there is no --{stray[0]} (groups are given for the parts given)")
-    if groups and len(groups) != len(given):
-        missing = [part for part in given if part not in groups]
-        raise ValueError(f"--{missing[0]}-groups: missing; with groups for one part, every part given needs them "
-                         f"(given: {', '.join('--' + p for p in given)})")
+    _check_part_files(groups, lambda part: f"--{part}-groups", "groups", "", pairs)
 
 
 def row_flag(key: str, part: str) -> str:
@@ -186,15 +192,7 @@ def row_flag(key: str, part: str) -> str:
 
 def _check_row_flags(key: str, given: dict[str, str], **pairs) -> None:
     """Weights or group columns (``key``) only for parts given, and then for every part given, as groups."""
-    parts = [part for part in ("validation", "calibration", "test") if pairs.get(part) is not None]
-    stray = [part for part in given if part not in parts]
-    if stray:
-        raise ValueError(f"{row_flag(key, stray[0])}: there is no --{stray[0]} ({ROW_OPTIONS[key]} are given for the "
-                         "parts given)")
-    if given and len(given) != len(parts):
-        missing = [part for part in parts if part not in given]
-        raise ValueError(f"{row_flag(key, missing[0])}: missing; with {ROW_OPTIONS[key]} for one part, every part given "
-                         f"needs them, each for its own rows (given: {', '.join('--' + p for p in parts)})")
+    _check_part_files(given, lambda part: row_flag(key, part), ROW_OPTIONS[key], ", each for its own rows", pairs)
 
 
 # --- checks before any work -----------------------------------------------------------------------
