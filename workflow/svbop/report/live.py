@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Sequence
-from fractions import Fraction
 
 import numpy as np
 
@@ -58,8 +57,11 @@ BUDGET_BYTES = 7_500_000
 
 
 def _k(n: int, epsilon) -> int:
-    """``ceil((n + 1)(1 - epsilon))`` in exact arithmetic (``epsilon`` read from its decimal text)."""
-    return math.ceil((n + 1) * (1 - Fraction(str(epsilon))))
+    """``ceil((n + 1)(1 - epsilon))`` in exact arithmetic, ``epsilon`` read as the conformal
+    predictors read it (:func:`svbop.conformal._common._epsilon`: its decimal text)."""
+    from ..conformal._common import _epsilon
+
+    return math.ceil((n + 1) * (1 - _epsilon(epsilon)))
 
 
 def _b64(a: np.ndarray, dtype: str) -> str:
