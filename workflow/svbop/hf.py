@@ -256,7 +256,7 @@ def _layout(model: TreeModel) -> TreeSearchLayout:
 
 
 def predict_sets_hf(
-    model: TreeModel,
+    model: TreeModel | TreeSearchLayout,
     X: Any,
     u: Utility | str,
     *,
@@ -268,8 +268,10 @@ def predict_sets_hf(
 
     Parameters
     ----------
-    model : TreeModel
-        A complete (merged) tree model.
+    model : TreeModel or TreeSearchLayout
+        A complete (merged) tree model, or its search layout (``TreeSearchLayout.from_model(model)``):
+        the layout holds everything the search reads, so at extreme K the model's weights can be
+        dropped once it is built (the layout and the weights are each gigabytes at K = 10^6).
     X : array or scipy sparse matrix of shape (n_samples, n_features)
         Features of the rows to predict.
     u : Utility or str
@@ -297,7 +299,12 @@ def predict_sets_hf(
     the total mass 1 cannot reach the best expected utility, in the worst case after all ``K``
     leaves.
     """
-    lay = _layout(model)
+    if isinstance(model, TreeSearchLayout):
+        lay = model
+    elif isinstance(model, TreeModel):
+        lay = _layout(model)
+    else:
+        raise ValueError(f"model must be a TreeModel or a TreeSearchLayout, got {type(model).__name__}")
     u, g, early = utility_for(u, lay.n_classes, tie_rtol, "tree")
     K = lay.n_classes
     X = _as_sorted_csr(X, lay.n_features)

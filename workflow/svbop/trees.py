@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from . import _tree_kernels
 from ._threads import _n_workers, _positive_int
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
@@ -181,11 +182,11 @@ def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
     X = _as_features(X)
     y = _check_labels(y, X.shape[0], n_classes)
     Y = sp.csr_matrix((np.ones(y.size), (y, np.arange(y.size))), shape=(n_classes, y.size))
-    P = sp.csr_matrix(Y @ X)
+    P = sp.csr_matrix(Y @ X, dtype=np.float64)
+    del Y
     P.sum_duplicates()
-    norms = np.sqrt(np.asarray(P.multiply(P).sum(axis=1)).ravel())
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    return sp.csr_matrix(sp.diags(scale) @ P)
+    _tree_kernels.normalise_rows(P.indptr, P.data)  # in place: one copy of the profiles at a time
+    return P
 
 
 def _check_labels(y: Any, n_rows: int, n_classes: int) -> np.ndarray:
@@ -199,11 +200,6 @@ def _check_labels(y: Any, n_rows: int, n_classes: int) -> np.ndarray:
     if y.size and (y.min() < 0 or y.max() >= n_classes):
         raise ValueError(f"y must be in 0..{n_classes - 1}, found {y[(y < 0) | (y >= n_classes)][0]}")
     return y
-
-
-def _normalise(v: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(v)
-    return v / norm if norm > 0 else v
 
 
 def balanced_2means(
@@ -245,43 +241,36 @@ def balanced_2means(
     if not (np.isfinite(eps) and eps > 0):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     n_init = _positive_int("n_init", n_init)
-    rng = np.random.default_rng(rng)
-    dense = not sp.issparse(profiles)
-
-    def row(i):
-        return np.asarray(profiles[i], dtype=np.float64).ravel() if dense else profiles[i].toarray().ravel()
-
-    best_left, best_score = None, -np.inf
-    for _ in range(n_init):
-        first, second = rng.choice(n, size=2, replace=False)
-        left, score = _refine_2means(profiles, np.stack([row(first), row(second)]), eps, max_iter)
-        if best_left is None or score > best_score:
-            best_left, best_score = left, score
-    return best_left
+    P = sp.csr_matrix(profiles, dtype=np.float64)
+    return _Splitter(P).split(np.arange(n, dtype=np.int64), np.random.default_rng(rng), eps, max_iter, n_init)
 
 
-def _refine_2means(profiles, centroids: np.ndarray, eps: float, max_iter: int) -> tuple[np.ndarray, float]:
-    """Balanced 2-means iterations from ``centroids``: (cluster-0 mask, its mean similarity)."""
-    n = profiles.shape[0]
-    half = (n + 1) // 2
-    left = np.zeros(n, dtype=bool)
-    previous = -np.inf
-    score = -np.inf
-    for _ in range(max_iter):
-        sims = np.asarray(profiles @ centroids.T)
-        # stable sort of the difference: ties (e.g. empty profiles) keep their order
-        order = np.argsort(sims[:, 1] - sims[:, 0], kind="stable")
-        left[:] = False
-        left[order[:half]] = True
-        score = (sims[left, 0].sum() + sims[~left, 1].sum()) / n
-        if score - previous < eps:
-            break
-        previous = score
-        centroids = np.stack([
-            _normalise(np.asarray(profiles[left].sum(axis=0)).ravel()),
-            _normalise(np.asarray(profiles[~left].sum(axis=0)).ravel()),
-        ])
-    return left, float(score)
+class _Splitter:
+    """Balanced 2-means splits of subsets of the rows of one CSR profile matrix.
+
+    A subset's rows are copied with their columns renumbered ``0..u-1`` (``u`` the features they
+    use), so a split costs time and memory in proportion to the subset's non-zeros: at extreme K a
+    node's classes use a few thousand of millions of feature ids.
+    """
+
+    def __init__(self, profiles: sp.csr_matrix) -> None:
+        self.P = profiles
+        self.pos = np.full(profiles.shape[1], -1, dtype=np.int64)
+
+    def split(self, rows: np.ndarray, rng: np.random.Generator, eps: float, max_iter: int, n_init: int) -> np.ndarray:
+        """Cluster-0 mask over ``rows`` (``ceil(n / 2)`` True): the best of ``n_init`` random pairs."""
+        indptr, indices, data, columns = _tree_kernels.compact_rows(
+            self.P.indptr, self.P.indices, self.P.data, rows, self.pos)
+        n = rows.size
+        best_left, best_score = None, -np.inf
+        left = np.zeros(n, dtype=np.bool_)
+        for _ in range(n_init):
+            first, second = rng.choice(n, size=2, replace=False)
+            score = _tree_kernels.refine_2means(indptr, indices, data, columns.size, int(first), int(second),
+                                                float(eps), int(max_iter), left)
+            if best_left is None or score > best_score:
+                best_left, best_score = left.copy(), score
+        return best_left
 
 
 def balanced_kmeans_tree(
@@ -329,8 +318,11 @@ def balanced_kmeans_tree(
     if isinstance(max_leaves, bool) or not isinstance(max_leaves, (int, np.integer)) or max_leaves < 2:
         raise ValueError(f"max_leaves must be an integer >= 2, got {max_leaves!r}")
     n_init = _positive_int("n_init", n_init)
+    if not (np.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     start = time.perf_counter()
     profiles = class_profiles(X, y, n_classes)
+    splitter = _Splitter(profiles)
     rng = np.random.default_rng(seed)
     K = int(n_classes)
     if K == 1:
@@ -345,7 +337,7 @@ def balanced_kmeans_tree(
         if members.size <= max_leaves:
             leaf_parent[members] = K + node
             continue
-        left = balanced_2means(profiles[members], eps=eps, max_iter=max_iter, rng=rng, n_init=n_init)
+        left = splitter.split(members, rng, eps, max_iter, n_init)
         for part in (members[left], members[~left]):
             parent.append(K + node)
             queue.append((len(parent) - 1, part))
@@ -579,6 +571,7 @@ class _NodeTrainer:
 
     def __init__(self, X, y, tree, params, clip=None):
         self.X, self.tree, self.params, self.clip = X, tree, params, clip
+        self.pos = None
         self.indptr, self.rows, self.child = node_examples(tree, y)
         self.children = tree.children()
 
@@ -588,13 +581,13 @@ class _NodeTrainer:
         lo, hi = self.indptr[node], self.indptr[node + 1]
         m, D = kids.size, self.X.shape[1]
         if hi == lo:  # no example reaches the node: uniform over its children
-            empty = sp.csr_matrix((m, D))
-            return node, kids, empty, np.zeros(m)
-        Xv = self.X[self.rows[lo:hi]]
-        used = np.unique(Xv.indices)
-        remap = np.zeros(D, dtype=np.int64)
-        remap[used] = np.arange(used.size)
-        Xc = sp.csr_matrix((Xv.data, remap[Xv.indices], Xv.indptr), shape=(Xv.shape[0], max(used.size, 1)))
+            return node, kids, (np.zeros(m + 1, np.int64), np.zeros(0, np.int32), np.zeros(0)), np.zeros(m)
+        if self.pos is None:  # per process (forked workers each get their own): -1 over every feature id
+            self.pos = np.full(D, -1, dtype=np.int64)
+        # the node's rows with their columns renumbered 0..u-1 (u the features they use), in O(their non-zeros)
+        xptr, xind, xval, used = _tree_kernels.compact_rows(self.X.indptr, self.X.indices, self.X.data,
+                                                            self.rows[lo:hi], self.pos)
+        Xc = sp.csr_matrix((xval, xind, xptr), shape=(hi - lo, max(used.size, 1)))
         labels = self.child[lo:hi]
         if m == 2:
             part = train_ovr(Xc, labels, 2, classes=[0], n_jobs=1, progress=False, **self.params)
@@ -606,9 +599,66 @@ class _NodeTrainer:
         Wc = Wc[:, : used.size]
         if self.clip is not None:  # pruned as trained: only the kept weights ever exist as a sparse model
             Wc = np.where(np.abs(Wc) < self.clip, 0.0, Wc)
-        Wc = sp.csr_matrix(Wc)  # back to the original feature ids
-        Wc = sp.csr_matrix((Wc.data, used[Wc.indices], Wc.indptr), shape=(m, D))
-        return node, kids, Wc, bc
+        Wc = sp.csr_matrix(Wc)  # the kept weights, back to the original feature ids
+        return node, kids, (Wc.indptr.astype(np.int64), used[Wc.indices].astype(np.int32), Wc.data), bc
+
+
+class _NodeWeights:
+    """The node classifiers' weights as they arrive from the workers, then one CSR in node order.
+
+    They arrive in training order (largest node first) and are appended to chunks of a fixed size;
+    :meth:`csr` copies them to their rows chunk by chunk and frees each chunk once copied, so the
+    whole tree's weights exist about once, not twice (at K = 10^6 they are gigabytes).
+    """
+
+    CHUNK = 1 << 22  # weights per chunk (48 MB): each chunk is its own allocation, returned to the system when freed
+
+    def __init__(self, n_nodes: int) -> None:
+        self.n_nodes = n_nodes
+        self.chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        self.fill = self.CHUNK
+        self.total = 0
+        self.src, self.length, self.row = [], [], []
+        self.b = np.zeros(n_nodes)
+
+    def add(self, kids: np.ndarray, weights: tuple[np.ndarray, np.ndarray, np.ndarray], bc: np.ndarray) -> None:
+        indptr, indices, data = weights
+        self.src.append(self.total + indptr[:-1])
+        self.length.append(np.diff(indptr))
+        self.row.append(np.asarray(kids, dtype=np.int64))
+        self.b[kids] = bc
+        at = 0
+        while at < indices.size:
+            if self.fill == self.CHUNK:
+                self.chunks.append((np.empty(self.CHUNK, dtype=np.int32), np.empty(self.CHUNK)))
+                self.fill = 0
+            take = min(self.CHUNK - self.fill, indices.size - at)
+            ind, val = self.chunks[-1]
+            ind[self.fill:self.fill + take] = indices[at:at + take]
+            val[self.fill:self.fill + take] = data[at:at + take]
+            self.fill += take
+            at += take
+        self.total += indices.size
+
+    def csr(self, n_features: int) -> sp.csr_matrix:
+        src = np.concatenate(self.src) if self.src else np.zeros(0, np.int64)
+        length = np.concatenate(self.length) if self.length else np.zeros(0, np.int64)
+        row = np.concatenate(self.row) if self.row else np.zeros(0, np.int64)
+        counts = np.zeros(self.n_nodes, dtype=np.int64)
+        counts[row] = length
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        indices, data = np.empty(self.total, dtype=np.int32), np.empty(self.total)
+        dst = indptr[row]
+        segment = 0
+        for c in range(len(self.chunks)):
+            ind, val = self.chunks[c]
+            self.chunks[c] = None  # freed once copied
+            if c == len(self.chunks) - 1:
+                ind, val = ind[: self.fill], val[: self.fill]
+            segment = _tree_kernels.copy_segments(ind, val, c * self.CHUNK, src, length, dst, segment, indices, data)
+            del ind, val
+        self.chunks = []
+        return sp.csr_matrix((data, indices, indptr), shape=(self.n_nodes, n_features))
 
 
 def train_tree(
@@ -691,28 +741,12 @@ def train_tree(
         return _progress(results, desc="liblinear tree nodes", total=todo.size, logger=logger)
 
     fits = map(trainer.fit, order) if workers == 1 else _forked_map(trainer.fit, order, workers)
-    results = list(tracked(fits))
-    row_of = np.full(n, -1, dtype=np.int64)
-    blocks, b = [], np.zeros(n)
-    position = 0
-    for _, kids, Wc, bc in results:
-        row_of[kids] = np.arange(position, position + kids.size)
-        position += kids.size
-        blocks.append(Wc)
-        b[kids] = bc
-    del results
-    stacked = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, X.shape[1]))
-    del blocks
-    # rows in node order (a row gather, not a product: one copy of the weights at a time); nodes that
-    # are not a trained node's child get an empty row
-    have = np.flatnonzero(row_of >= 0)
-    counts = np.zeros(n, dtype=np.int64)
-    counts[have] = np.diff(stacked.indptr)[row_of[have]]
-    ordered = stacked[row_of[have]] if have.size else stacked
-    del stacked
-    W = sp.csr_matrix((ordered.data, ordered.indices, np.concatenate([[0], np.cumsum(counts)])),
-                      shape=(n, X.shape[1]))
-    del ordered
+    weights = _NodeWeights(n)
+    for _, kids, Wc, bc in tracked(fits):
+        weights.add(kids, Wc, bc)
+    del fits
+    W, b = weights.csr(X.shape[1]), weights.b
+    del weights
     W.eliminate_zeros()
     trained = np.zeros(n, dtype=bool)
     trained[todo] = True

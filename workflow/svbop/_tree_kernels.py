@@ -1,0 +1,164 @@
+"""Compiled kernels (numba) behind :mod:`svbop.trees`: class profiles, column compaction and the
+balanced 2-means of the 2-means tree.
+
+At extreme K (10^5-10^6 classes, 10^6-10^7 features) a node of the tree holds a few classes whose
+profiles use a few thousand of the feature ids.  Everything here therefore works on a node's rows
+with their columns renumbered ``0..u-1`` (:func:`compact_rows`), so that a node costs time and
+memory in proportion to its non-zeros, never to the number of features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = {"nogil": True, "cache": True}
+
+
+@njit(**_JIT)
+def normalise_rows(indptr, data):
+    """Scale every CSR row to unit L2 norm, in place (zero rows stay zero)."""
+    for r in range(indptr.size - 1):
+        s = 0.0
+        for a in range(indptr[r], indptr[r + 1]):
+            s += data[a] * data[a]
+        if s > 0.0:
+            inv = 1.0 / np.sqrt(s)
+            for a in range(indptr[r], indptr[r + 1]):
+                data[a] *= inv
+
+
+@njit(**_JIT)
+def compact_rows(indptr, indices, data, rows, pos):
+    """The CSR rows ``rows`` with their columns renumbered ``0..u-1`` in increasing feature order.
+
+    ``pos`` is a scratch array of int64 over every feature id, all -1 on entry and on return.
+    Returns ``(indptr, local_indices, data, columns)``: ``columns[j]`` is the feature id of local
+    column ``j`` (sorted).
+    """
+    m = rows.size
+    out_ptr = np.zeros(m + 1, dtype=np.int64)
+    for i in range(m):
+        r = rows[i]
+        out_ptr[i + 1] = out_ptr[i] + indptr[r + 1] - indptr[r]
+    nnz = out_ptr[m]
+    out_ind = np.empty(nnz, dtype=np.int32)
+    out_val = np.empty(nnz, dtype=data.dtype)
+    columns = np.empty(nnz, dtype=np.int64)
+    u = 0
+    for i in range(m):
+        r = rows[i]
+        o = out_ptr[i]
+        for a in range(indptr[r], indptr[r + 1]):
+            j = indices[a]
+            if pos[j] < 0:
+                pos[j] = u
+                columns[u] = j
+                u += 1
+            out_val[o] = data[a]
+            o += 1
+    columns = np.sort(columns[:u])
+    for k in range(u):
+        pos[columns[k]] = k
+    for i in range(m):
+        r = rows[i]
+        o = out_ptr[i]
+        for a in range(indptr[r], indptr[r + 1]):
+            out_ind[o] = pos[indices[a]]
+            o += 1
+    for k in range(u):
+        pos[columns[k]] = -1
+    return out_ptr, out_ind, out_val, columns
+
+
+@njit(**_JIT)
+def _similarities(indptr, indices, data, c0, c1, s0, s1):
+    for r in range(indptr.size - 1):
+        a0 = 0.0
+        a1 = 0.0
+        for a in range(indptr[r], indptr[r + 1]):
+            v = data[a]
+            j = indices[a]
+            a0 += v * c0[j]
+            a1 += v * c1[j]
+        s0[r] = a0
+        s1[r] = a1
+
+
+@njit(**_JIT)
+def _unit(c):
+    s = 0.0
+    for j in range(c.size):
+        s += c[j] * c[j]
+    if s > 0.0:
+        inv = 1.0 / np.sqrt(s)
+        for j in range(c.size):
+            c[j] *= inv
+
+
+@njit(**_JIT)
+def refine_2means(indptr, indices, data, n_cols, first, second, eps, max_iter, left):
+    """Balanced spherical 2-means on CSR rows (local columns ``0..n_cols-1``) from the rows
+    ``first`` and ``second`` as centroids; writes cluster 0 into ``left`` (``ceil(n / 2)`` rows:
+    those of smallest ``sim(row, c1) - sim(row, c0)``, ties in row order) and returns its mean
+    similarity.  Stops when the mean similarity gains less than ``eps`` or after ``max_iter``
+    iterations (see :func:`svbop.trees.balanced_2means`)."""
+    n = indptr.size - 1
+    half = (n + 1) // 2
+    c0 = np.zeros(n_cols)
+    c1 = np.zeros(n_cols)
+    for a in range(indptr[first], indptr[first + 1]):
+        c0[indices[a]] = data[a]
+    for a in range(indptr[second], indptr[second + 1]):
+        c1[indices[a]] = data[a]
+    s0 = np.empty(n)
+    s1 = np.empty(n)
+    diff = np.empty(n)
+    previous = -np.inf
+    score = -np.inf
+    for _ in range(max_iter):
+        _similarities(indptr, indices, data, c0, c1, s0, s1)
+        for r in range(n):
+            diff[r] = s1[r] - s0[r]
+        order = np.argsort(diff, kind="mergesort")  # stable: ties (empty profiles) keep their order
+        for r in range(n):
+            left[r] = False
+        for k in range(half):
+            left[order[k]] = True
+        score = 0.0
+        for r in range(n):
+            score += s0[r] if left[r] else s1[r]
+        score /= n
+        if score - previous < eps:
+            break
+        previous = score
+        c0[:] = 0.0
+        c1[:] = 0.0
+        for r in range(n):
+            c = c0 if left[r] else c1
+            for a in range(indptr[r], indptr[r + 1]):
+                c[indices[a]] += data[a]
+        _unit(c0)
+        _unit(c1)
+    return score
+
+
+@njit(**_JIT)
+def copy_segments(chunk_ind, chunk_val, lo, seg_src, seg_len, seg_dst, first, out_ind, out_val):
+    """Copy the parts of segments ``first, first + 1, ...`` (sorted by ``seg_src``, global offsets)
+    that lie in the chunk holding global offsets ``lo .. lo + chunk_ind.size - 1`` to
+    ``out[seg_dst + (offset - seg_src)]``; returns the first segment that goes on past the chunk."""
+    hi = lo + chunk_ind.size
+    s = first
+    while s < seg_src.size and seg_src[s] < hi:
+        a = max(seg_src[s], lo)
+        b = min(seg_src[s] + seg_len[s], hi)
+        d = seg_dst[s] + (a - seg_src[s])
+        for k in range(a, b):
+            out_ind[d] = chunk_ind[k - lo]
+            out_val[d] = chunk_val[k - lo]
+            d += 1
+        if seg_src[s] + seg_len[s] > hi:
+            return s
+        s += 1
+    return s
