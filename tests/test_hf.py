@@ -378,3 +378,21 @@ def test_children_scores_are_summed_in_feature_order_on_every_path(monkeypatch, 
     expected = svbop.predict_sets(model.predict_proba(X), "recall")
     assert expected[0].tolist()[:2] == [0, 1]
     assert_same_sets(predict_sets_hf(model, X, "recall"), expected)
+
+
+def test_hf_on_the_search_layout_alone_equals_hf_on_the_model():
+    """At extreme K the weights are dropped once the layout is built: the layout is all HF reads."""
+    from svbop.hf import TreeSearchLayout
+    rng = np.random.default_rng(5)
+    X = sp.random(300, 40, density=0.3, format="csr", random_state=6)
+    y = rng.integers(0, 12, 300)
+    y[:12] = np.arange(12)
+    tree = balanced_kmeans_tree(X, y, 12, max_leaves=3)
+    model = train_tree(X, y, tree, C=1.0, eps=0.01, progress=False)
+    layout = TreeSearchLayout.from_model(model)
+    for u in ("fbeta:beta=1", "credal:delta=1.6,gamma=0.6"):
+        a, b = predict_sets_hf(model, X[:80], u), predict_sets_hf(layout, X[:80], u)
+        np.testing.assert_array_equal(a.indptr, b.indptr)
+        np.testing.assert_array_equal(a.indices, b.indices)
+    with pytest.raises(ValueError, match="model must be a TreeModel or a TreeSearchLayout, got csr_matrix"):
+        predict_sets_hf(model.W, X[:3], "fbeta:beta=1")

@@ -261,3 +261,91 @@ def test_lshtc1_dryrun_trees_learn_as_well_as_the_flat_model():
         P = model.predict_proba(X[test])
         np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-9)
         assert np.mean(P.argmax(axis=1) == data.y[test]) > flat_top1 - 0.05
+
+
+def _reference_2means(P, rng, eps=1e-3, max_iter=100, n_init=4):
+    """The balanced 2-means written plainly in numpy over every feature id (dense centroids), as
+    svbop computed it before the compiled kernel: the kernel must give the same split."""
+    n, half = P.shape[0], (P.shape[0] + 1) // 2
+    best, best_score = None, -np.inf
+    for _ in range(n_init):
+        first, second = rng.choice(n, size=2, replace=False)
+        c = np.stack([P[first].toarray().ravel(), P[second].toarray().ravel()])
+        previous, left = -np.inf, np.zeros(n, dtype=bool)
+        for _ in range(max_iter):
+            sims = np.asarray(P @ c.T)
+            order = np.argsort(sims[:, 1] - sims[:, 0], kind="stable")
+            left[:] = False
+            left[order[:half]] = True
+            score = (sims[left, 0].sum() + sims[~left, 1].sum()) / n
+            if score - previous < eps:
+                break
+            previous = score
+            c = np.stack([np.asarray(P[part].sum(axis=0)).ravel() for part in (left, ~left)])
+            c /= np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-300)
+        if best is None or score > best_score + 1e-9:
+            best, best_score = left.copy(), score
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_2means_equals_the_plain_numpy_one_on_a_node_of_few_columns(seed):
+    """The kernel works on the node's columns renumbered 0..u-1 (u << D): the same split as dense
+    centroids over every feature id, with most feature ids unused."""
+    rng = np.random.default_rng(seed)
+    topics = np.abs(rng.normal(size=(5, 60))) * (rng.random((5, 60)) < 0.3)
+    Q = topics[rng.integers(0, 5, 41)] + 0.3 * np.abs(rng.normal(size=(41, 60))) * (rng.random((41, 60)) < 0.2)
+    Q[7] = 0.0  # an empty profile
+    D = 50_000
+    columns = np.sort(rng.choice(D, 60, replace=False))  # the node's features, scattered over D ids
+    P = sp.csr_matrix((Q[:, np.arange(60)][Q != 0], columns[np.nonzero(Q)[1]], np.r_[0, np.cumsum((Q != 0).sum(1))]),
+                      shape=(41, D))
+    P = class_profiles(P, np.arange(41), 41)
+    expected = _reference_2means(P, np.random.default_rng(seed), n_init=3)
+    np.testing.assert_array_equal(balanced_2means(P, rng=seed, n_init=3), expected)
+
+
+def test_compact_rows_renumbers_columns_in_feature_order_and_leaves_the_scratch_clean():
+    from svbop._tree_kernels import compact_rows
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 10_000, density=0.002, format="csr", random_state=4)
+    pos = np.full(X.shape[1], -1, dtype=np.int64)
+    for rows in (np.array([3, 1, 3, 39]), np.arange(40), np.array([], dtype=np.int64), rng.choice(40, 9)):
+        indptr, local, data, columns = compact_rows(X.indptr, X.indices, X.data, rows.astype(np.int64), pos)
+        sub = X[rows]
+        np.testing.assert_array_equal(columns, np.unique(sub.indices))
+        back = sp.csr_matrix((data, columns[local], indptr), shape=(rows.size, X.shape[1]))
+        assert (back != sub).nnz == 0
+        assert np.all(pos == -1)
+
+
+def test_node_weights_gathered_in_small_chunks_give_the_same_model(monkeypatch):
+    """The node weights arrive largest node first and are copied to their rows chunk by chunk:
+    segments that cross chunk boundaries (a chunk of 7 weights) land where one chunk puts them."""
+    from svbop import trees
+    X, y = clustered(K=30, N=1500)
+    tree = balanced_kmeans_tree(X, y, 30, max_leaves=4)
+    whole = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False)
+    monkeypatch.setattr(trees._NodeWeights, "CHUNK", 7)
+    for jobs in (1, 2):
+        small = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False, n_jobs=jobs)
+        assert (small.W != whole.W).nnz == 0 and np.array_equal(small.W.indptr, whole.W.indptr)
+        assert np.array_equal(small.b, whole.b)
+    clipped = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False, clip=0.2)
+    assert (clipped.W != whole.clip(0.2).W).nnz == 0
+
+
+@pytest.mark.parametrize("K,max_leaves", [(23, 3), (64, 4), (9, 2)])
+def test_node_costs_and_training_rows_follow_the_examples_below_each_node(K, max_leaves):
+    """The trainer finds a node's rows as one slice of the rows sorted by their class's depth-first
+    place: the same rows, in the same order, with the same child labels as node_examples."""
+    from svbop.trees import _examples_below, _NodeTrainer
+    X, y = clustered(K=K, N=600)
+    tree = balanced_kmeans_tree(X, y, K, max_leaves=max_leaves)
+    indptr, rows, child = node_examples(tree, y)
+    np.testing.assert_array_equal(_examples_below(tree, y)[K:], np.diff(indptr)[K:])
+    np.testing.assert_array_equal(_examples_below(tree, y)[:K], np.bincount(y, minlength=K))
+    trainer = _NodeTrainer(X, y, tree, {"C": 1.0, "eps": 0.1, "bias": 1.0, "seed": 1})
+    for v in range(K, tree.n_nodes):
+        slice_rows = np.sort(trainer.order[trainer.start[trainer.first[v]]:trainer.start[trainer.last[v]]])
+        np.testing.assert_array_equal(slice_rows, rows[indptr[v]:indptr[v + 1]])

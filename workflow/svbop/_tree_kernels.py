@@ -162,3 +162,84 @@ def copy_segments(chunk_ind, chunk_val, lo, seg_src, seg_len, seg_dst, first, ou
             return s
         s += 1
     return s
+
+
+@njit(**_JIT)
+def fill_problem(indptr, indices, data, rows, pos, bias, x_index, x_value, rowptr):
+    """A node's liblinear problem written straight from the CSR rows ``rows`` (sorted indices):
+    each row's features with 1-based local ids (the node's features renumbered ``1..u`` in
+    increasing feature order), a bias node ``(u + 1, bias)`` (index -1 when ``bias < 0``) and the
+    terminator -1, into ``x_index``/``x_value`` (the fields of liblinear's ``feature_node`` array,
+    ``sum(row lengths) + 2 * rows.size`` long); ``rowptr[i]`` is where row ``i`` starts.
+
+    ``pos`` is a scratch array of int64 over every feature id, all -1 on entry and on return.
+    Returns the node's features (sorted): local id ``j + 1`` is feature ``columns[j]``.
+    """
+    m = rows.size
+    n_entries = 0
+    for i in range(m):
+        n_entries += indptr[rows[i] + 1] - indptr[rows[i]]
+    columns = np.empty(n_entries, dtype=np.int64)
+    u = 0
+    for i in range(m):
+        r = rows[i]
+        for a in range(indptr[r], indptr[r + 1]):
+            j = indices[a]
+            if pos[j] < 0:
+                pos[j] = u
+                columns[u] = j
+                u += 1
+    columns = np.sort(columns[:u])
+    for k in range(u):
+        pos[columns[k]] = k
+    bias_index = u + 1 if bias >= 0 else -1
+    o = 0
+    for i in range(m):
+        r = rows[i]
+        rowptr[i] = o
+        for a in range(indptr[r], indptr[r + 1]):
+            x_index[o] = pos[indices[a]] + 1
+            x_value[o] = data[a]
+            o += 1
+        x_index[o] = bias_index
+        x_value[o] = bias
+        x_index[o + 1] = -1
+        x_value[o + 1] = 0.0
+        o += 2
+    rowptr[m] = o
+    for k in range(u):
+        pos[columns[k]] = -1
+    return columns
+
+
+@njit(**_JIT)
+def leaf_ranges(child_ptr, children, root, n_classes):
+    """Depth-first order of the leaves: ``leaf_pos[c]`` (class ``c``'s place in it) and, for every
+    node, the range ``first[v] .. last[v] - 1`` of the places of the leaves below it."""
+    n = child_ptr.size - 1
+    leaf_pos = np.full(n_classes, -1, dtype=np.int64)
+    first = np.zeros(n, dtype=np.int64)
+    last = np.zeros(n, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    done = np.zeros(n, dtype=np.bool_)
+    top = 0
+    stack[0] = root
+    at = 0
+    while top >= 0:
+        v = stack[top]
+        if not done[v]:
+            done[v] = True
+            first[v] = at
+            if v < n_classes:
+                leaf_pos[v] = at
+                at += 1
+                last[v] = at
+                top -= 1
+            else:
+                for k in range(child_ptr[v + 1] - 1, child_ptr[v] - 1, -1):
+                    top += 1
+                    stack[top] = children[k]
+        else:
+            last[v] = at
+            top -= 1
+    return leaf_pos, first, last

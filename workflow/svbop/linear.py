@@ -511,9 +511,39 @@ def _make_problem(X: sp.csr_matrix, bias: float):
     x_space["index"][rowptr[1:] - 1] = -1
     x_space["value"][rowptr[1:] - 1] = 0.0
 
+    return _problem_of(x_space, rowptr, D, bias)
+
+
+def _check_liblinear_options(C: Any, eps: Any, bias: Any, solver: Any = 7) -> None:
+    """Refuse options liblinear would reject or misread, naming the option."""
+    for name, value in (("C", C), ("eps", eps)):
+        if not (isinstance(value, (int, float, np.number)) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if not (isinstance(bias, (int, float, np.number)) and np.isfinite(bias)):
+        raise ValueError(f"bias must be a finite number, got {bias!r}")
+    if solver not in _CLASSIFICATION_SOLVERS:
+        raise ValueError(f"solver must be a liblinear classification solver {_CLASSIFICATION_SOLVERS}, got {solver!r}")
+
+
+def _liblinear_parameter(C: float, eps: float, bias: float, solver: int = 7):
+    """liblinear's ``parameter`` for ``train -s solver -c C -e eps -B bias -q``."""
+    return _liblinear().parameter(["-s", str(int(solver)), "-c", repr(float(C)), "-e", repr(float(eps)),
+                                   "-B", repr(float(bias)), "-q"])
+
+
+def _feature_nodes(n: int) -> np.ndarray:
+    """Uninitialised storage for ``n`` of liblinear's ``feature_node`` (fields ``index``, ``value``)."""
+    return np.empty(n, dtype=_liblinear().feature_node)
+
+
+def _problem_of(x_space: np.ndarray, rowptr: np.ndarray, n_features: int, bias: float):
+    """A liblinear ``problem`` (labels left at 0) over filled ``feature_node`` storage: row ``i``
+    starts at ``x_space[rowptr[i]]`` (its features, the bias node, the terminator -1)."""
+    ll = _liblinear()
+    N = rowptr.size - 1
     prob = ll.problem.__new__(ll.problem)
     prob.l = N
-    prob.n = D + 1 if bias >= 0 else D
+    prob.n = n_features + 1 if bias >= 0 else n_features
     prob.bias = bias
     prob.x_space, prob.rowptr = x_space, rowptr  # keep the storage alive
     prob.y = (ctypes.c_double * N)()
@@ -697,13 +727,7 @@ def train_ovr(
     if y.min() < 0 or y.max() >= n_classes:
         bad = y[(y < 0) | (y >= n_classes)]
         raise ValueError(f"y must be in 0..{n_classes - 1}, found {bad[0]} ({bad.size} labels out of range)")
-    for name, value in (("C", C), ("eps", eps)):
-        if not (isinstance(value, (int, float, np.number)) and np.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    if not (isinstance(bias, (int, float, np.number)) and np.isfinite(bias)):
-        raise ValueError(f"bias must be a finite number, got {bias!r}")
-    if solver not in _CLASSIFICATION_SOLVERS:
-        raise ValueError(f"solver must be a liblinear classification solver {_CLASSIFICATION_SOLVERS}, got {solver!r}")
+    _check_liblinear_options(C, eps, bias, solver)
     if clip is not None:
         clip = _clip_threshold("clip", clip)
     if backend not in ("processes", "threads"):
@@ -735,8 +759,7 @@ def train_ovr(
     ll = _liblinear()
     start = time.perf_counter()
     prob = _make_problem(sp.csr_matrix(X), float(bias))
-    param = ll.parameter(["-s", str(int(solver)), "-c", repr(float(C)), "-e", repr(float(eps)),
-                          "-B", repr(float(bias)), "-q"])
+    param = _liblinear_parameter(C, eps, bias, solver)
     error = ll.liblinear.check_parameter(prob, param)
     if error:
         raise ValueError(f"liblinear rejects the parameters: {error.decode()}")

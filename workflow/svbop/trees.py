@@ -55,7 +55,18 @@ from . import _tree_kernels
 from ._threads import _n_workers, _positive_int
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
-from .linear import _as_features, _check_weights, _clip_csr, _clip_threshold, _forked_map, train_ovr
+from .linear import (
+    _as_features,
+    _check_liblinear_options,
+    _check_weights,
+    _clip_csr,
+    _clip_threshold,
+    _feature_nodes,
+    _fit_one,
+    _forked_map,
+    _liblinear_parameter,
+    _problem_of,
+)
 from .logs import progress as _progress
 
 __all__ = [
@@ -552,11 +563,11 @@ def split_nodes(tree: Hierarchy, y: np.ndarray, n_parts: int) -> list[np.ndarray
     list of ``n_parts`` sorted int64 arrays (some may be empty when there are few nodes)
     """
     n_parts = _positive_int("n_parts", n_parts)
-    indptr, _, _ = node_examples(tree, y)
+    y = _check_labels(y, np.asarray(y).size, tree.n_classes)
     internal = np.arange(tree.n_classes, tree.n_nodes)
     n_children = np.bincount(tree.parent[tree.parent >= 0], minlength=tree.n_nodes)[internal]
     problems = np.where(n_children == 2, 1, n_children)
-    cost = (np.diff(indptr)[internal] + 1) * problems
+    cost = (_examples_below(tree, y)[internal] + 1) * problems
     load = np.zeros(n_parts)
     groups: list[list[int]] = [[] for _ in range(n_parts)]
     for i in np.argsort(-cost, kind="stable"):
@@ -566,41 +577,80 @@ def split_nodes(tree: Hierarchy, y: np.ndarray, n_parts: int) -> list[np.ndarray
     return [np.array(sorted(g), dtype=np.int64) for g in groups]
 
 
+def _examples_below(tree: Hierarchy, y: np.ndarray) -> np.ndarray:
+    """How many training examples reach every node (those of the classes below it)."""
+    child_ptr, children = tree.children_csr()
+    leaf_pos, first, last = _tree_kernels.leaf_ranges(child_ptr, children, tree.root, tree.n_classes)
+    start = np.concatenate([[0], np.cumsum(np.bincount(leaf_pos[y], minlength=tree.n_classes))])
+    return start[last] - start[first]
+
+
 class _NodeTrainer:
-    """Trains one internal node; shared by forked workers (copy-on-write)."""
+    """Trains one internal node; shared by forked workers (copy-on-write).
+
+    The training rows are held once, sorted by the depth-first place of their class, so that a
+    node's rows are one slice (its classes are a range of places): no per-node copy of the row ids
+    exists before the node is trained (at K = 10^6 they would be 3 x 10^6 rows times the depth).
+    A node's liblinear problem is written straight from ``X``'s rows with the node's features
+    renumbered (:func:`svbop._tree_kernels.fill_problem`): its one copy of the node's data is
+    liblinear's own (16 bytes a non-zero).
+    """
 
     def __init__(self, X, y, tree, params, clip=None):
-        self.X, self.tree, self.params, self.clip = X, tree, params, clip
+        self.X, self.tree, self.clip = X, tree, clip
+        self.C, self.eps, self.bias, self.seed = params["C"], params["eps"], params["bias"], params["seed"]
+        child_ptr, children = tree.children_csr()
+        self.child_ptr, self.children_ids = child_ptr, children
+        leaf_pos, self.first, self.last = _tree_kernels.leaf_ranges(child_ptr, children, tree.root, tree.n_classes)
+        self.key = leaf_pos[y]  # the depth-first place of each row's class
+        self.order = np.argsort(self.key, kind="stable")
+        self.start = np.concatenate([[0], np.cumsum(np.bincount(self.key, minlength=tree.n_classes))])
         self.pos = None
-        self.indptr, self.rows, self.child = node_examples(tree, y)
-        self.children = tree.children()
+        self.param = None
 
-    def fit(self, node: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        """(node, child ids, CSR-ish (indptr, indices, data) of the child rows, intercepts)."""
-        kids = self.children[node]
-        lo, hi = self.indptr[node], self.indptr[node + 1]
-        m, D = kids.size, self.X.shape[1]
-        if hi == lo:  # no example reaches the node: uniform over its children
+    def n_rows(self, node: int) -> int:
+        return int(self.start[self.last[node]] - self.start[self.first[node]])
+
+    def kids(self, node: int) -> np.ndarray:
+        return self.children_ids[self.child_ptr[node]:self.child_ptr[node + 1]]
+
+    def fit(self, node: int) -> tuple[int, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+        """(node, child ids, (indptr, indices, data) of the child rows' kept weights, intercepts)."""
+        kids = self.kids(node)
+        m = kids.size
+        rows = np.sort(self.order[self.start[self.first[node]]:self.start[self.last[node]]])
+        if rows.size == 0:  # no example reaches the node: uniform over its children
             return node, kids, (np.zeros(m + 1, np.int64), np.zeros(0, np.int32), np.zeros(0)), np.zeros(m)
+        # the child each row goes to: the one whose range of leaf places holds the row's class
+        by_place = np.argsort(self.first[kids], kind="stable")
+        labels = by_place[np.searchsorted(self.first[kids][by_place], self.key[rows], side="right") - 1]
         if self.pos is None:  # per process (forked workers each get their own): -1 over every feature id
-            self.pos = np.full(D, -1, dtype=np.int64)
-        # the node's rows with their columns renumbered 0..u-1 (u the features they use), in O(their non-zeros)
-        xptr, xind, xval, used = _tree_kernels.compact_rows(self.X.indptr, self.X.indices, self.X.data,
-                                                            self.rows[lo:hi], self.pos)
-        Xc = sp.csr_matrix((xval, xind, xptr), shape=(hi - lo, max(used.size, 1)))
-        labels = self.child[lo:hi]
-        if m == 2:
-            part = train_ovr(Xc, labels, 2, classes=[0], n_jobs=1, progress=False, **self.params)
-            Wc = np.vstack([part.W, np.zeros((1, part.W.shape[1]))])
-            bc = np.array([part.b[0], 0.0])
-        else:
-            part = train_ovr(Xc, labels, m, n_jobs=1, progress=False, **self.params)
-            Wc, bc = part.W, part.b
-        Wc = Wc[:, : used.size]
-        if self.clip is not None:  # pruned as trained: only the kept weights ever exist as a sparse model
-            Wc = np.where(np.abs(Wc) < self.clip, 0.0, Wc)
-        Wc = sp.csr_matrix(Wc)  # the kept weights, back to the original feature ids
-        return node, kids, (Wc.indptr.astype(np.int64), used[Wc.indices].astype(np.int32), Wc.data), bc
+            self.pos = np.full(self.X.shape[1], -1, dtype=np.int64)
+            self.param = _liblinear_parameter(self.C, self.eps, self.bias)
+        X = self.X
+        lengths = X.indptr[rows + 1] - X.indptr[rows]
+        x_space = _feature_nodes(int(lengths.sum()) + 2 * rows.size)
+        rowptr = np.empty(rows.size + 1, dtype=np.int64)
+        used = _tree_kernels.fill_problem(X.indptr, X.indices, X.data, rows, self.pos, float(self.bias),
+                                          x_space["index"], x_space["value"], rowptr)
+        prob = _problem_of(x_space, rowptr, used.size, float(self.bias))
+        fitted = [0] if m == 2 else range(m)  # a binary node is one logistic model; its second child scores 0
+        indptr, indices, data, b = [0], [], [], np.zeros(m)
+        for c in range(m):
+            if c in fitted:
+                w, sign, bias = _fit_one(prob, self.param, labels, c, self.seed)
+                D = prob.n - 1 if bias >= 0 else prob.n
+                b[c] = sign * w[D] * bias if bias >= 0 else 0.0
+                w = sign * w[:D]
+                keep = np.flatnonzero(w != 0) if self.clip is None else np.flatnonzero(np.abs(w) >= self.clip)
+                indices.append(used[keep].astype(np.int32))
+                data.append(w[keep])
+                indptr.append(indptr[-1] + keep.size)
+            else:
+                indptr.append(indptr[-1])
+        del prob, x_space
+        return (node, kids, (np.array(indptr, dtype=np.int64), np.concatenate(indices) if indices else np.zeros(0, np.int32),
+                             np.concatenate(data) if data else np.zeros(0)), b)
 
 
 class _NodeWeights:
@@ -713,6 +763,13 @@ def train_tree(
     if not X.has_sorted_indices:
         X.sort_indices()
     y = _check_labels(y, X.shape[0], tree.n_classes)
+    _check_liblinear_options(C, eps, bias)
+    if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**32):
+        raise ValueError(f"seed must be an integer in 0..2**32-1 or None, got {seed!r}")
+    if X.nnz and not np.all(np.isfinite(X.data)):
+        raise ValueError("X contains NaN or infinite values")
+    if X.shape[1] + 1 >= 2**31:
+        raise ValueError(f"X has {X.shape[1]} features, more than liblinear's int indices allow")
     K, n = tree.n_classes, tree.n_nodes
     if nodes is None:
         todo = np.arange(K, n, dtype=np.int64)
@@ -726,9 +783,9 @@ def train_tree(
     if clip is not None:
         clip = _clip_threshold("clip", clip)
     start = time.perf_counter()
-    trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": seed}, clip)
+    trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": None if seed is None else int(seed)}, clip)
     # largest nodes first, so that parallel workers finish together
-    sizes = np.diff(trainer.indptr)[todo] * np.maximum(np.array([trainer.children[v].size for v in todo]), 1)
+    sizes = (trainer.start[trainer.last[todo]] - trainer.start[trainer.first[todo]]) * np.maximum(np.diff(trainer.child_ptr)[todo], 1)
     order = todo[np.argsort(-sizes, kind="stable")]
     logger.info(
         "liblinear tree: %d of %d internal nodes, %d x %d, C=%g eps=%g bias=%g, %d job(s)",
