@@ -243,3 +243,44 @@ def leaf_ranges(child_ptr, children, root, n_classes):
             last[v] = at
             top -= 1
     return leaf_pos, first, last
+
+
+@njit(**_JIT)
+def class_sums(indptr, indices, data, order, start, n_features):
+    """The sum of every class's rows (CSR, float64, sorted indices): class ``c``'s rows are
+    ``order[start[c]:start[c + 1]]`` (increasing), summed in that order as scipy's ``Y @ X`` sums them."""
+    K = start.size - 1
+    acc = np.zeros(n_features)
+    pos = np.full(n_features, -1, dtype=np.int64)
+    out_ptr = np.zeros(K + 1, dtype=np.int64)
+    # first pass: the number of distinct features of each class
+    for c in range(K):
+        u = 0
+        for k in range(start[c], start[c + 1]):
+            r = order[k]
+            for a in range(indptr[r], indptr[r + 1]):
+                j = indices[a]
+                if pos[j] != c:
+                    pos[j] = c
+                    u += 1
+        out_ptr[c + 1] = out_ptr[c] + u
+    pos[:] = -1
+    out_ind = np.empty(out_ptr[K], dtype=np.int32)
+    out_val = np.empty(out_ptr[K])
+    for c in range(K):
+        o = out_ptr[c]
+        for k in range(start[c], start[c + 1]):
+            r = order[k]
+            for a in range(indptr[r], indptr[r + 1]):
+                j = indices[a]
+                if pos[j] != c:
+                    pos[j] = c
+                    out_ind[o] = j
+                    o += 1
+                acc[j] += np.float64(data[a])
+        lo = out_ptr[c]
+        out_ind[lo:o] = np.sort(out_ind[lo:o])
+        for t in range(lo, o):
+            out_val[t] = acc[out_ind[t]]
+            acc[out_ind[t]] = 0.0
+    return out_ptr, out_ind, out_val

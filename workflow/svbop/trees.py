@@ -52,6 +52,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _tree_kernels
+from ._checks import check_sparse_structure
 from ._threads import _n_workers, _positive_int
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
@@ -190,14 +191,26 @@ def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
     -------
     scipy.sparse.csr_matrix of shape (n_classes, n_features), float64
     """
-    X = _as_features(X)
+    X = _csr_features(X)
     y = _check_labels(y, X.shape[0], n_classes)
-    Y = sp.csr_matrix((np.ones(y.size), (y, np.arange(y.size))), shape=(n_classes, y.size))
-    P = sp.csr_matrix(Y @ X, dtype=np.float64)
-    del Y
-    P.sum_duplicates()
-    _tree_kernels.normalise_rows(P.indptr, P.data)  # in place: one copy of the profiles at a time
-    return P
+    order = np.argsort(y, kind="stable")
+    start = np.concatenate([[0], np.cumsum(np.bincount(y, minlength=n_classes))])
+    indptr, indices, data = _tree_kernels.class_sums(X.indptr, X.indices, X.data, order, start, X.shape[1])
+    _tree_kernels.normalise_rows(indptr, data)  # in place: one copy of the profiles at a time
+    return sp.csr_matrix((data, indices, indptr), shape=(n_classes, X.shape[1]))
+
+
+def _csr_features(X: Any) -> sp.csr_matrix:
+    """Training features as CSR with sorted indices, float32 kept as float32: the tree's kernels read
+    each value as a double, so a float64 copy of a float32 matrix (gigabytes at extreme K) is never made."""
+    if sp.issparse(X) and X.dtype in (np.float32, np.float64):
+        check_sparse_structure(X, "X")
+        X = sp.csr_matrix(X)
+    else:
+        X = sp.csr_matrix(_as_features(X))
+    if not X.has_sorted_indices:
+        X = X.sorted_indices()
+    return X
 
 
 def _check_labels(y: Any, n_rows: int, n_classes: int) -> np.ndarray:
@@ -759,9 +772,7 @@ def train_tree(
     """
     if not isinstance(tree, Hierarchy):
         raise ValueError(f"tree must be a svbop.datasets.Hierarchy, got {type(tree).__name__}")
-    X = sp.csr_matrix(_as_features(X))
-    if not X.has_sorted_indices:
-        X.sort_indices()
+    X = _csr_features(X)
     y = _check_labels(y, X.shape[0], tree.n_classes)
     _check_liblinear_options(C, eps, bias)
     if seed is not None and not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2**32):

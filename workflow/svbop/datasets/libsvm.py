@@ -330,7 +330,12 @@ def _parse_file(path: Path, check: dict) -> _Parsed:
     elif len(parsed) == 1:
         p = parsed[0]
     else:
-        p = _Parsed(*(np.concatenate([getattr(q, f) for q in parsed]) for f in _Parsed.__dataclass_fields__))
+        fields = {}
+        for f in _Parsed.__dataclass_fields__:  # field by field, each block's part freed once joined
+            fields[f] = np.concatenate([getattr(q, f) for q in parsed])
+            for q in parsed:
+                setattr(q, f, None)
+        p = _Parsed(**fields)
     # Rows with other than one label, when they are not to be skipped.
     if check["multilabel"] == "error":
         odd = np.flatnonzero(p.n_labels != 1)
@@ -482,22 +487,31 @@ def read_libsvm(
     # Assemble one CSR matrix, dropping the ignored columns (no array of the width is made).
     ignored = np.asarray([i for i in ignore if i < width], dtype=np.int64)
     n_cols = width - ignored.size
-    data, indices, indptrs, done = [], [], [np.zeros(1, dtype=np.int64)], 0
-    for _, _, p in files:
+    # The entries go straight into the final arrays, each file's freed once copied: the matrix exists
+    # about once, not twice (at 10^8 non-zeros that is a gigabyte).
+    if ignore:
+        keeps = [~np.isin(p.index - np.int32(shift) if shift else p.index, ignored) for _, _, p in files]
+        total = sum(int(k.sum()) for k in keeps)
+    else:
+        keeps, total = [None] * len(files), sum(p.index.size for _, _, p in files)
+    data, indices, indptrs, done = np.empty(total, dtype=np.float32), np.empty(total, dtype=np.int32), [np.zeros(1, dtype=np.int64)], 0
+    for k, (_, _, p) in enumerate(files):
         ptr = np.concatenate([[0], np.cumsum(p.nnz)])
         col = p.index - np.int32(shift) if shift else p.index
         val = p.value
         if ignore:
-            kept = ~np.isin(col, ignored)
+            kept = keeps[k]
             ptr = np.concatenate([[0], np.cumsum(kept)])[ptr]
             col = col[kept]
             col, val = (col - np.searchsorted(ignored, col)).astype(np.int32), val[kept]
-        indices.append(col)
-        data.append(val)
+        indices[done:done + col.size] = col
+        data[done:done + col.size] = val
+        p.index = p.value = None
+        del col, val
         indptrs.append(ptr[1:] + done)
         done += int(ptr[-1])
     n_rows = sum(p.nnz.size for _, _, p in files)
-    X = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), np.concatenate(indptrs)), shape=(n_rows, n_cols))
+    X = sp.csr_matrix((data, indices, np.concatenate(indptrs)), shape=(n_rows, n_cols))
     X.has_sorted_indices = True
 
     labels = np.concatenate([p.label for _, _, p in files]).astype(np.int64)
