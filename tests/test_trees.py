@@ -349,3 +349,42 @@ def test_node_costs_and_training_rows_follow_the_examples_below_each_node(K, max
     for v in range(K, tree.n_nodes):
         slice_rows = np.sort(trainer.order[trainer.start[trainer.first[v]]:trainer.start[trainer.last[v]]])
         np.testing.assert_array_equal(slice_rows, rows[indptr[v]:indptr[v + 1]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_class_profiles_equal_the_normalised_sparse_product(dtype):
+    """The kernel sums each class's rows as scipy's Y @ X does (in float64, rows in order), from a
+    float32 X without a float64 copy of it; the norms are summed in feature order (rounding apart)."""
+    X = sp.random(500, 3000, density=0.01, format="csr", random_state=2, dtype=dtype)
+    y = np.random.default_rng(2).integers(0, 40, 500)
+    y[y == 7] = 8  # a class without rows
+    Y = sp.csr_matrix((np.ones(y.size), (y, np.arange(y.size))), shape=(40, y.size))
+    P = sp.csr_matrix(Y @ X.astype(np.float64))
+    P.sum_duplicates()
+    norms = np.sqrt(np.asarray(P.multiply(P).sum(axis=1)).ravel())
+    expected = sp.diags(np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)) @ P
+    got = class_profiles(X, y, 40)
+    assert got.dtype == np.float64 and got.has_sorted_indices and got[7].nnz == 0
+    np.testing.assert_allclose(got.toarray(), expected.toarray(), rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(got.indices, sp.csr_matrix(expected).sorted_indices().indices)
+
+
+@pytest.mark.parametrize("alone", [0, 150_000, 1 << 40])
+def test_large_nodes_trained_alone_first_give_the_same_model(monkeypatch, alone):
+    """With workers, nodes whose liblinear problem passes _ALONE_BYTES are trained one at a time in
+    the calling process first (the memory of two at once is the peak at extreme K): same model."""
+    from svbop import trees
+    from svbop.trees import _NodeTrainer
+    X, y = clustered(K=30, N=1500)
+    tree = balanced_kmeans_tree(X, y, 30, max_leaves=4)
+    whole = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False)
+    trainer = _NodeTrainer(X, y, tree, {"C": 1.0, "eps": 0.1, "bias": 1.0, "seed": 1})
+    indptr, rows, _ = node_examples(tree, y)
+    nodes = np.arange(30, tree.n_nodes)
+    expected = [16 * (X[rows[indptr[v]:indptr[v + 1]]].nnz + 2 * (indptr[v + 1] - indptr[v])) for v in nodes]
+    np.testing.assert_array_equal(trainer.problem_bytes(nodes), expected)
+    assert 0 < (trainer.problem_bytes(nodes) > 150_000).sum() < nodes.size  # the middle case splits the nodes
+    monkeypatch.setattr(trees, "_ALONE_BYTES", alone)
+    forked = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False, n_jobs=2)
+    assert (forked.W != whole.W).nnz == 0 and np.array_equal(forked.W.indptr, whole.W.indptr)
+    assert np.array_equal(forked.b, whole.b)

@@ -44,7 +44,7 @@ def compact_rows(indptr, indices, data, rows, pos):
     nnz = out_ptr[m]
     out_ind = np.empty(nnz, dtype=np.int32)
     out_val = np.empty(nnz, dtype=data.dtype)
-    columns = np.empty(nnz, dtype=np.int64)
+    columns = np.empty(min(nnz, pos.size), dtype=np.int64)
     u = 0
     for i in range(m):
         r = rows[i]
@@ -179,7 +179,7 @@ def fill_problem(indptr, indices, data, rows, pos, bias, x_index, x_value, rowpt
     n_entries = 0
     for i in range(m):
         n_entries += indptr[rows[i] + 1] - indptr[rows[i]]
-    columns = np.empty(n_entries, dtype=np.int64)
+    columns = np.empty(min(n_entries, pos.size), dtype=np.int64)
     u = 0
     for i in range(m):
         r = rows[i]

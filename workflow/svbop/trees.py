@@ -41,6 +41,7 @@ node seeds liblinear's ``rand()`` the same way, so the result does not depend on
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -92,6 +93,10 @@ _FORMAT_VERSION = 1
 #: Version of what balanced_kmeans_tree builds from the same inputs (2: the best of n_init restarts); caches of
 #: built trees (benchmarks/bench_inference.py) key on it so that trees of an older builder are rebuilt.
 BUILDER_VERSION = 2
+#: With several workers, nodes whose liblinear problem takes more than this many bytes are trained one at a
+#: time in the calling process before the others are shared out: two such nodes at once (the root and a child
+#: at K = 10^6: 2.9 and 1.5 GB, beside the features) would double the peak memory for little time saved.
+_ALONE_BYTES = 1 << 30
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,14 +288,18 @@ class _Splitter:
 
     def split(self, rows: np.ndarray, rng: np.random.Generator, eps: float, max_iter: int, n_init: int) -> np.ndarray:
         """Cluster-0 mask over ``rows`` (``ceil(n / 2)`` True): the best of ``n_init`` random pairs."""
-        indptr, indices, data, columns = _tree_kernels.compact_rows(
-            self.P.indptr, self.P.indices, self.P.data, rows, self.pos)
         n = rows.size
+        if n == self.P.shape[0] and np.array_equal(rows, np.arange(n)):  # every row (the root): no copy
+            indptr, indices, data, n_cols = self.P.indptr, self.P.indices, self.P.data, self.P.shape[1]
+        else:
+            indptr, indices, data, columns = _tree_kernels.compact_rows(
+                self.P.indptr, self.P.indices, self.P.data, rows, self.pos)
+            n_cols = columns.size
         best_left, best_score = None, -np.inf
         left = np.zeros(n, dtype=np.bool_)
         for _ in range(n_init):
             first, second = rng.choice(n, size=2, replace=False)
-            score = _tree_kernels.refine_2means(indptr, indices, data, columns.size, int(first), int(second),
+            score = _tree_kernels.refine_2means(indptr, indices, data, n_cols, int(first), int(second),
                                                 float(eps), int(max_iter), left)
             if best_left is None or score > best_score:
                 best_left, best_score = left.copy(), score
@@ -620,9 +629,16 @@ class _NodeTrainer:
         self.start = np.concatenate([[0], np.cumsum(np.bincount(self.key, minlength=tree.n_classes))])
         self.pos = None
         self.param = None
+        self.entries = None
 
-    def n_rows(self, node: int) -> int:
-        return int(self.start[self.last[node]] - self.start[self.first[node]])
+    def problem_bytes(self, nodes: np.ndarray) -> np.ndarray:
+        """Bytes of each node's liblinear problem (16 a feature node: its rows' non-zeros, a bias node
+        and a terminator a row)."""
+        if self.entries is None:
+            per_row = np.diff(self.X.indptr).astype(np.int64) + 2
+            by_place = np.bincount(self.key, weights=per_row, minlength=self.tree.n_classes)
+            self.entries = np.concatenate([[0], np.cumsum(by_place)]).astype(np.int64)
+        return 16 * (self.entries[self.last[nodes]] - self.entries[self.first[nodes]])
 
     def kids(self, node: int) -> np.ndarray:
         return self.children_ids[self.child_ptr[node]:self.child_ptr[node + 1]]
@@ -808,7 +824,11 @@ def train_tree(
             return results
         return _progress(results, desc="liblinear tree nodes", total=todo.size, logger=logger)
 
-    fits = map(trainer.fit, order) if workers == 1 else _forked_map(trainer.fit, order, workers)
+    if workers == 1:
+        fits = map(trainer.fit, order)
+    else:  # nodes whose liblinear problem is large are trained first, one at a time, in this process
+        alone = trainer.problem_bytes(order) > _ALONE_BYTES
+        fits = itertools.chain(map(trainer.fit, order[alone]), _forked_map(trainer.fit, order[~alone], workers))
     weights = _NodeWeights(n)
     for _, kids, Wc, bc in tracked(fits):
         weights.add(kids, Wc, bc)
