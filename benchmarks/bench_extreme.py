@@ -94,6 +94,13 @@ def run(K: int, args) -> dict:
         steps("generate", lambda: write_problem(problem, folder, log=lambda m: print("   ", m, flush=True)))
     record["problem"] = json.loads((folder / "problem.json").read_text())
 
+    path = Path(args.model_dir or (folder / "svbop")) / "model.npz"
+    if args.predict_only:  # a fresh process: the trained model and the test rows only
+        data = steps("read", lambda: read_libsvm(folder, {"test": ["test.txt"]}, n_features=record["problem"]["n_features"]))
+        Xte, yte = data.X, np.array([int(c) for c in data.class_names])[data.y.astype(np.int64)]
+        del data
+        record["model"] = {"path": str(path), "disk_mb": round(path.stat().st_size / 1e6, 1)}
+        return predict(record, steps, path, Xte, yte, args, K)
     data = steps("read", lambda: read_libsvm(folder, {"train": ["train.txt"], "test": ["test.txt"]},
                                             n_features=record["problem"]["n_features"]))
     X, y = data.X, data.y.astype(np.int64)
@@ -103,7 +110,7 @@ def run(K: int, args) -> dict:
     train, test = np.flatnonzero(data.part == "train"), np.flatnonzero(data.part == "test")
     # the parts are consecutive rows: views of X's arrays, not copies (at K = 10^6 X is 2 GB)
     assert train.size and test.size and train[-1] + 1 == test[0] and np.all(np.diff(train) == 1)
-    Xtr, Xte = _rows_view(X, 0, train.size), _rows_view(X, train.size, X.shape[0])
+    Xtr, Xte = _rows_view(X, 0, train.size), _rows_view(X, train.size, X.shape[0]).copy()  # a view would keep X
     ytr, yte = y[train], y[test]
     del data, X
     record["shape"] = {"train": list(Xtr.shape), "test": list(Xte.shape), "nnz_train": int(Xtr.nnz)}
@@ -114,14 +121,19 @@ def run(K: int, args) -> dict:
     model = steps("train", lambda: train_tree(Xtr, ytr, tree, C=args.C, eps=args.eps, clip=args.clip,
                                              n_jobs=args.jobs, progress=False))
     del Xtr, ytr
-    path = Path(args.model_dir or (folder / "svbop")) / "model.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
     steps("save", lambda: model.save(path))
-    W = model.W
-    record["model"] = {"nnz": int(W.nnz), "csr_mb": round((W.data.nbytes + W.indices.nbytes + W.indptr.nbytes) / 1e6, 1),
-                       "disk_mb": round(path.stat().st_size / 1e6, 1), "path": str(path)}
-    del model, W
+    record["model"] = {"disk_mb": round(path.stat().st_size / 1e6, 1), "path": str(path)}
+    del model
+    return predict(record, steps, path, Xte, yte, args, K)
+
+
+def predict(record: dict, steps: Steps, path: Path, Xte, yte, args, K: int) -> dict:
+    """Steps 5-6: load the model, build its search layout, drop the weights, HF on the test rows."""
     model = steps("load", lambda: TreeModel.load(path))
+    W = model.W
+    record["model"].update(nnz=int(W.nnz), csr_mb=round((W.data.nbytes + W.indices.nbytes + W.indptr.nbytes) / 1e6, 1))
+    del W
     layout = steps("layout", lambda: TreeSearchLayout.from_model(model))
     record["model"]["layout_mb"] = round(layout.nbytes / 1e6, 1)
     record["model"]["layout_over_csr"] = round(layout.nbytes / 1e6 / record["model"]["csr_mb"], 3)
@@ -197,6 +209,8 @@ def main(argv=None) -> None:
     parser.add_argument("--eps", type=float, default=0.1)
     parser.add_argument("--clip", type=float, default=0.1)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--predict-only", action="store_true",
+                        help="load <model-dir>/model.npz and predict (steps 5-6 in a fresh process: inference's own peak)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=None, help="JSON of the measurements (one K)")
     parser.add_argument("--scaling-json", default=None,

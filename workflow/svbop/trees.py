@@ -54,6 +54,7 @@ import scipy.sparse as sp
 
 from . import _tree_kernels
 from ._checks import check_sparse_structure
+from ._memory import release_free_memory
 from ._threads import _n_workers, _positive_int
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
@@ -375,6 +376,8 @@ def balanced_kmeans_tree(
             parent.append(K + node)
             queue.append((len(parent) - 1, part))
     tree = Hierarchy(np.concatenate([leaf_parent, np.array(parent, dtype=np.int64)]), K)
+    del splitter, profiles
+    release_free_memory()  # the nodes' copies of their profiles
     logger.info(
         "balanced 2-means tree: %d classes, %d internal nodes, depth %d, max_leaves %d, eps %g, n_init %d (%.2f s)",
         K, tree.n_nodes - K, int(tree.depth()[:K].max()), max_leaves, eps, n_init, time.perf_counter() - start,
@@ -824,6 +827,7 @@ def train_tree(
             return results
         return _progress(results, desc="liblinear tree nodes", total=todo.size, logger=logger)
 
+    release_free_memory()  # what the caller freed stays out of this process and of the forked workers
     if workers == 1:
         fits = map(trainer.fit, order)
     else:  # nodes whose liblinear problem is large are trained first, one at a time, in this process
@@ -833,6 +837,7 @@ def train_tree(
     for _, kids, Wc, bc in tracked(fits):
         weights.add(kids, Wc, bc)
     del fits
+    release_free_memory()  # the nodes' weights as they arrived, copied into the chunks
     W, b = weights.csr(X.shape[1]), weights.b
     del weights
     W.eliminate_zeros()

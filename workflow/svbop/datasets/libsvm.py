@@ -31,6 +31,7 @@ from typing import NoReturn
 import numpy as np
 import scipy.sparse as sp
 
+from .._memory import release_free_memory
 from ._files import describe_parts, encode_labels, open_binary, part_array, part_list, resolve, share, shorten
 from .base import Dataset
 
@@ -513,6 +514,7 @@ def read_libsvm(
     n_rows = sum(p.nnz.size for _, _, p in files)
     X = sp.csr_matrix((data, indices, np.concatenate(indptrs)), shape=(n_rows, n_cols))
     X.has_sorted_indices = True
+    release_free_memory()  # the blocks' parsed arrays, freed above, would stay resident in the heap
 
     labels = np.concatenate([p.label for _, _, p in files]).astype(np.int64)
     if labels.size == 0:
