@@ -10,8 +10,10 @@ For each ``--classes`` K, in one process (so ``peak RSS`` is the whole run's, re
 4. the node classifiers (:func:`svbop.trees.train_tree`, liblinear ``-s 7``, ``--C``, ``--eps``, bias 1,
    in ``--jobs`` forked processes, every node's weights ``|w| < --clip`` dropped as it is trained:
    napkinXC's ``weightsThreshold``, 0.1 by default as there);
-5. the model saved (``model.npz``, its size on disk) and loaded back, its search layout built
-   (:class:`svbop.hf.TreeSearchLayout`) and the model's weights dropped;
+5. the model saved (``model.npz``, its size on disk; ``--uncompressed``: stored as is, so that loading
+   maps the weights from the file) and loaded back, its search layout built
+   (:class:`svbop.hf.TreeSearchLayout`) and the model's weights dropped (``--predict-only``: steps 5-6
+   alone, in a fresh process, from a saved model);
 6. SVBOP-HF (:func:`svbop.hf.predict_sets_hf` on the layout, one thread) under u_F1 on the test rows: ms per row (the
    median of ``--repeat`` timed calls after a warm-up), u_F1 (mean utility), recall (the share of
    sets that hold the true class), top-1 accuracy (the tree's most probable class) and mean set size;
@@ -122,7 +124,7 @@ def run(K: int, args) -> dict:
                                              n_jobs=args.jobs, progress=False))
     del Xtr, ytr
     path.parent.mkdir(parents=True, exist_ok=True)
-    steps("save", lambda: model.save(path))
+    steps("save", lambda: model.save(path, compress=not args.uncompressed))
     record["model"] = {"disk_mb": round(path.stat().st_size / 1e6, 1), "path": str(path)}
     del model
     return predict(record, steps, path, Xte, yte, args, K)
@@ -209,6 +211,8 @@ def main(argv=None) -> None:
     parser.add_argument("--eps", type=float, default=0.1)
     parser.add_argument("--clip", type=float, default=0.1)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--uncompressed", action="store_true",
+                        help="save the model uncompressed: loading maps its weights, and HF's layout is built without them resident")
     parser.add_argument("--predict-only", action="store_true",
                         help="load <model-dir>/model.npz and predict (steps 5-6 in a fresh process: inference's own peak)")
     parser.add_argument("--repeat", type=int, default=3)

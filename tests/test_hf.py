@@ -396,3 +396,32 @@ def test_hf_on_the_search_layout_alone_equals_hf_on_the_model():
         np.testing.assert_array_equal(a.indices, b.indices)
     with pytest.raises(ValueError, match="model must be a TreeModel or a TreeSearchLayout, got csr_matrix"):
         predict_sets_hf(model.W, X[:3], "fbeta:beta=1")
+
+
+def test_layout_from_weights_mapped_from_an_uncompressed_model_is_the_same(tmp_path, monkeypatch):
+    """TreeModel.save(compress=False) + load maps the weights from the file (read-only); the layout
+    is then built a batch of nodes at a time, letting go of the pages read: the same layout and sets."""
+    from svbop import _npz, hf
+    from svbop._memory import file_mapped
+    rng = np.random.default_rng(8)
+    X = sp.random(400, 300, density=0.1, format="csr", random_state=9)
+    y = rng.integers(0, 40, 400)
+    y[:40] = np.arange(40)
+    model = train_tree(X, y, balanced_kmeans_tree(X, y, 40, max_leaves=6), C=1.0, eps=0.01, progress=False)
+    model.save(tmp_path / "stored.npz", compress=False)
+    monkeypatch.setattr(_npz, "_MAP_BYTES", 0)  # map every member, however small
+    monkeypatch.setattr(hf, "_BATCH_WEIGHTS", 97)  # many batches
+    mapped = TreeModel.load(tmp_path / "stored.npz")
+    assert file_mapped(mapped.W.data, mapped.W.indices)
+    with pytest.raises(ValueError, match="read-only"):
+        mapped.W.data[0] = 1.0
+    assert len(hf._node_batches(np.arange(40, mapped.tree.n_nodes), *mapped.tree.children_csr(), mapped.W.indptr)) > 3
+    a, b = TreeSearchLayout.from_model(model), TreeSearchLayout.from_model(mapped)
+    for field in a.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+    s1, s2 = predict_sets_hf(model, X[:100], "fbeta:beta=1"), predict_sets_hf(mapped, X[:100], "fbeta:beta=1")
+    np.testing.assert_array_equal(s1.indices, s2.indices)
+    np.testing.assert_array_equal(s1.indptr, s2.indptr)
+    compressed = tmp_path / "packed.npz"
+    model.save(compressed)
+    assert not file_mapped(TreeModel.load(compressed).W.data)

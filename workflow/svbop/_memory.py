@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import mmap
 
 logger = logging.getLogger(__name__)
 
@@ -35,3 +36,44 @@ def release_free_memory() -> bool:
     """Return the heap's free memory to the operating system; True when the C library did."""
     trim = _malloc_trim()
     return bool(trim(0)) if trim else False
+
+
+class FileMapping(mmap.mmap):
+    """A private (copy-on-write) mapping of a file that svbop made to read arrays in place: the only
+    kind of memory :func:`release_file_pages` lets go of (its pages can always be read again)."""
+
+
+def _file_mapping(arr) -> FileMapping | None:
+    base = arr
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    return base if isinstance(base, FileMapping) and not base.closed else None
+
+
+def file_mapped(*arrays) -> bool:
+    """Whether some of ``arrays`` are read-only arrays over a :class:`FileMapping` (pages that
+    :func:`release_file_pages` can let go of)."""
+    return any(not arr.flags.writeable and _file_mapping(arr) is not None for arr in arrays)
+
+
+def release_file_pages(*arrays) -> int:
+    """Drop from this process the pages it has read of the files behind ``arrays`` (arrays over a
+    :class:`FileMapping`, or views of them; others are left alone): they stay in the system's page
+    cache and are read back on the next access, but no longer count in this process's resident
+    memory.  Returns how many mappings were released.
+
+    Only read-only arrays are considered (``arr.flags.writeable`` False, as :meth:`svbop.trees.TreeModel.load`
+    leaves a model's weights): dropping a written page of a private mapping would give the file's
+    bytes back.
+    """
+    released = 0
+    seen = set()
+    for arr in arrays:
+        if getattr(getattr(arr, "flags", None), "writeable", True):  # a writable array may hold writes
+            continue
+        base = _file_mapping(arr)
+        if base is not None and id(base) not in seen:
+            seen.add(id(base))
+            base.madvise(mmap.MADV_DONTNEED)
+            released += 1
+    return released

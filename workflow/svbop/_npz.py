@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._memory import FileMapping
+
 __all__ = ["UNREADABLE_NPZ", "INFLATE_RATIO", "INFLATE_FLOOR_MB", "inflate_bounds", "inflate_problem", "check_npy_header", "NpzReader"]
 
 #: Uncompressed ``.npz`` members of at least this many bytes are mapped, not copied (:meth:`NpzReader._read_stored`).
@@ -244,7 +246,7 @@ class NpzReader:
                 offset, nbytes = fh.tell(), int(np.prod(shape)) * dtype.itemsize
                 if nbytes >= _MAP_BYTES and offset % _ALIGN == 0:  # mapped copy-on-write, aligned
                     # (svbop.io.save_arrays aligns its members): pages come from the page cache as read
-                    buffer = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+                    buffer = FileMapping(fh.fileno(), 0, access=mmap.ACCESS_COPY)
                     return np.ndarray(shape, dtype=dtype, buffer=buffer, offset=offset)
                 arr = np.empty(shape, dtype=dtype)
                 if nbytes and fh.readinto(memoryview(arr.reshape(-1)).cast("B")) != nbytes:

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _kernels
+from ._memory import file_mapped, release_file_pages
 from .linear import _as_sorted_csr
 from .search import TIE_RTOL, utility_for
 from .sets import SetPredictions
@@ -179,7 +180,12 @@ class TreeSearchLayout:
         nnz = np.zeros(n_nodes, dtype=np.int64)
         nfeat = np.zeros(n_nodes, dtype=np.int64)
         stamp = np.full(max(D, 1), -1, dtype=np.int64 if n_nodes > np.iinfo(np.int32).max else np.int32)
-        _kernels.count_node_weights(parents, child_ptr, children, w_indptr, w_indices, stamp, nnz, nfeat)
+        # weights mapped from a file (TreeModel.load of an uncompressed model) are read a batch of nodes at a
+        # time, and the pages read are let go after each batch: the weights are never resident at once
+        batches = _node_batches(parents, child_ptr, children, w_indptr) if file_mapped(w_indices, w_data) else [parents]
+        for batch in batches:
+            _kernels.count_node_weights(batch, child_ptr, children, w_indptr, w_indices, stamp, nnz, nfeat)
+            release_file_pages(w_indices)
         del stamp
         direct = (nnz > 0) & (nnz >= _DIRECT_MIN * D * n_weighted)
         if direct.any():  # within the budget, shallowest nodes first, then the densest
@@ -209,8 +215,10 @@ class TreeSearchLayout:
         vsize = np.where(direct, D * n_weighted, 0)
         vptr = np.where(direct, np.concatenate([[0], np.cumsum(vsize)[:-1]]), -1).astype(np.int64)
         vval = np.zeros(int(vsize.sum()))
-        _kernels.fill_node_weights(parents, child_ptr, children, weighted_index, n_weighted, w_indptr, w_indices,
-                                   w_data, nmode, starts, sfeat, schild, sval, dfeat, dptr, dval, vptr, vval)
+        for batch in batches:
+            _kernels.fill_node_weights(batch, child_ptr, children, weighted_index, n_weighted, w_indptr, w_indices,
+                                       w_data, nmode, starts, sfeat, schild, sval, dfeat, dptr, dval, vptr, vval)
+            release_file_pages(w_indices, w_data)
         eptr = eptr.astype(np.int64)
         # rank directories, shallowest nodes first (then the largest), within what _LAYOUT_MAX leaves
         words = (D + 63) // 64
@@ -248,6 +256,20 @@ class TreeSearchLayout:
             n_features=D,
             root=int(tree.root),
         )
+
+
+#: Weights read per batch of nodes when the layout is built from weights mapped from a file (about 12 bytes each).
+_BATCH_WEIGHTS = 16 << 20
+
+
+def _node_batches(parents: np.ndarray, child_ptr: np.ndarray, children: np.ndarray, w_indptr: np.ndarray) -> list[np.ndarray]:
+    """``parents`` in consecutive groups of about :data:`_BATCH_WEIGHTS` weights of their children's rows."""
+    if not parents.size:
+        return [parents]
+    # every node with children is in parents (ascending), so their groups of children tile ``children``
+    per_parent = np.add.reduceat(np.diff(w_indptr)[children], child_ptr[parents])
+    cuts = np.searchsorted(np.cumsum(per_parent), np.arange(_BATCH_WEIGHTS, int(per_parent.sum()), _BATCH_WEIGHTS))
+    return [b for b in np.split(parents, np.unique(cuts)) if b.size]
 
 
 def _layout(model: TreeModel) -> TreeSearchLayout:

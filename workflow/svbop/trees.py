@@ -54,7 +54,7 @@ import scipy.sparse as sp
 
 from . import _tree_kernels
 from ._checks import check_sparse_structure
-from ._memory import release_free_memory
+from ._memory import release_file_pages, release_free_memory
 from ._threads import _n_workers, _positive_int
 from .datasets.base import Hierarchy
 from .io import NpzReader, matrix_arrays, save_arrays
@@ -497,8 +497,13 @@ class TreeModel:
         """The class of highest probability, shape (n_samples,)."""
         return np.argmax(self.predict_proba(X), axis=1)
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the model to ``path`` (``.npz``, compressed, atomic, no pickle)."""
+    def save(self, path: str | os.PathLike, *, compress: bool = True) -> None:
+        """Write the model to ``path`` (``.npz``, atomic, no pickle).
+
+        ``compress=False`` stores the arrays as they are: :meth:`load` then maps the weights from
+        the file instead of inflating them into memory, and the search layout of SVBOP-HF is built
+        from the mapping without the weights ever being resident at once (at K = 10^6 the weights
+        are gigabytes: the layout alone is then the inference's memory)."""
         arrays: dict[str, np.ndarray] = {
             "format": np.array(_FORMAT),
             "version": np.array(_FORMAT_VERSION),
@@ -508,7 +513,7 @@ class TreeModel:
             "trained": self.trained,
         }
         arrays.update(matrix_arrays(self.W, "W"))
-        save_arrays(path, **arrays)
+        save_arrays(path, compress=compress, **arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TreeModel:
@@ -526,6 +531,11 @@ class TreeModel:
                 msg = str(exc)
                 raise ValueError(msg if msg.startswith(f"{path}:") else f"{path}: {msg}") from None
         _check_weights(path, W=model.W, b=model.b)
+        # weights mapped from an uncompressed file are left read-only, and the pages the checks read
+        # are let go: they are read again from the page cache as used
+        for part in (model.W.data, model.W.indices, model.W.indptr):
+            part.flags.writeable = False
+        release_file_pages(model.W.data, model.W.indices, model.W.indptr)
         return model
 
 
