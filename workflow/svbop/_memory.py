@@ -11,7 +11,6 @@ forked worker inherits them.  :func:`release_free_memory` asks glibc to return t
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import mmap
 
@@ -23,9 +22,8 @@ _TRIM = None
 def _malloc_trim():
     global _TRIM
     if _TRIM is None:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _TRIM = libc.malloc_trim
+        try:  # the C library already loaded (ctypes.util.find_library would fork a helper process)
+            _TRIM = ctypes.CDLL(None).malloc_trim
             _TRIM.argtypes, _TRIM.restype = [ctypes.c_size_t], ctypes.c_int
         except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to ask
             _TRIM = False
