@@ -29,6 +29,32 @@ def normalise_rows(indptr, data):
 
 
 @njit(**_JIT)
+def _number_columns(indptr, indices, rows, pos, n_entries):
+    """The features of the CSR rows ``rows`` (``n_entries`` non-zeros in all), sorted; ``pos[j]`` is
+    set to feature ``j``'s place among them (``pos`` is -1 elsewhere: reset it with :func:`_forget`)."""
+    columns = np.empty(min(n_entries, pos.size), dtype=np.int64)
+    u = 0
+    for i in range(rows.size):
+        r = rows[i]
+        for a in range(indptr[r], indptr[r + 1]):
+            j = indices[a]
+            if pos[j] < 0:
+                pos[j] = u
+                columns[u] = j
+                u += 1
+    columns = np.sort(columns[:u])
+    for k in range(u):
+        pos[columns[k]] = k
+    return columns
+
+
+@njit(**_JIT)
+def _forget(pos, columns):
+    for k in range(columns.size):
+        pos[columns[k]] = -1
+
+
+@njit(**_JIT)
 def compact_rows(indptr, indices, data, rows, pos):
     """The CSR rows ``rows`` with their columns renumbered ``0..u-1`` in increasing feature order.
 
@@ -44,30 +70,15 @@ def compact_rows(indptr, indices, data, rows, pos):
     nnz = out_ptr[m]
     out_ind = np.empty(nnz, dtype=np.int32)
     out_val = np.empty(nnz, dtype=data.dtype)
-    columns = np.empty(min(nnz, pos.size), dtype=np.int64)
-    u = 0
-    for i in range(m):
-        r = rows[i]
-        o = out_ptr[i]
-        for a in range(indptr[r], indptr[r + 1]):
-            j = indices[a]
-            if pos[j] < 0:
-                pos[j] = u
-                columns[u] = j
-                u += 1
-            out_val[o] = data[a]
-            o += 1
-    columns = np.sort(columns[:u])
-    for k in range(u):
-        pos[columns[k]] = k
+    columns = _number_columns(indptr, indices, rows, pos, nnz)
     for i in range(m):
         r = rows[i]
         o = out_ptr[i]
         for a in range(indptr[r], indptr[r + 1]):
             out_ind[o] = pos[indices[a]]
+            out_val[o] = data[a]
             o += 1
-    for k in range(u):
-        pos[columns[k]] = -1
+    _forget(pos, columns)
     return out_ptr, out_ind, out_val, columns
 
 
@@ -179,19 +190,8 @@ def fill_problem(indptr, indices, data, rows, pos, bias, x_index, x_value, rowpt
     n_entries = 0
     for i in range(m):
         n_entries += indptr[rows[i] + 1] - indptr[rows[i]]
-    columns = np.empty(min(n_entries, pos.size), dtype=np.int64)
-    u = 0
-    for i in range(m):
-        r = rows[i]
-        for a in range(indptr[r], indptr[r + 1]):
-            j = indices[a]
-            if pos[j] < 0:
-                pos[j] = u
-                columns[u] = j
-                u += 1
-    columns = np.sort(columns[:u])
-    for k in range(u):
-        pos[columns[k]] = k
+    columns = _number_columns(indptr, indices, rows, pos, n_entries)
+    u = columns.size
     bias_index = u + 1 if bias >= 0 else -1
     o = 0
     for i in range(m):
@@ -207,8 +207,7 @@ def fill_problem(indptr, indices, data, rows, pos, bias, x_index, x_value, rowpt
         x_value[o + 1] = 0.0
         o += 2
     rowptr[m] = o
-    for k in range(u):
-        pos[columns[k]] = -1
+    _forget(pos, columns)
     return columns
 
 
