@@ -167,7 +167,10 @@ def predict(record: dict, steps: Steps, path: Path, Xte, yte, args, K: int) -> d
         path = Path(args.scaling_json)
         data = json.loads(path.read_text())
         ms = np.array(record["hf"]["ms_per_row_all"])
-        entry = {"K": K, "source": "benchmarks/bench_extreme.py (trained 2-means tree, generated problem)",
+        source = (f"benchmarks/bench_extreme.py --classes {K} (the trained 2-means tree, l = {args.max_leaves}, 2-means "
+                  f"tolerance {args.kmeans_eps:g}, on the generated problem; {record['hf']['rows']:,} held-out rows, u_F1 "
+                  f"{record['hf']['u_f1']}): wall ms per row, median of {args.repeat} (min-max)")
+        entry = {"K": K, "source": source,
                  "date": record["started"], "load": [record["load_start"], os.getloadavg()[0]],
                  "algorithms": {"HF": {"ms_per_row": float(np.median(ms)), "ms_min": float(ms.min()),
                                        "ms_max": float(ms.max()), "u_f1": record["hf"]["u_f1"]}}}
