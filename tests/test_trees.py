@@ -388,3 +388,22 @@ def test_large_nodes_trained_alone_first_give_the_same_model(monkeypatch, alone)
     forked = train_tree(X, y, tree, C=1.0, eps=0.1, progress=False, n_jobs=2)
     assert (forked.W != whole.W).nnz == 0 and np.array_equal(forked.W.indptr, whole.W.indptr)
     assert np.array_equal(forked.b, whole.b)
+
+
+def test_train_tree_refuses_bad_features_and_options_before_any_node_is_trained():
+    """The nodes build their liblinear problems themselves (no train_ovr per node): the checks it made
+    are made once, up front, with its messages."""
+    X, y = clustered(K=6)
+    tree = balanced_kmeans_tree(X, y, 6, max_leaves=2)
+    bad = X.copy()
+    bad.data[3] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN or infinite values"):
+        train_tree(bad, y, tree, progress=False)
+    for option, value, message in (("C", 0.0, "C must be a finite number > 0"), ("eps", np.inf, "eps must be a finite"),
+                                   ("bias", np.nan, "bias must be a finite number"),
+                                   ("seed", -1, "seed must be an integer in 0..2\\*\\*32-1")):
+        with pytest.raises(ValueError, match=message):
+            train_tree(X, y, tree, progress=False, **{option: value})
+    X32 = X.astype(np.float32)  # read as it is: the same model as from its float64 copy
+    np.testing.assert_array_equal(train_tree(X32, y, tree, progress=False).W.toarray(),
+                                  train_tree(X32.astype(np.float64), y, tree, progress=False).W.toarray())
