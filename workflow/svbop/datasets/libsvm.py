@@ -337,6 +337,8 @@ def _parse_file(path: Path, check: dict) -> _Parsed:
             for q in parsed:
                 setattr(q, f, None)
         p = _Parsed(**fields)
+        del parsed
+        release_free_memory()  # the blocks' arrays, freed above, sit in the heap below malloc's mmap threshold
     # Rows with other than one label, when they are not to be skipped.
     if check["multilabel"] == "error":
         odd = np.flatnonzero(p.n_labels != 1)
