@@ -155,19 +155,18 @@ def refine_2means(indptr, indices, data, n_cols, first, second, eps, max_iter, l
 
 
 @njit(**_JIT)
-def copy_segments(chunk_ind, chunk_val, lo, seg_src, seg_len, seg_dst, first, out_ind, out_val):
+def copy_segments(chunk, lo, seg_src, seg_len, seg_dst, first, out):
     """Copy the parts of segments ``first, first + 1, ...`` (sorted by ``seg_src``, global offsets)
-    that lie in the chunk holding global offsets ``lo .. lo + chunk_ind.size - 1`` to
+    that lie in the chunk holding global offsets ``lo .. lo + chunk.size - 1`` to
     ``out[seg_dst + (offset - seg_src)]``; returns the first segment that goes on past the chunk."""
-    hi = lo + chunk_ind.size
+    hi = lo + chunk.size
     s = first
     while s < seg_src.size and seg_src[s] < hi:
         a = max(seg_src[s], lo)
         b = min(seg_src[s] + seg_len[s], hi)
         d = seg_dst[s] + (a - seg_src[s])
         for k in range(a, b):
-            out_ind[d] = chunk_ind[k - lo]
-            out_val[d] = chunk_val[k - lo]
+            out[d] = chunk[k - lo]
             d += 1
         if seg_src[s] + seg_len[s] > hi:
             return s

@@ -741,14 +741,17 @@ class _NodeWeights:
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         indices, data = np.empty(self.total, dtype=np.int32), np.empty(self.total)
         dst = indptr[row]
-        segment = 0
-        for c in range(len(self.chunks)):
-            ind, val = self.chunks[c]
-            self.chunks[c] = None  # freed once copied
-            if c == len(self.chunks) - 1:
-                ind, val = ind[: self.fill], val[: self.fill]
-            segment = _tree_kernels.copy_segments(ind, val, c * self.CHUNK, src, length, dst, segment, indices, data)
-            del ind, val
+        # the indices of every chunk first, then the values: each chunk's part freed once copied, so the
+        # weights exist about once plus what the scattered copy of one part has touched
+        for part, out in ((0, indices), (1, data)):
+            segment = 0
+            for c in range(len(self.chunks)):
+                piece = self.chunks[c][part]
+                self.chunks[c] = (None, self.chunks[c][1]) if part == 0 else None
+                if c == len(self.chunks) - 1:
+                    piece = piece[: self.fill]
+                segment = _tree_kernels.copy_segments(piece, c * self.CHUNK, src, length, dst, segment, out)
+                del piece
         self.chunks = []
         return sp.csr_matrix((data, indices, indptr), shape=(self.n_nodes, n_features))
 
