@@ -703,7 +703,9 @@ class _NodeWeights:
     whole tree's weights exist about once, not twice (at K = 10^6 they are gigabytes).
     """
 
-    CHUNK = 1 << 22  # weights per chunk (48 MB): each chunk is its own allocation, returned to the system when freed
+    #: weights per chunk (64 MB of indices, 128 MB of values): above malloc's largest mmap threshold (32 MB),
+    #: so each part is its own mapping, returned to the system when freed (16 MB parts stayed in the heap)
+    CHUNK = 1 << 24
 
     def __init__(self, n_nodes: int) -> None:
         self.n_nodes = n_nodes
@@ -752,6 +754,7 @@ class _NodeWeights:
                     piece = piece[: self.fill]
                 segment = _tree_kernels.copy_segments(piece, c * self.CHUNK, src, length, dst, segment, out)
                 del piece
+            release_free_memory()
         self.chunks = []
         return sp.csr_matrix((data, indices, indptr), shape=(self.n_nodes, n_features))
 
