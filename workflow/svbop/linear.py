@@ -570,17 +570,20 @@ def _sibling_problem(prob):
     return twin
 
 
-def _fit_one(prob, param, y: np.ndarray, c: int, seed: int | None) -> tuple[np.ndarray, float, float]:
-    """Train class ``c`` against the rest on ``prob``; return (w incl. bias weight, sign, bias)."""
+def _fit_one(prob, param, y: np.ndarray, c: int, seed: int | None) -> tuple[np.ndarray, float]:
+    """Train class ``c`` against the rest on ``prob``; return its feature weights and intercept
+    (liblinear's bias feature times ``prob.bias``), signed so that a positive score means ``c``."""
     ll = _liblinear()
     labels = np.ctypeslib.as_array(prob.y, (prob.l,))
     np.copyto(labels, np.where(y == c, 1.0, -1.0))
     if seed is not None:
         _libc.srand(ctypes.c_uint(seed))
     model = ll.toPyModel(ll.liblinear.train(prob, param))  # freed with the Python object
-    first_label = model.label[0]
-    w = np.ctypeslib.as_array(model.w, (prob.n,)).copy()  # nr_class is 1 or 2: one vector
-    return w, (1.0 if first_label == 1 else -1.0), prob.bias
+    sign = 1.0 if model.label[0] == 1 else -1.0
+    w = np.ctypeslib.as_array(model.w, (prob.n,))  # nr_class is 1 or 2: one vector
+    if prob.bias >= 0:  # the last feature is the bias
+        return sign * w[:-1], sign * w[-1] * prob.bias
+    return sign * w, 0.0
 
 
 class _Trainer:
@@ -609,13 +612,11 @@ class _Trainer:
     def fit(self, i: int):
         seed = None if self.threads else self.seed
         prob = self._problem()
-        w, sign, bias = _fit_one(prob, self.param, self.y, int(self.classes[i]), seed)
-        D = prob.n - 1 if bias >= 0 else prob.n
-        intercept = sign * w[D] * bias if bias >= 0 else 0.0
+        w, intercept = _fit_one(prob, self.param, self.y, int(self.classes[i]), seed)
         if self.clip is not None:
-            keep = np.flatnonzero(np.abs(w[:D]) >= self.clip)
-            return i, keep, sign * w[keep], intercept
-        self.W[i] = sign * w[:D]
+            keep = np.flatnonzero(np.abs(w) >= self.clip)
+            return i, keep, w[keep], intercept
+        self.W[i] = w
         self.b[i] = intercept
         return i
 

@@ -612,11 +612,21 @@ def split_nodes(tree: Hierarchy, y: np.ndarray, n_parts: int) -> list[np.ndarray
     return [np.array(sorted(g), dtype=np.int64) for g in groups]
 
 
-def _examples_below(tree: Hierarchy, y: np.ndarray) -> np.ndarray:
-    """How many training examples reach every node (those of the classes below it)."""
+def _leaf_places(tree: Hierarchy, y: np.ndarray):
+    """The leaves in depth-first order, so that the classes below any node are a range of places:
+    ``(child_ptr, children)`` (:meth:`Hierarchy.children_csr`), ``key`` (each row's class's place),
+    ``first``/``last`` (node ``v``'s places are ``first[v]..last[v] - 1``) and ``start`` (rows of the
+    places before each place, rows sorted by place: node ``v`` has ``start[last[v]] - start[first[v]]``)."""
     child_ptr, children = tree.children_csr()
     leaf_pos, first, last = _tree_kernels.leaf_ranges(child_ptr, children, tree.root, tree.n_classes)
-    start = np.concatenate([[0], np.cumsum(np.bincount(leaf_pos[y], minlength=tree.n_classes))])
+    key = leaf_pos[y]
+    start = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=tree.n_classes))])
+    return child_ptr, children, key, first, last, start
+
+
+def _examples_below(tree: Hierarchy, y: np.ndarray) -> np.ndarray:
+    """How many training examples reach every node (those of the classes below it)."""
+    _, _, _, first, last, start = _leaf_places(tree, y)
     return start[last] - start[first]
 
 
@@ -634,12 +644,8 @@ class _NodeTrainer:
     def __init__(self, X, y, tree, params, clip=None):
         self.X, self.tree, self.clip = X, tree, clip
         self.C, self.eps, self.bias, self.seed = params["C"], params["eps"], params["bias"], params["seed"]
-        child_ptr, children = tree.children_csr()
-        self.child_ptr, self.children_ids = child_ptr, children
-        leaf_pos, self.first, self.last = _tree_kernels.leaf_ranges(child_ptr, children, tree.root, tree.n_classes)
-        self.key = leaf_pos[y]  # the depth-first place of each row's class
-        self.order = np.argsort(self.key, kind="stable")
-        self.start = np.concatenate([[0], np.cumsum(np.bincount(self.key, minlength=tree.n_classes))])
+        self.child_ptr, self.children_ids, self.key, self.first, self.last, self.start = _leaf_places(tree, y)
+        self.order = np.argsort(self.key, kind="stable")  # rows by the depth-first place of their class
         self.pos = None
         self.param = None
         self.entries = None
@@ -680,10 +686,7 @@ class _NodeTrainer:
         indptr, indices, data, b = [0], [], [], np.zeros(m)
         for c in range(m):
             if c in fitted:
-                w, sign, bias = _fit_one(prob, self.param, labels, c, self.seed)
-                D = prob.n - 1 if bias >= 0 else prob.n
-                b[c] = sign * w[D] * bias if bias >= 0 else 0.0
-                w = sign * w[:D]
+                w, b[c] = _fit_one(prob, self.param, labels, c, self.seed)
                 keep = np.flatnonzero(w != 0) if self.clip is None else np.flatnonzero(np.abs(w) >= self.clip)
                 indices.append(used[keep].astype(np.int32))
                 data.append(w[keep])
