@@ -11,10 +11,7 @@ forked worker inherits them.  :func:`release_free_memory` asks glibc to return t
 from __future__ import annotations
 
 import ctypes
-import logging
 import mmap
-
-logger = logging.getLogger(__name__)
 
 _TRIM = None
 
@@ -41,7 +38,11 @@ class FileMapping(mmap.mmap):
     kind of memory :func:`release_file_pages` lets go of (its pages can always be read again)."""
 
 
-def _file_mapping(arr) -> FileMapping | None:
+def _releasable(arr) -> FileMapping | None:
+    """The :class:`FileMapping` under a read-only array (a writable one may hold writes that dropping
+    its pages would undo), else None."""
+    if getattr(getattr(arr, "flags", None), "writeable", True):
+        return None
     base = arr
     while base is not None and not isinstance(base, mmap.mmap):
         base = getattr(base, "base", None)
@@ -51,7 +52,7 @@ def _file_mapping(arr) -> FileMapping | None:
 def file_mapped(*arrays) -> bool:
     """Whether some of ``arrays`` are read-only arrays over a :class:`FileMapping` (pages that
     :func:`release_file_pages` can let go of)."""
-    return any(not arr.flags.writeable and _file_mapping(arr) is not None for arr in arrays)
+    return any(_releasable(arr) is not None for arr in arrays)
 
 
 def release_file_pages(*arrays) -> int:
@@ -64,14 +65,7 @@ def release_file_pages(*arrays) -> int:
     leaves a model's weights): dropping a written page of a private mapping would give the file's
     bytes back.
     """
-    released = 0
-    seen = set()
-    for arr in arrays:
-        if getattr(getattr(arr, "flags", None), "writeable", True):  # a writable array may hold writes
-            continue
-        base = _file_mapping(arr)
-        if base is not None and id(base) not in seen:
-            seen.add(id(base))
-            base.madvise(mmap.MADV_DONTNEED)
-            released += 1
-    return released
+    mappings = {id(m): m for m in map(_releasable, arrays) if m is not None}
+    for mapping in mappings.values():
+        mapping.madvise(mmap.MADV_DONTNEED)
+    return len(mappings)
