@@ -29,38 +29,15 @@ which the classification predictors never use.
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.machinery
 import os
 import sys
-import types
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 import svbop
 from _timing import median_time
-
-
-class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Empty modules for the optional imports of TorchCP's non-classification parts (last on the
-    path: only names no installed package provides)."""
-
-    roots = ("torchsort", "torch_geometric", "transformers")
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        module.__getattr__ = lambda attr: type(attr, (), {})
-        return module
-
-    def exec_module(self, module):
-        pass
+from stand_ins import StandIns
 
 
 def real_like(rng, n, K, sharpen=1.5):
@@ -83,7 +60,7 @@ def main() -> None:
     ap.add_argument("--methods", nargs="*", default=None,
                     help="only the methods whose name contains one of these words (e.g. margin)")
     args = ap.parse_args()
-    sys.meta_path.append(_Missing())
+    sys.meta_path.append(StandIns())
     import torch
 
     torch.set_num_threads(1)

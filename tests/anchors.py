@@ -12,42 +12,16 @@ the anchor (or torch) is absent.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import os
 import sys
-import types
+from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from stand_ins import StandIns  # noqa: E402
+
 ANCHORS = os.environ.get("SVBOP_ANCHORS", "/tmp/anchors")
-
-
-def _stand_in(attr: str):
-    """An empty class for any name the stand-in module is asked for, but its dunders: ``__file__``,
-    ``__spec__`` ... stay missing (``inspect`` reads ``__file__`` of every module in ``sys.modules``:
-    a class there broke torchvision's import later in the same process)."""
-    if attr.startswith("__") and attr.endswith("__"):
-        raise AttributeError(attr)
-    return type(attr, (), {})
-
-
-class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    roots = ("torchsort", "torch_geometric", "transformers")
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        module.__getattr__ = _stand_in
-        return module
-
-    def exec_module(self, module):
-        pass
 
 
 def _on_path():
@@ -59,8 +33,8 @@ def torchcp():
     """The ``torchcp`` package (1.2.1), or skip the calling test saying what is missing."""
     pytest.importorskip("torch", reason="torch is not installed (TorchCP needs it)")
     _on_path()
-    if not any(isinstance(f, _Missing) for f in sys.meta_path):
-        sys.meta_path.append(_Missing())
+    if not any(isinstance(f, StandIns) for f in sys.meta_path):
+        sys.meta_path.append(StandIns())
     try:
         module = importlib.import_module("torchcp")
     except ImportError as exc:
