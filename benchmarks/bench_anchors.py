@@ -40,9 +40,13 @@ from _timing import median_time
 from stand_ins import StandIns
 
 
-def real_like(rng, n, K, sharpen=1.5):
+def real_like(rng, n, K, sharpen=1.5, peak=(4.0, 14.0)):
+    """Outputs of an overconfident classifier, CIFAR-100-like (with the default ``peak``: 86 % top-1 at
+    K = 100, LAC sets of about 3 classes, deterministic APS covering 99.9 %): one logit per row raised by
+    ``uniform(*peak)``, labels drawn from the softmax of the logits, probabilities from the softmax of the
+    logits times ``sharpen``.  Also the tests' outputs (``tests/test_conformal_scores.py``, ``..._rc3p.py``)."""
     Z = rng.standard_normal((n, K))
-    Z[np.arange(n), rng.integers(0, K, n)] += rng.uniform(4.0, 14.0, n)
+    Z[np.arange(n), rng.integers(0, K, n)] += rng.uniform(*peak, n)
     T = np.exp(Z - Z.max(axis=1, keepdims=True))
     T /= T.sum(axis=1, keepdims=True)
     y = np.minimum((T.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1), K - 1)

@@ -14,12 +14,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from stand_ins import StandIns  # noqa: E402
+from stand_ins import StandIns  # benchmarks/stand_ins.py (tests/conftest.py puts benchmarks/ on the path)
 
 ANCHORS = os.environ.get("SVBOP_ANCHORS", "/tmp/anchors")
 

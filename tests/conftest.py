@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: benchmarks/ is importable from the tests: its generators (extreme_problem, bench_anchors.real_like) and
+#: TorchCP's import stand-ins (stand_ins) serve both
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
 
 #: The sections of results/report.html, in the paper's order (``<section id=...>``).
 REPORT_SECTIONS = ("status", "utilities", "datasets", "illustrations", "predictions", "algorithms", "claims",

@@ -9,19 +9,12 @@ import svbop
 from svbop.conformal.rc3p import rc3p_calibration
 
 import anchors
+from bench_anchors import real_like
 
 
 def _real_like(rng, n, K, sharpen=1.5):
-    """Overconfident CIFAR-like outputs (benchmarks/bench_anchors.py's): labels drawn from the
-    softmax of the logits, probabilities sharpened."""
-    Z = rng.standard_normal((n, K))
-    Z[np.arange(n), rng.integers(0, K, n)] += rng.uniform(2.0, 8.0, n)
-    T = np.exp(Z - Z.max(axis=1, keepdims=True))
-    T /= T.sum(axis=1, keepdims=True)
-    y = np.minimum((T.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1), K - 1)
-    Zs = Z * sharpen
-    P = np.exp(Zs - Zs.max(axis=1, keepdims=True))
-    return P / P.sum(axis=1, keepdims=True), y
+    """Overconfident CIFAR-like outputs, with a lower peak than the benchmark's default."""
+    return real_like(rng, n, K, sharpen, peak=(2.0, 8.0))
 
 
 def test_rank_limits_and_thresholds_known_answer():

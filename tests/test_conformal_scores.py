@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from bench_anchors import real_like as _real_like
 from test_conformal import _brute_quantile, _brute_sets, _calibrated, _data, _mapie
 
 from svbop.conformal import ConformalSetPredictor, GroupCalibrationWarning
@@ -119,20 +120,6 @@ def test_randomised_aps_matches_mapie_in_coverage_and_size(rng):
     assert abs(np.mean(ours_cov) - (1 - eps)) < 0.01
     assert abs(np.mean(ours_cov) - np.mean(their_cov)) < 0.01
     assert abs(np.mean(ours_size) - np.mean(their_size)) < 0.05 * np.mean(their_size)
-
-
-def _real_like(rng, n, K, sharpen=1.5):
-    """Outputs of an overconfident classifier, CIFAR-100-like (86 % top-1 at K = 100, LAC sets of
-    about 3 classes, deterministic APS covering 99.9 %): one peaked logit per row, labels drawn from
-    the softmax of the logits, probabilities from the softmax of the logits times ``sharpen``."""
-    Z = rng.standard_normal((n, K))
-    Z[np.arange(n), rng.integers(0, K, n)] += rng.uniform(4.0, 14.0, n)
-    T = np.exp(Z - Z.max(axis=1, keepdims=True))
-    T /= T.sum(axis=1, keepdims=True)
-    y = np.minimum((T.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1), K - 1)
-    Zs = Z * sharpen
-    P = np.exp(Zs - Zs.max(axis=1, keepdims=True))
-    return P / P.sum(axis=1, keepdims=True), y
 
 
 def test_default_aps_and_raps_cover_1_minus_epsilon_not_more(rng):
