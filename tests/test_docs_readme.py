@@ -74,3 +74,26 @@ def test_every_relative_link_of_the_documentation_resolves(page):
             if anchor not in headings:
                 broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: links to nothing: {broken}"
+
+
+_BY_NAME = re.compile(r"""pip install\s+(?:-U\s+|--upgrade\s+)?["']?svbop(?:\[|["'\s]|$)""", re.M)
+
+
+def test_nothing_tells_a_user_to_install_svbop_by_name():
+    """svbop is not on the package index: an install by name fails, and would install whatever a stranger
+    registers under the name. Every page, the wheel's messages and the CLI's help name a checkout or a wheel."""
+    sources = [*DOCS, *sorted((ROOT / "workflow" / "svbop").rglob("*.py"))]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in sources for m in _BY_NAME.finditer(p.read_text())]
+    assert not found, found
+
+
+def test_the_readmes_report_install_is_the_wheel_of_this_version():
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    block = next(c for c in _readme_commands() if "svbop report" in c)
+    lines = [ln.split("#")[0].strip() for ln in block.splitlines()]
+    assert lines[0] == "pip wheel --no-deps . -w dist"
+    assert lines[1] == f'pip install "dist/svbop-{version}-py3-none-any.whl[report]"'
+    # the timings below it were taken on two cores: the command shown says so (the default is one)
+    assert "--cores 2" in lines[2]
+    your_model = (ROOT / "workflow" / "docs" / "your_model.md").read_text()
+    assert f"dist/svbop-{version}-py3-none-any.whl[report]" in your_model

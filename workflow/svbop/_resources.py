@@ -61,7 +61,8 @@ def workflow_root() -> Path:
     if root is None:
         raise ValueError(f"svbop's workflow files are missing: neither {_PACKAGE.parents[1]} (a checkout) nor "
                          f"{_PACKAGE / '_workflow'} (a wheel) holds a Snakefile; reinstall svbop "
-                         "(pip install 'svbop[report]')")
+                         "from this repository's wheel (pip wheel --no-deps . -w dist, then pip install "
+                         "'dist/svbop-<version>-py3-none-any.whl[report]')")
     return root
 
 
@@ -85,7 +86,8 @@ def docs_folder() -> Path:
     folder = workflow_path(DOC_FILES[0])
     if not folder.is_dir():
         raise ValueError(f"svbop's documentation is missing: {folder} does not exist; reinstall svbop "
-                         "(pip install 'svbop[report]')")
+                         "from this repository's wheel (pip wheel --no-deps . -w dist, then pip install "
+                         "'dist/svbop-<version>-py3-none-any.whl[report]')")
     return folder
 
 

@@ -40,7 +40,7 @@ try:
     from sklearn.utils.validation import check_is_fitted, column_or_1d
 except ImportError as err:  # pragma: no cover - exercised only without scikit-learn
     raise ImportError(
-        "svbop.sklearn needs scikit-learn >= 1.3 (pip install 'svbop[sklearn]'); the rest of svbop does not"
+        "svbop.sklearn needs scikit-learn >= 1.3 (pip install -e '.[sklearn]' in a checkout); the rest of svbop does not"
     ) from err
 
 from .baselines import PAPER_THRESHOLDS, ConformalSetPredictor, threshold_sets, top_s_sets, tune_threshold
