@@ -27,8 +27,8 @@ import shutil
 import stat
 from pathlib import Path
 
-__all__ = ["LOCK_NAME", "check_links", "clear_leftovers", "clear_stale_locks", "hold_folder", "processes_in",
-           "temporary_name"]
+__all__ = ["LOCK_NAME", "check_links", "check_lock_file", "clear_leftovers", "clear_stale_locks", "hold_folder",
+           "lock_holders", "processes_in", "temporary_name"]
 
 #: svbop report's own lock file, inside the working folder.
 LOCK_NAME = "report.lock"
@@ -90,47 +90,132 @@ def hold_folder(work: Path, out: Path) -> int | None:
 
     The descriptor is inheritable by the Snakemake process (``pass_fds``) and closed by the caller
     when the run ends.  None where ``fcntl`` is missing (Windows: Snakemake's own lock then refuses).
+    The file records the holder's process id and start time; a refusal names a process that really
+    holds the lock (a recorded id the system has given to another process since is never named).
 
     Raises
     ------
     ValueError
-        Another process holds it (a second svbop report into the same folder): one line naming it.
+        The lock file is not a regular file (a FIFO, a device, a folder), or another process holds
+        it (a second svbop report into the same folder, or a stopped one's workflow): one line
+        naming the file or the process.
     """
     try:
         import fcntl
     except ImportError:  # pragma: no cover
         return None
     path = work / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    check_lock_file(work, out)
+    try:  # O_NONBLOCK: a FIFO put there since the check never blocks the open
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o666)
     except OSError as exc:
         raise ValueError(f"-o {out}: cannot take the lock {path} ({exc.strerror or exc})") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            _refuse_lock_kind(out, path, mode)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _refuse_held(work, out, path, fd)
+        except OSError as exc:
+            raise ValueError(f"-o {out}: cannot take the lock {path} ({exc.strerror or exc})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {_start_time(os.getpid()) or ''}\n".encode(), 0)
+    except BaseException:
         os.close(fd)
-        if holder.isdigit() and not _alive(int(holder)):  # its svbop report was killed; its workflow runs on
-            busy = processes_in(work)
-            if busy:
-                raise ValueError(f"-o {out}: the workflow of a stopped svbop report still runs in {work} (process "
-                                 f"{busy[0]}); wait for it to end or stop it (kill {busy[0]}), then rerun") from None
-        raise ValueError(f"-o {out}: another svbop report is running in this folder"
-                         + (f" (process {holder})" if holder.isdigit() else "")
-                         + "; wait for it to end, or give another -o folder") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        raise
     return fd
 
 
-def _alive(pid: int) -> bool:
+def check_lock_file(work: Path, out: Path) -> None:
+    """Refuse a lock file ``work/report.lock`` that is not a regular file (a FIFO, a device, a folder, a
+    link), before anything opens it (a FIFO's open could wait for a writer; a device's could act).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, what it is and the fix.
+    """
+    path = work / LOCK_NAME
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process
-        return True
-    return True
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ValueError(f"-o {out}: cannot take the lock {path} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        _refuse_lock_kind(out, path, info.st_mode)
+
+
+def _refuse_lock_kind(out: Path, path: Path, mode: int) -> None:
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a link" if stat.S_ISLNK(mode)
+            else "not a regular file")
+    raise ValueError(f"-o {out}: the lock {path} is {kind}, not a regular file; svbop report never opens it: "
+                     "remove it, or give another -o folder")
+
+
+def _refuse_held(work: Path, out: Path, path: Path, fd: int) -> None:
+    """The lock is held: one line naming a process that really holds it."""
+    recorded = os.pread(fd, 128, 0).decode(errors="replace").split()
+    holders = lock_holders(path)
+    pid = int(recorded[0]) if recorded and recorded[0].isdigit() else None
+    started = recorded[1] if len(recorded) > 1 else None
+    # the recorded svbop report still runs: the same id, the same start time (an id is reused once its process ends)
+    if pid is not None and pid in holders or pid is not None and not holders and started is not None \
+            and _start_time(pid) == started:
+        raise ValueError(f"-o {out}: another svbop report is running in this folder (process {pid}); wait for it "
+                         "to end, or give another -o folder")
+    if holders:  # the recorded process ended (or its id is another process's now); its workflow holds the lock on
+        h = holders[0]
+        raise ValueError(f"-o {out}: the workflow of a stopped svbop report still runs in {work} (process {h}); "
+                         f"wait for it to end or stop it (kill {h}), then rerun")
+    raise ValueError(f"-o {out}: another process holds the lock {path} (not one this user can see); wait for it to "
+                     "end, or give another -o folder")
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks after boot, ``/proc/<pid>/stat``), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def lock_holders(path: Path) -> list[int]:
+    """Live processes (other than this one) holding an ``flock`` on the file ``path``, oldest first
+    (Linux ``/proc``: every process with a descriptor of the file whose ``fdinfo`` shows a lock;
+    elsewhere none are found)."""
+    try:
+        target = os.stat(path)
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError:
+        return []
+    me = os.getpid()
+    found = []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # ended, or another user's
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                if (st.st_dev, st.st_ino) != (target.st_dev, target.st_ino):
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+                    if any(line.startswith("lock:") and "FLOCK" in line for line in fh):
+                        found.append(pid)
+                        break
+            except OSError:
+                continue
+    return found
 
 
 def processes_in(folder: Path) -> list[int]:

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .._resources import WORKFLOW_FILES, workflow_root
-from .folder import LOCK_NAME, check_links, clear_leftovers, clear_stale_locks, hold_folder
+from .folder import LOCK_NAME, check_links, check_lock_file, clear_leftovers, clear_stale_locks, hold_folder
 from .rows import check_part_rows
 
 __all__ = ["WORKFLOW_FILES", "OUTPUT_NAMES", "WORK_DIR", "check_inputs", "check_options", "detect_outputs",
@@ -339,6 +339,8 @@ def _check_folder(out: Path, root: Path) -> None:
         if (out / name).is_symlink():
             raise ValueError(f"-o {out}: {name} is a link (to {os.readlink(out / name)}); svbop report writes only "
                              "real files inside the folder: remove the link or choose another folder")
+    if (out / WORK_DIR).is_dir() and not (out / WORK_DIR).is_symlink():
+        check_lock_file(out / WORK_DIR, out)  # a FIFO or a device in its place: named, never opened
     ours = (out / WORK_DIR / "Snakefile").is_file() or (out / WORK_DIR / LOCK_NAME).is_file()
     if not ours:
         taken = [name for name in OUTPUT_NAMES if (out / name).exists()]

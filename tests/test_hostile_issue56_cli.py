@@ -1,0 +1,124 @@
+"""Issue 56, the command line's and the report's side: locks that blamed another process, model names
+pandas reads as missing, valid files refused, check-config passing what the workflow rejects.
+
+Every refusal is one line naming the file, the option or the process, and comes before any work.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from svbop import cli
+from svbop.report.folder import hold_folder, lock_holders
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def _inputs(tmp_path: Path, n: int = 300, K: int = 5) -> list[str]:
+    rng = np.random.default_rng(0)
+    L = rng.normal(size=(n, K)).astype(np.float32)
+    y = rng.integers(0, K, n)
+    L[np.arange(n), y] += 2
+    np.save(tmp_path / "s.npy", L)
+    np.save(tmp_path / "y.npy", y)
+    return [str(tmp_path / "s.npy"), str(tmp_path / "y.npy")]
+
+
+def _report(capsys, files, out, *more) -> tuple[int, str]:
+    code = cli.main(["report", "--test", *files, "-o", str(out), *more])
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err[-1] if err else ""
+
+
+def _earlier_run(out: Path) -> Path:
+    work = out / ".svbop"
+    (work / "workflow").mkdir(parents=True)
+    (work / "Snakefile").write_text("# an earlier run's copy\n")
+    (out / "svbop_report.yaml").write_text("# the first run's config\n")
+    return work
+
+
+# --- locks ---------------------------------------------------------------------------------------------------
+
+def _holder(work: Path, out: Path, record: str | None) -> subprocess.Popen:
+    """A process holding the folder's lock, whose file then records ``record`` (a reused process id)."""
+    code = (f"import os, sys, time; sys.path.insert(0, {str(CHECKOUT / 'workflow')!r}); "
+            f"from svbop.report.folder import hold_folder; from pathlib import Path; "
+            f"fd = hold_folder(Path({str(work)!r}), Path({str(out)!r})); "
+            + (f"os.ftruncate(fd, 0); os.pwrite(fd, {record!r}.encode(), 0); " if record is not None else "")
+            + "print('held', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc to see who holds a lock")
+@pytest.mark.parametrize("record", ["{pid}\n", "{pid} 1\n"])
+def test_a_lock_whose_recorded_process_id_is_another_process_now_names_the_real_holder(tmp_path, capsys, record):
+    out = tmp_path / "out"
+    work = _earlier_run(out)
+    unrelated = subprocess.Popen(["sleep", "120"])  # the id the lock records, given to a process that holds nothing
+    try:
+        holder = _holder(work, out, record.format(pid=unrelated.pid))
+        try:
+            assert lock_holders(work / "report.lock") == [holder.pid]
+            code, line = _report(capsys, _inputs(tmp_path), out)
+            assert code == 2
+            assert str(holder.pid) in line and str(unrelated.pid) not in line, line
+            assert line == (f"svbop: error: -o {out}: the workflow of a stopped svbop report still runs in {work} "
+                            f"(process {holder.pid}); wait for it to end or stop it (kill {holder.pid}), then rerun")
+        finally:
+            holder.kill()
+            holder.wait()
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+    assert (out / "svbop_report.yaml").read_text() == "# the first run's config\n"
+
+
+def test_a_running_report_is_named_by_its_own_id(tmp_path, capsys):
+    out = tmp_path / "out"
+    work = _earlier_run(out)
+    holder = _holder(work, out, None)
+    try:
+        code, line = _report(capsys, _inputs(tmp_path), out)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2
+    assert line == (f"svbop: error: -o {out}: another svbop report is running in this folder (process {holder.pid}); "
+                    "wait for it to end, or give another -o folder")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+@pytest.mark.parametrize("kind", ["fifo", "folder", "bare fifo"])
+def test_a_lock_that_is_not_a_regular_file_is_refused_naming_it_without_blocking(tmp_path, capsys, kind):
+    out = tmp_path / "out"
+    if kind == "bare fifo":  # nothing else in the folder
+        work = out / ".svbop"
+        work.mkdir(parents=True)
+    else:
+        work = _earlier_run(out)
+    lock = work / "report.lock"
+    if kind.endswith("fifo"):
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    start = time.monotonic()
+    code, line = _report(capsys, _inputs(tmp_path), out)
+    assert time.monotonic() - start < 30  # never waits for a writer
+    what = "a folder" if kind == "folder" else "a FIFO"
+    assert code == 2
+    assert line == (f"svbop: error: -o {out}: the lock {lock} is {what}, not a regular file; svbop report never "
+                    "opens it: remove it, or give another -o folder")
+    assert sorted(p.name for p in out.rglob("*")) == sorted(
+        [".svbop", "report.lock"] + ([] if kind == "bare fifo" else ["workflow", "Snakefile", "svbop_report.yaml"]))
+    with pytest.raises(ValueError, match="report.lock is " + what):
+        hold_folder(work, out)
