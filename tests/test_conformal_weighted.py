@@ -116,3 +116,74 @@ def test_refusals():
     plain = ConformalSetPredictor(0.1).fit(P, y)
     with pytest.raises(ValueError, match="calibrated without them"):
         plain.predict_mask(P, weights=w)
+
+
+# --- issue 56: weights valid up to a constant give the sets of any constant multiple -------------
+
+def _shifted(seed, n_cal=999, n_test=1000):
+    rng = np.random.default_rng(seed)
+    x_cal, x_test = rng.standard_normal(n_cal), rng.standard_normal(n_test) + SHIFT
+    (P, y), (Pt, _) = _rows(rng, x_cal), _rows(rng, x_test)
+    return P, y, _ratio(x_cal), Pt, _ratio(x_test)
+
+
+@pytest.mark.parametrize("config", [dict(score="lac"), dict(score="aps"), dict(score="topk", randomized=True),
+                                    dict(score="lac", class_conditional=True),
+                                    dict(score="aps", class_conditional=True)],
+                         ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("constant", [2.0**1000, 2.0**-1000, 1e306 / 20, 1e-300, 1e200, 7.3])
+def test_a_constant_multiple_of_the_weights_gives_the_same_sets(config, constant):
+    """Likelihood ratios are defined up to a constant: multiplying the calibration and test weights by
+    the same constant (near float64's largest and smallest, where their sums overflowed or lost every
+    bit) leaves the threshold of every row and every set as they are."""
+    P, y, w, Pt, wt = _shifted(56)
+    a = ConformalSetPredictor(0.1, random_state=3, **config).fit(P, y, weights=w)
+    b = ConformalSetPredictor(0.1, random_state=3, **config).fit(P, y, weights=w * constant)
+    assert np.isfinite(b.quantile_) and b.quantile_ == pytest.approx(a.quantile_, rel=1e-12)
+    np.testing.assert_array_equal(a.predict_mask(Pt, weights=wt), b.predict_mask(Pt, weights=wt * constant))
+
+
+@pytest.mark.parametrize("class_conditional", [False, True])
+def test_equal_huge_weights_are_no_shift(class_conditional):
+    """Equal weights of 1e306 (finite; equal weights mean no shift) give the unweighted sets: their sum
+    overflowed to inf, and the sets shrank to one class (coverage 0.35 for 0.9)."""
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.full(8, 0.5), size=1999)
+    y = np.minimum((P.cumsum(axis=1) < rng.random((1999, 1))).sum(axis=1), 7)
+    a = ConformalSetPredictor(0.1, class_conditional=class_conditional).fit(P[:999], y[:999])
+    b = ConformalSetPredictor(0.1, class_conditional=class_conditional).fit(P[:999], y[:999],
+                                                                          weights=np.full(999, 1e306))
+    assert a.quantile_ == b.quantile_
+    np.testing.assert_array_equal(a.predict_mask(P[999:]), b.predict_mask(P[999:], weights=np.full(1000, 1e306)))
+    # the test weights alone huge, against calibration weights of 1: each row's own mass at +inf
+    # dominates, every class (as in exact arithmetic), never an overflow turned into a small set
+    c = ConformalSetPredictor(0.1, class_conditional=class_conditional).fit(P[:999], y[:999], weights=np.ones(999))
+    assert c.predict_mask(P[999:1009], weights=np.full(10, 1e308)).all()
+
+
+def test_effective_sizes_of_huge_weights_are_finite():
+    """Kish's effective size of weights near float64's largest: their squares overflowed (the page's
+    "effective test rows" read nan for weights of 1e200)."""
+    from svbop.conformal.weighted import effective_size
+    from svbop.evaluation import check_promise, promise_record
+    from svbop.sets import SetPredictions
+
+    assert effective_size(np.full(400, 1e200)) == pytest.approx(400)
+    assert effective_size(np.array([1e306, 1e306, 0.0])) == pytest.approx(2)
+    assert effective_size(np.zeros(3)) == 0.0
+    record = promise_record(method="weighted_lac", epsilon=0.1, y_cal=np.zeros(300, int), weights=np.full(300, 1e200))
+    assert record["n_effective"] == pytest.approx(300)
+    sets = SetPredictions.from_sets([[0], [1], [2], [0]], 3)
+    checked = check_promise(record, sets, np.array([0, 1, 0, 0]), weights=np.full(4, 1e306))
+    assert checked["n_effective"] == pytest.approx(4) and checked["weighted_coverage_pct"] == pytest.approx(75)
+
+
+def test_rc3p_and_clusters_refuse_weights():
+    """RC3P with weights silently dropped its rank limits (the sets of plain class-conditional); the
+    combination is refused, as clusters with weights are."""
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(K), size=200)
+    y = rng.integers(0, K, 200)
+    for kind in ("rc3p", "clustered"):
+        with pytest.raises(ValueError, match=f"weights are for class_conditional=False or True, not '{kind}'"):
+            ConformalSetPredictor(0.1, class_conditional=kind).fit(P, y, weights=np.ones(200))

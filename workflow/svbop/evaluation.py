@@ -362,7 +362,9 @@ def promise_record(*, method: str, epsilon: float, y_cal, weights=None, group_co
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
         record["promise"] = "weighted"
-        record["n_effective"] = float(w.sum() ** 2 / (w ** 2).sum()) if (w > 0).any() else 0.0
+        from .conformal.weighted import effective_size
+
+        record["n_effective"] = effective_size(w)
     else:
         A = np.asarray(group_columns, dtype=bool)
         names = list(group_names) if group_names is not None else [f"group_{j}" for j in range(A.shape[1])]
@@ -394,11 +396,15 @@ def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weig
     covered = sets.contains(np.asarray(y)).astype(np.float64)
     target = 100.0 * (1.0 - float(record["epsilon"]))
     if record["promise"] == "weighted":
+        from .conformal.weighted import effective_size
+
         w = np.asarray(weights, dtype=np.float64)
+        top = float(w.max()) if w.size else 0.0
+        w = w / top if top > 0 else w  # likelihood ratios up to a constant: no overflow in the sums
         total = w.sum()
         return {"target_pct": target, "coverage_pct": float(100.0 * covered.mean()) if covered.size else float("nan"),
                 "weighted_coverage_pct": float(100.0 * (w @ covered) / total) if total > 0 else float("nan"),
-                "n_effective": float(total ** 2 / (w ** 2).sum()) if total > 0 else 0.0}
+                "n_effective": effective_size(w)}
     A = np.asarray(group_columns, dtype=bool)
     n = A.sum(axis=0)
     hits = covered @ A

@@ -474,8 +474,12 @@ class ConformalSetPredictor:
                              f" not score={self.score!r}")
         if groups is not None:
             raise ValueError("weights cannot be combined with groups: pass one or the other")
-        if self.class_conditional == "clustered":
-            raise ValueError("weights are for class_conditional=False or True, not 'clustered'")
+        if self.class_conditional in ("clustered", "rc3p"):
+            # RC3P's rank limits are calibrated on unweighted rows: weighting the thresholds alone
+            # would silently drop them (the sets of plain class-conditional), so refuse the pair
+            raise ValueError(f"weights are for class_conditional=False or True, not {self.class_conditional!r}"
+                             f" (no weighted {'clusters' if self.class_conditional == 'clustered' else 'rank limits'}"
+                             f" are defined: give weights or class_conditional={self.class_conditional!r})")
         from .weighted import check_weights
 
         return check_weights(weights, P_cal.shape[0], "weights", "P_cal")
@@ -487,12 +491,12 @@ class ConformalSetPredictor:
         s = self._scores(P, y, chunk_bytes, U)
         K = P.shape[1]
         self._weighted = WeightedQuantiles(s, weights, float(1 - eps), y if self.class_conditional else None, K)
-        mean = np.array([weights.mean()])
+        mean = np.array([self._weighted.mean_weight])  # normalised: a mean of 1e306s is no overflow
         if self.class_conditional:
-            self.quantiles_ = self._weighted.cell_thresholds(mean)[0]
+            self.quantiles_ = self._weighted.cell_thresholds(mean, normalised=True)[0]
             self.quantile_ = float(self.quantiles_.max())
         else:
-            self.quantile_ = float(self._weighted.row_thresholds(mean)[0])
+            self.quantile_ = float(self._weighted.row_thresholds(mean, normalised=True)[0])
         self.n_classes_ = K
 
     def _weighted_masks(self, P, weights, chunk_bytes, row_seeds=None):
