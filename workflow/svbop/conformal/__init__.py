@@ -22,12 +22,18 @@ One module per concept:
 ``rc3p``                   one threshold and one rank limit per class (RC3P, Shi et al. 2024)
 ``mondrian``               one threshold per group known at test time
 ``family``                 Bayes-optimal F-beta and credal sets with coverage
-``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, for streams)
+``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, DtACI, PID, for streams)
+``pvalues``                conformal p-values (``predict_p``, online p-values of a stream)
+``martingales``            :class:`ExchangeabilityMartingale` (alarms when a stream stops being exchangeable)
 ``hierarchical``           hierarchy-restricted sets (``score="hierarchical"``)
 ``risk``                   :class:`RiskControlSetPredictor` (conformal risk control) and
                            :class:`LearnThenTest` (several losses, any shape), :func:`set_loss`
 ``conditional``            :class:`ConditionalSetPredictor` (coverage in overlapping groups)
 ``weighted``               weighted quantiles under covariate shift (``fit(..., weights=)``)
+``label_shift``            class weights under label shift (:func:`estimate_label_shift`,
+                           ``fit(..., class_weights=)``)
+``label_noise``            sets that cover the clean label given noisy calibration labels
+                           (``ConformalSetPredictor(..., label_noise=)``)
 =========================  ====================================================================
 
 The package imports only svbop's lower modules (``_prefix``, ``search``, ``metrics``, ``sets``,
@@ -57,6 +63,8 @@ from .scores import (  # noqa: F401
 from .conditional import ConditionalSetPredictor
 from .risk import FWER_PROCEDURES, SET_LOSSES, LearnThenTest, RiskControlSetPredictor, SetLoss, set_loss
 from .split import ConformalSetPredictor
+from .pvalues import conformal_p_values, online_p_values
+from .label_shift import LABEL_SHIFT_METHODS, estimate_label_shift
 
 __all__ = [
     "conformal_quantile",
@@ -78,4 +86,8 @@ __all__ = [
     "SET_LOSSES",
     "FWER_PROCEDURES",
     "ConditionalSetPredictor",
+    "conformal_p_values",
+    "online_p_values",
+    "estimate_label_shift",
+    "LABEL_SHIFT_METHODS",
 ]
