@@ -227,6 +227,12 @@ class ConformalSetPredictor:
         drawn from it at each ``fit``); ``None`` draws a fresh one at each ``fit`` (kept as ``seed_``).
     n_clusters : int, optional
         ``class_conditional="clustered"``: the number of clusters (default: the authors' rule).
+    label_noise : float or ndarray of shape (K, K), optional
+        The calibration labels are noisy: a uniform noise rate ``r`` in [0, 1) (the label replaced,
+        with probability ``r``, by one drawn uniformly from the ``K`` classes) or a row-stochastic,
+        invertible transition matrix ``M[k, l] = P(noisy l | clean k)``.  ``fit`` then calibrates
+        to cover the *clean* label (Sesia, Wang and Tong 2024; Penso et al. 2024): see
+        :mod:`svbop.conformal.label_noise`.  Marginal calibration of the ranked scores.
     gamma : float, optional
         The credal family's fixed ``gamma > 0`` (required for ``score="credal"`` only), a normal
         double-precision number (at least 2.2e-308), as the utility's parameters are.
@@ -294,6 +300,7 @@ class ConformalSetPredictor:
         randomized: bool | None = None,
         random_state: int | None = None,
         n_clusters: int | None = None,
+        label_noise=None,
     ) -> None:
         _epsilon(epsilon)
         if not isinstance(score, str) or score not in PREDICTOR_SCORES:
@@ -385,6 +392,13 @@ class ConformalSetPredictor:
         self.random_state = random_state if random_state is None or not isinstance(random_state, (int, np.integer)) \
             else int(random_state)
         self.n_clusters = None if n_clusters is None else int(n_clusters)
+        from .label_noise import check_label_noise
+
+        self.label_noise = check_label_noise(label_noise)
+        if self.label_noise is not None and (score not in RANKED_SCORES or class_conditional):
+            raise ValueError(f"label_noise is for the marginal calibration of the ranked scores"
+                             f" {', '.join(RANKED_SCORES)}, not score={score!r} with"
+                             f" class_conditional={class_conditional!r}")
 
     def _uniforms(self, stream: int, n: int) -> np.ndarray:
         """``n`` uniforms in [0, 1) of ``stream`` (0: calibration rows, 1: test rows, 2: the clustered
@@ -398,9 +412,10 @@ class ConformalSetPredictor:
         partial-sorting engine: it sorts only the classes a set needs, at any ``K``)."""
         return self.score in RANKED_SCORES and (
             self.randomized or self.score in ("saps", "topk", "margin") or bool(self.class_conditional)
+            or getattr(self, "class_weights_", None) is not None  # label shift: one threshold per class
         )
 
-    def fit(self, P_cal, y_cal, groups=None, *, weights=None,
+    def fit(self, P_cal, y_cal, groups=None, *, weights=None, class_weights=None,
             chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "ConformalSetPredictor":
         """Calibrate on held-out probabilities ``P_cal`` (n, K) and labels ``y_cal`` (n,).
 
@@ -422,6 +437,15 @@ class ConformalSetPredictor:
             scores (``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``), marginal or
             ``class_conditional=True``; not with ``groups``.  ``quantile_`` (``quantiles_``) is then
             the threshold of a test row of the mean calibration weight.
+        class_weights : array-like of shape (K,), optional
+            Label shift (Podkopaev and Ramdas 2021): ``w(y) = q(y)/p(y)``, the test over the
+            calibration class frequencies (any constant factor; estimated by
+            :func:`svbop.conformal.estimate_label_shift`).  Candidate class ``c`` gets the threshold
+            ``Q(w(c))``, the weighted quantile of the calibration scores weighted by ``w(y_i)`` with
+            ``w(c)`` at ``+inf`` (:mod:`svbop.conformal.label_shift`): ``quantiles_``, one per class;
+            ``predict`` needs nothing more.  Marginal calibration of the ranked scores, not with
+            ``groups``, ``weights`` or ``label_noise`` (``class_conditional=True`` needs no weights:
+            it covers every class, hence under any label shift).
         """
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
@@ -437,8 +461,11 @@ class ConformalSetPredictor:
             groups = _check_groups(groups, P_cal.shape[0], "groups", "P_cal")
         if weights is not None:
             weights = self._check_weighted(P_cal, groups, weights)
+        if class_weights is not None or self.label_noise is not None:
+            class_weights = self._check_shift_or_noise(P_cal, y_cal, groups, weights, class_weights)
         for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_"):
+                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_",
+                     "class_weights_"):
             self.__dict__.pop(attr, None)
         if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
@@ -450,6 +477,24 @@ class ConformalSetPredictor:
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
         if weights is not None:
             self._fit_weighted(P_cal, y_cal, weights, eps, chunk_bytes, U)
+            return self
+        if class_weights is not None:
+            from .label_shift import label_shift_thresholds
+
+            self.class_weights_ = class_weights
+            self.quantiles_ = label_shift_thresholds(self._scores(P_cal, y_cal, chunk_bytes, U), y_cal, class_weights,
+                                                     float(1 - eps))
+            self.quantile_ = float(self.quantiles_.max())
+            self.n_classes_ = K
+            return self
+        if self.label_noise is not None:
+            from ._matrix import score_matrix
+            from .label_noise import noise_inverse, noisy_label_threshold
+
+            V = noise_inverse(self.label_noise, K)
+            S = score_matrix(P_cal, self.score, self.k_reg, self.lam, U, chunk_bytes, "P_cal")
+            self.quantile_ = noisy_label_threshold(S, y_cal, V, eps)
+            self.n_classes_ = K
             return self
         if groups is not None and self.score in (*RANKED_SCORES, "hierarchical"):
             s = self._scores(P_cal, y_cal, chunk_bytes, U)
@@ -467,6 +512,25 @@ class ConformalSetPredictor:
         if groups is not None:
             self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes, s)
         return self
+
+    def _check_shift_or_noise(self, P_cal, y_cal, groups, weights, class_weights):
+        """Label shift (``class_weights``) and label noise: the marginal ranked scores, alone."""
+        what = "class_weights (label shift)" if class_weights is not None else "label_noise"
+        if class_weights is not None and self.label_noise is not None:
+            raise ValueError("class_weights (label shift) cannot be combined with label_noise: pass one or the other")
+        if self.score not in RANKED_SCORES:
+            raise ValueError(f"{what} is for the ranked scores {', '.join(RANKED_SCORES)}, not score={self.score!r}")
+        if self.class_conditional:
+            raise ValueError(f"{what} is for the marginal calibration, not class_conditional="
+                             f"{self.class_conditional!r} (per-class thresholds already cover under label shift)")
+        for name, value in (("groups", groups), ("weights", weights)):
+            if value is not None:
+                raise ValueError(f"{what} cannot be combined with {name}: pass one or the other")
+        if class_weights is None:
+            return None
+        from .label_shift import check_class_weights
+
+        return check_class_weights(class_weights, P_cal.shape[1], y_cal)
 
     def _check_weighted(self, P_cal, groups, weights):
         if self.score not in RANKED_SCORES:
