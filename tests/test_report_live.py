@@ -23,7 +23,8 @@ EPSILONS = (0.01, 0.03, 0.05, 0.1, 0.123, 0.2, 0.25, 0.3)
 
 def _predictor(method: str, epsilon: float) -> ConformalSetPredictor:
     return {"icp": ConformalSetPredictor(epsilon),
-            "conformal_aps_deterministic": ConformalSetPredictor(epsilon, score="aps", randomized=False),
+            "conformal_aps_top1": ConformalSetPredictor(epsilon, score="aps", randomized=False,
+                                                     calibrate_top1=True),
             "conformal_lac_cc": ConformalSetPredictor(epsilon, score="lac", class_conditional=True)}[method]
 
 

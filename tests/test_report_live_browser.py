@@ -67,7 +67,8 @@ def _library(out: Path, model: str, epsilon: float) -> dict[str, tuple[float, fl
     P_cal, y_cal, P, y = load_score_arrays(out / ".svbop" / "results" / model / "scores" / "flat.npz",
                                            "P_calibration", "y_calibration", "P_test", "y_test")
     predictors = {"icp": ConformalSetPredictor(epsilon),
-                  "conformal_aps_deterministic": ConformalSetPredictor(epsilon, score="aps", randomized=False),
+                  "conformal_aps_top1": ConformalSetPredictor(epsilon, score="aps", randomized=False,
+                                                     calibrate_top1=True),
                   "conformal_lac_cc": ConformalSetPredictor(epsilon, score="lac", class_conditional=True)}
     result = {}
     for method, predictor in predictors.items():
@@ -204,13 +205,14 @@ def _check_against_library(out: Path, rows: list[dict], epsilon: float, param: s
 
 
 @needs_chromium
-@pytest.mark.parametrize("epsilon, param", [("0.05", "0.05"), ("0.2", "0.20"), ("0.125", "0.125")])
+@pytest.mark.parametrize("epsilon, param", [("0.05", "0.05"), ("0.2", "0.20"), ("0.125", "0.13")])
 def test_the_fragment_sets_the_level_and_the_numbers_equal_the_librarys(two_models, epsilon, param):
     states = _browse(two_models / "report.html", f"epsilon={epsilon}&utility=fbeta:beta=1", [])
     s = states[0]
     assert not s["errors"], s["errors"]
     assert s["utility"] == "fbeta:beta=1"
-    _check_against_library(two_models, s["rows"], float(epsilon), param)
+    _check_against_library(two_models, s["rows"], float(param), param)  # a level between steps: the nearest
+    assert ("between the slider's steps" in s["note"]) == (epsilon != param.rstrip("0") and epsilon != param)
     assert {r["model"] for r in s["rows"]} == {"a", "b"}
     assert s["points"] == 2 * 4  # each model: LAC, APS, class-conditional LAC, SVBOP-Full highlighted
 
@@ -237,5 +239,34 @@ def test_controls_and_hashchange_update_the_numbers_the_figure_and_the_fragment(
     assert full and all(r["param"] == "fbeta_5" for r in full)
     assert hashed["slider"] in ("0.3", "0.30") and hashed["utility"] == "credal:delta=1.6,gamma=0.6"
     _check_against_library(two_models, hashed["rows"], 0.3, "0.30")
-    assert "not a level from 0.01 to 0.30" in refused["note"]
-    _check_against_library(two_models, refused["rows"], 0.3, "0.30")  # kept as it was
+    assert "not a level from 0.01 to 0.30: the default level 0.1" in refused["note"]
+    _check_against_library(two_models, refused["rows"], 0.1, "0.10")  # the default level, said so
+
+
+@needs_chromium
+@pytest.mark.parametrize("fragment, said", [
+    ("epsilon=5%", "epsilon=5% cannot be read"),
+    ("epsilon=%", "epsilon=% cannot be read"),
+    ("epsilon=0.05%E0%A4%A&utility=fbeta:beta=5", "epsilon=0.05%E0%A4%A cannot be read"),
+    ("epsilon=0.05&utility=%E0%A4%A", "is not one of this page's utilities"),
+    ("epsilon=0.015", "epsilon=0.015 is between the slider's steps of 0.01: 0.02 is shown"),
+])
+def test_a_fragment_the_page_cannot_read_falls_back_and_says_so(two_models, fragment, said):
+    """Hostile fragments: the live tables are still filled (the default level, or the nearest step), the page
+    says what it did, and every control still works afterwards."""
+    states = _browse(two_models / "report.html", fragment, [
+        'var e = document.getElementById("live-epsilon"); e.value = "0.2"; e.dispatchEvent(new Event("input"))',
+        'var u = document.getElementById("live-utility"); u.value = "fbeta:beta=5"; u.dispatchEvent(new Event("change"))',
+        'location.hash = "#epsilon=%25"',
+    ])
+    first, moved, utility, hashed = states
+    assert all(not s["errors"] for s in states), [s["errors"] for s in states]
+    assert said in first["note"], first["note"]
+    level = "0.02" if "0.015" in fragment else "0.10"
+    _check_against_library(two_models, first["rows"], float(level), level)
+    assert first["examples"] and first["points"] == 2 * 4
+    _check_against_library(two_models, moved["rows"], 0.2, "0.20")
+    assert moved["note"] == "" and moved["hash"].startswith("#epsilon=0.2&")
+    assert utility["hash"] == "#epsilon=0.2&utility=fbeta:beta=5"
+    assert "not a level" in hashed["note"] and hashed["rows"]
+    _check_against_library(two_models, hashed["rows"], 0.1, "0.10")

@@ -323,7 +323,7 @@ rule predict_conformal:
         empty=METHODS["empty"],
     wildcard_constraints:
         score="(lac|aps|raps|saps|topk|margin|aps_deterministic|raps_deterministic|saps_deterministic)"
-              "(_cc|_clustered|_rc3p)?|hierarchical_[0-9]+",
+              "(_cc|_clustered|_rc3p)?|aps_top1|raps_top1|hierarchical_[0-9]+",
     resources:
         mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
         runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],

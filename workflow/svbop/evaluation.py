@@ -53,7 +53,7 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 #: epsilon, ``hierarchical_<max_nodes>`` with ``param`` = the utility label the sets optimise;
 #: ``weighted_<name>`` (a conformal method under covariate shift, :mod:`svbop.conformal.weighted`) and
 #: ``conditional_<score>`` (coverage in every group, :mod:`svbop.conformal.conditional`), ``param`` = epsilon.
-_SCORES = r"(aps|raps|saps)(_deterministic)?|topk|margin"
+_SCORES = r"(aps|raps|saps)(_deterministic)?|(aps|raps)_top1|topk|margin"
 _BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered|rc3p)|{_SCORES}|hierarchical_[1-9][0-9]*)"
                      r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
                      r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column)"

@@ -4,7 +4,9 @@ the :class:`svbop.conformal.ConformalSetPredictor` each one stands for.
 ``<score>`` (one threshold), ``<score>_cc`` (one per class), ``<score>_clustered`` (one per cluster of
 classes), ``<score>_rc3p`` (one threshold and one rank limit per class, RC3P),
 ``hierarchical_<n>``; a score is ``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
-or ``aps_deterministic``, ``raps_deterministic``, ``saps_deterministic`` (config ``methods.conformal``,
+or ``aps_deterministic``, ``raps_deterministic``, ``saps_deterministic`` (TorchCP's rule: the calibration
+ignores that an empty set becomes the top class), ``aps_top1``, ``raps_top1`` (deterministic, calibrated
+with the top class in every set: ``calibrate_top1=True``; one threshold only) (config ``methods.conformal``,
 ``methods.class_conditional``, ``methods.clustered``, ``methods.rc3p``, ``methods.mondrian.scores``)."""
 
 from __future__ import annotations
@@ -33,10 +35,15 @@ def conformal_method(name: str, methods: dict, seed: int) -> dict:
         class_conditional, base = "clustered", name.removesuffix("_clustered")
     elif name.endswith("_rc3p"):
         class_conditional, base = "rc3p", name.removesuffix("_rc3p")
+    top1 = base in ("aps_top1", "raps_top1")  # deterministic, calibrated with the top class in every set
+    if top1 and class_conditional:
+        raise ValueError(f"unknown conformal method {name!r} ({base} has one threshold)")
+    if top1:
+        base = base.removesuffix("_top1") + "_deterministic"
     score = base.removesuffix("_deterministic")
     if score not in RANKED_SCORES or (base != score and score not in RANDOMIZED_BY_DEFAULT):
         raise ValueError(f"unknown conformal method {name!r}")
-    options: dict = {}
+    options: dict = {"calibrate_top1": True} if top1 else {}
     if score == "raps":
         options.update(k_reg=methods["raps"]["k_reg"], lam=methods["raps"]["lam"])
     elif score == "saps":

@@ -219,6 +219,14 @@ class ConformalSetPredictor:
     empty : {"top1", "keep"}, optional
         What an empty set becomes (F-beta and credal sets are never empty).  Default ``"keep"`` for
         the randomised scores, ``"top1"`` otherwise.
+    calibrate_top1 : bool, default False
+        Deterministic APS or RAPS with one threshold and ``empty="top1"``: the top class is in every
+        set, so ``True`` calibrates the score the sets are built with (0 for a row's top class, the
+        APS/RAPS score below it): a calibration row whose label is its top class counts as covered
+        at any ``q``, as its test twin is.  ``False`` (TorchCP's rule) calibrates the plain score,
+        which ignores that the top class is always kept: on a confident model ``q`` then lands
+        above many rows' top probability and the sets over-cover (ResNet-20 on CIFAR-100 at
+        ``epsilon = 0.1``: 99 % coverage and 24 classes a set, against 90 % and 5.6 with ``True``).
     randomized : bool, optional
         APS, RAPS, SAPS: the randomised score (default) or the deterministic one (``False``);
         top-k: deterministic by default, ``True`` for TorchCP's randomised ``TOPK`` (``o(c) - u``).
@@ -300,6 +308,7 @@ class ConformalSetPredictor:
         randomized: bool | None = None,
         random_state: int | None = None,
         n_clusters: int | None = None,
+        calibrate_top1: bool = False,
         label_noise=None,
     ) -> None:
         _epsilon(epsilon)
@@ -392,6 +401,13 @@ class ConformalSetPredictor:
         self.random_state = random_state if random_state is None or not isinstance(random_state, (int, np.integer)) \
             else int(random_state)
         self.n_clusters = None if n_clusters is None else int(n_clusters)
+        if not isinstance(calibrate_top1, (bool, np.bool_)):
+            raise ValueError(f"calibrate_top1 must be True or False, got {calibrate_top1!r}")
+        if calibrate_top1 and (score not in ("aps", "raps") or randomized or class_conditional or empty != "top1"):
+            raise ValueError("calibrate_top1=True is for deterministic APS or RAPS with one threshold and empty='top1'"
+                             f" (the top class in every set), not score={score!r} with randomized={randomized!r},"
+                             f" class_conditional={class_conditional!r}, empty={empty!r}")
+        self.calibrate_top1 = bool(calibrate_top1)
         from .label_noise import check_label_noise
 
         self.label_noise = check_label_noise(label_noise)
@@ -601,7 +617,10 @@ class ConformalSetPredictor:
             return hierarchical_scores(P, y, self.hierarchy, self.max_nodes, chunk_bytes=chunk_bytes)
         if self.score == "lac" and not self.class_conditional:  # conformal_quantile's arithmetic
             return _lac_scores(P, y)
-        return _calibration_scores(P, y, self.score, self.k_reg, self.lam, chunk_bytes, U)
+        s = _calibration_scores(P, y, self.score, self.k_reg, self.lam, chunk_bytes, U)
+        if getattr(self, "calibrate_top1", False):  # the top class is in every set: covered at any q
+            s[_calibration_label_ranks(P, y, chunk_bytes) == 1] = 0.0
+        return s
 
     def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int, U=None) -> "_Calibration":
         """One calibration (threshold or family parameter) from the rows ``P``, ``y`` (``U``: their

@@ -6,7 +6,8 @@ statistic of calibration scores,
 
 =================================  ========================================================
 ``icp``                            LAC, one threshold (the paper's ICP: ``1 - P/total``)
-``conformal_aps_deterministic``    APS without randomisation, one threshold
+``conformal_aps_top1``             APS without randomisation, one threshold, calibrated with the top
+                                   class in every set (``calibrate_top1=True``)
 ``conformal_lac_cc``               LAC, one threshold per class (class-conditional)
 =================================  ========================================================
 
@@ -45,11 +46,11 @@ EPSILON_RANGE = (0.01, 0.30)
 #: The methods the page computes at any level: key -> display name.
 LIVE_METHODS = {
     "icp": "LAC (ICP), one threshold",
-    "conformal_aps_deterministic": "APS (deterministic), one threshold",
+    "conformal_aps_top1": "APS (deterministic, top class kept), one threshold",
     "conformal_lac_cc": "LAC, one threshold per class",
 }
 #: Their short names (the figure's legend, the example rows' columns).
-LIVE_SHORT = {"icp": "LAC (ICP)", "conformal_aps_deterministic": "APS", "conformal_lac_cc": "class-conditional LAC"}
+LIVE_SHORT = {"icp": "LAC (ICP)", "conformal_aps_top1": "APS (deterministic)", "conformal_lac_cc": "class-conditional LAC"}
 #: Classes per row embedded for the Bayes-optimal sets.
 TOP = 10
 #: The most the embedded data may take (base64 characters, every model of the page together).
@@ -113,10 +114,15 @@ def needs(method: str, P_cal, y_cal, P_test) -> dict[str, np.ndarray]:
         return {"need": _need(cal, S), "group": np.zeros(K, np.int64), "n": np.array([cal.size]),
                 "top1": np.argmax(P_test, axis=1)}
     Xn = _normalised(P_test)
-    if method == "conformal_aps_deterministic":  # the cumulative mass along the ranking, q widened
-        cal = np.sort(_calibration_scores(P_cal, y_cal, "aps", 1, 0.0, 1 << 26))
+    if method == "conformal_aps_top1":  # the cumulative mass along the ranking (0 for the top class), q widened
+        from ..conformal.scores import _calibration_label_ranks
+
+        cal = _calibration_scores(P_cal, y_cal, "aps", 1, 0.0, 1 << 26)
+        cal[_calibration_label_ranks(P_cal, y_cal, 1 << 26) == 1] = 0.0  # calibrate_top1=True
+        cal = np.sort(cal)
         order = np.argsort(-Xn, axis=1, kind="stable")  # decreasing, ties by class index
         cum = np.cumsum(np.take_along_axis(Xn, order, axis=1), axis=1)
+        cum[:, 0] = 0.0  # the top class is in every set
         ranked = _need(_with_tolerance(cal, K), cum)
         need = np.empty_like(ranked)
         np.put_along_axis(need, order, ranked, axis=1)

@@ -179,7 +179,11 @@ _KIND_NAMES = {"_cc": "Class-conditional ", "_clustered": "Clustered ", "_rc3p":
 
 
 def _score_name(score: str) -> str:
-    """``APS`` (randomised, the default), ``APS (deterministic)``, ``Top-k``, ..."""
+    """``APS`` (randomised, the default), ``APS (deterministic)``, ``APS (deterministic, top class kept)``
+    (calibrated with the top class in every set), ``Top-k``, ..."""
+    if score.endswith("_top1"):
+        base = score.removesuffix("_top1")
+        return f"{_SCORE_NAMES.get(base, base.upper())} (deterministic, top class kept)"
     base = score.removesuffix("_deterministic")
     name = _SCORE_NAMES.get(base, base.upper())
     return f"{name} (deterministic)" if base != score else name

@@ -53,7 +53,7 @@ OUTPUT_NAMES = ("report.html", "tables", "figures", "svbop_report.log", "svbop_r
 #: Conformal and coverage-guaranteed sets the command adds (the quickstart's choice).
 #: APS and RAPS are randomised (coverage close to 1 - epsilon, as practitioners know them); clustered
 #: class-conditional LAC beside class-conditional LAC (usable with few calibration rows per class).
-DEFAULT_METHODS = {"conformal": ["aps", "aps_deterministic", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
+DEFAULT_METHODS = {"conformal": ["aps", "aps_top1", "raps"], "class_conditional": ["lac"], "clustered": ["lac"],
                    "coverage": ["fbeta", "credal"]}
 #: With ``--weights``: weighted conformal sets under covariate shift (methods.weighted.scores).
 WEIGHTED_METHODS = ("lac", "aps")

@@ -1,0 +1,100 @@
+"""Issue 57, the model's page as a practitioner reads it: what has no other home.
+
+* Deterministic APS calibrated with the top class in every set (``calibrate_top1=True``): the score the sets are
+  built with, so that coverage is close to ``1 - epsilon`` where TorchCP's rule (the plain score, ``False``)
+  over-covers; the pipeline's ``conformal_aps_top1`` and its name on the page.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from svbop import ConformalSetPredictor
+from svbop.conformal.methods import conformal_method
+from svbop.evaluation import beyond_method
+from svbop.report.names import method_name
+
+
+def _overconfident(seed: int, n: int, K: int = 50):
+    """A confident, overconfident model: most rows' top probability is above any sensible APS threshold."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, n)
+    logits = rng.normal(size=(n, K))
+    logits[np.arange(n), y] += 2.5
+    logits *= 3.0
+    P = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return P / P.sum(axis=1, keepdims=True), y
+
+
+def _brute_force_q(P, y, epsilon):
+    """The k-th smallest of the scores the sets are built with: 0 for a row's top class (ties by class index),
+    the mass ranked at or before the label otherwise."""
+    order = np.argsort(-P, axis=1, kind="stable")
+    rank = np.argmax(order == y[:, None], axis=1)
+    cum = np.cumsum(np.take_along_axis(P, order, axis=1), axis=1)
+    s = np.where(rank == 0, 0.0, cum[np.arange(y.size), rank])
+    k = math.ceil((y.size + 1) * (1 - epsilon))
+    return np.sort(s)[k - 1]
+
+
+def test_aps_calibrated_with_the_top_class_covers_close_to_the_level_where_torchcps_rule_over_covers():
+    """Over 40 seeded splits at epsilon = 0.1: the calibrated sets cover 1 - epsilon on average (within a
+    point), never less than the guarantee allows; the plain score's sets (TorchCP's rule) cover far more."""
+    eps, cover_top1, cover_plain, size_top1, size_plain = 0.1, [], [], [], []
+    for seed in range(40):
+        P, y = _overconfident(seed, 1000)
+        cal, test = slice(0, 500), slice(500, None)
+        top1 = ConformalSetPredictor(eps, score="aps", randomized=False, calibrate_top1=True).fit(P[cal], y[cal])
+        plain = ConformalSetPredictor(eps, score="aps", randomized=False).fit(P[cal], y[cal])
+        assert top1.quantile_ == pytest.approx(_brute_force_q(P[cal], y[cal], eps), abs=1e-12)
+        for model, cover, size in ((top1, cover_top1, size_top1), (plain, cover_plain, size_plain)):
+            sets = model.predict(P[test])
+            cover.append(sets.contains(y[test]).mean())
+            size.append(sets.sizes.mean())
+    assert 0.895 <= np.mean(cover_top1) <= 0.91, np.mean(cover_top1)
+    assert np.mean(cover_plain) > 0.95, np.mean(cover_plain)  # the fault the option removes
+    assert np.mean(size_top1) < 0.5 * np.mean(size_plain)
+
+
+def test_the_calibrated_sets_are_the_plain_rule_at_the_same_threshold():
+    """Only the calibration changes: at a given q, the sets are {c : cum(c) <= q} with the top class added."""
+    P, y = _overconfident(7, 800, K=20)
+    top1 = ConformalSetPredictor(0.1, score="aps", randomized=False, calibrate_top1=True).fit(P[:400], y[:400])
+    mask = top1.predict_mask(P[400:])
+    order = np.argsort(-P[400:], axis=1, kind="stable")
+    cum = np.cumsum(np.take_along_axis(P[400:], order, axis=1), axis=1)
+    keep = cum <= top1.quantile_ * (1 + 1e-9)
+    keep[:, 0] = True
+    expected = np.zeros_like(mask)
+    np.put_along_axis(expected, order, keep, axis=1)
+    assert np.array_equal(mask, expected)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"score": "aps"},  # randomised by default
+    {"score": "aps", "randomized": False, "class_conditional": True},
+    {"score": "aps", "randomized": False, "empty": "keep"},
+    {"score": "lac"},
+    {"score": "aps", "randomized": False, "calibrate_top1": 1},
+])
+def test_calibrate_top1_is_refused_where_the_top_class_is_not_in_every_set(kwargs):
+    kwargs = {"calibrate_top1": True, **kwargs}
+    with pytest.raises(ValueError, match="calibrate_top1") as info:
+        ConformalSetPredictor(0.1, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_the_pipelines_aps_top1_is_the_calibrated_variant_and_named_deterministic():
+    methods = {"raps": {"k_reg": 2, "lam": 0.01}}
+    got = conformal_method("aps_top1", methods, 0)
+    assert got["score"] == "aps" and got["options"] == {"calibrate_top1": True, "randomized": False}
+    assert conformal_method("aps_deterministic", methods, 0)["options"] == {"randomized": False}  # TorchCP's rule
+    assert conformal_method("raps_top1", methods, 0)["options"]["calibrate_top1"] is True
+    with pytest.raises(ValueError, match="aps_top1_cc"):
+        conformal_method("aps_top1_cc", methods, 0)
+    assert beyond_method("conformal_aps_top1")
+    assert method_name("conformal_aps_top1", "0.10") == "APS (deterministic, top class kept)_{ε=0.10}"
+    assert method_name("conformal_aps", "0.10") == "APS_{ε=0.10}"
