@@ -79,6 +79,7 @@ __all__ = [
     "balanced_2means",
     "balanced_kmeans_tree",
     "TreeModel",
+    "TreeProbabilities",
     "node_examples",
     "split_nodes",
     "train_tree",
@@ -199,11 +200,29 @@ def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
     """
     X = _csr_features(X)
     y = _check_labels(y, X.shape[0], n_classes)
+    local, columns = _used_columns(X)
     order = np.argsort(y, kind="stable")
     start = np.concatenate([[0], np.cumsum(np.bincount(y, minlength=n_classes))])
-    indptr, indices, data = _tree_kernels.class_sums(X.indptr, X.indices, X.data, order, start, X.shape[1])
+    indptr, indices, data = _tree_kernels.class_sums(local.indptr, local.indices, local.data, order, start,
+                                                     local.shape[1])
     _tree_kernels.normalise_rows(indptr, data)  # in place: one copy of the profiles at a time
-    return sp.csr_matrix((data, indices, indptr), shape=(n_classes, X.shape[1]))
+    return sp.csr_matrix((data, columns[indices] if columns is not None else indices, indptr),
+                         shape=(n_classes, X.shape[1]))
+
+
+def _used_columns(X: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray | None]:
+    """``X`` with its used columns renumbered ``0..u-1`` in increasing order, and the feature id of
+    each (``None`` when every column is used: ``X`` itself).  Everything computed on the renumbered
+    matrix (sums, cosine similarities) is what it is on ``X``, in the same order; its cost follows
+    the non-zeros, not the feature ids (1,500 non-zeros over 2^27 ids would otherwise allocate
+    scratch arrays of 2^27 entries)."""
+    columns = np.unique(X.indices)
+    if columns.size == X.shape[1]:
+        return X, None
+    indices = np.searchsorted(columns, X.indices).astype(np.int32 if columns.size < 2**31 else np.int64)
+    local = sp.csr_matrix((X.data, indices, X.indptr), shape=(X.shape[0], columns.size))
+    local.has_sorted_indices = X.has_sorted_indices  # a monotone renumbering keeps the order
+    return local, columns.astype(np.int64)
 
 
 def _csr_features(X: Any) -> sp.csr_matrix:
@@ -284,8 +303,8 @@ class _Splitter:
     """
 
     def __init__(self, profiles: sp.csr_matrix) -> None:
-        self.P = profiles
-        self.pos = np.full(profiles.shape[1], -1, dtype=np.int64)
+        self.P = _used_columns(profiles)[0]  # scratch over the used columns only: memory follows the non-zeros
+        self.pos = np.full(self.P.shape[1], -1, dtype=np.int64)
 
     def split(self, rows: np.ndarray, rng: np.random.Generator, eps: float, max_iter: int, n_init: int) -> np.ndarray:
         """Cluster-0 mask over ``rows`` (``ceil(n / 2)`` True): the best of ``n_init`` random pairs."""
@@ -895,3 +914,69 @@ def merge_trees(parts: Sequence[TreeModel]) -> TreeModel:
         W = W + part.W
     b = np.sum([p.b for p in parts], axis=0)
     return TreeModel(first.tree, sp.csr_matrix(W), b, counts.astype(bool))
+
+
+class TreeProbabilities:
+    """``P(c | x)`` of a probabilistic tree on rows ``X``, lazily: the ``n x K`` matrix is never made.
+
+    The conformal predictors (:class:`svbop.conformal.ConformalSetPredictor`,
+    :class:`svbop.conformal.RiskControlSetPredictor`) accept it wherever they accept ``P``: a
+    row's classes are found in decreasing probability by the best-first search of SVBOP-HF
+    (:func:`svbop.hf.enumerate_leaves`), only as far as the set (or a calibration row's label)
+    needs, so the cost follows the sets' sizes, not ``K``.
+
+    Parameters
+    ----------
+    model : TreeModel or svbop.hf.TreeSearchLayout
+        A complete tree model (trained, merged or loaded), or its search layout (at extreme ``K``
+        the layout alone, from a model mapped from an uncompressed file: ``TreeModel.save``).
+    X : array or scipy sparse matrix of shape (n_samples, n_features)
+        The rows' features.
+    n_jobs : int or None
+        Threads of the search (``None``/1 one, -1 every core); results do not depend on it.
+
+    Attributes
+    ----------
+    shape : (n_samples, K)
+    """
+
+    def __init__(self, model: Any, X: Any, *, n_jobs: int | None = None) -> None:
+        if isinstance(model, TreeModel):
+            if not model.complete:
+                raise ValueError("model is a part of a tree model (not every internal node is trained): merge the"
+                                 " parts first")
+        elif not all(hasattr(model, a) for a in ("child_ptr", "n_classes", "n_features", "root")):
+            raise ValueError(f"model must be a svbop.trees.TreeModel or its svbop.hf.TreeSearchLayout, got "
+                             f"{type(model).__name__}")
+        from .linear import _as_sorted_csr
+
+        self.model = model
+        self.X = _as_sorted_csr(X, int(model.n_features))
+        self.n_jobs = n_jobs
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.model.n_classes)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.X.shape[0], self.n_classes)
+
+    def __len__(self) -> int:
+        return self.X.shape[0]
+
+    def __repr__(self) -> str:
+        return f"TreeProbabilities(n={len(self)}, K={self.n_classes})"
+
+    def take(self, rows) -> "TreeProbabilities":
+        """The rows ``rows`` (a slice, indices or a boolean mask)."""
+        out = object.__new__(TreeProbabilities)
+        out.model, out.X, out.n_jobs = self.model, self.X[rows], self.n_jobs
+        return out
+
+    def toarray(self) -> np.ndarray:
+        """The dense ``(n, K)`` matrix (``model.predict_proba``): for checks at small ``K``."""
+        if not isinstance(self.model, TreeModel):
+            raise ValueError("toarray needs the TreeModel (a search layout holds no predict_proba)")
+        return self.model.predict_proba(self.X)
+
