@@ -122,3 +122,70 @@ def test_a_lock_that_is_not_a_regular_file_is_refused_naming_it_without_blocking
         [".svbop", "report.lock"] + ([] if kind == "bare fifo" else ["workflow", "Snakefile", "svbop_report.yaml"]))
     with pytest.raises(ValueError, match="report.lock is " + what):
         hold_folder(work, out)
+
+
+# --- model names pandas would read as missing -----------------------------------------------------------------
+
+#: Model names svbop report takes (--name) that pandas' defaults read as missing values or numbers.
+HOSTILE_MODEL_NAMES = ["null", "NA", "nan", "None", "NaN", "N.A", "1e3", "0.10", "007", "True", "inf", "1_000"]
+
+
+def _guide_code() -> str:
+    import re
+
+    text = (CHECKOUT / "workflow" / "docs" / "your_model.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "choose_sets.csv" in b]
+    assert len(blocks) == 1, "your_model.md shows one way to read the tables"
+    return blocks[0]
+
+
+def _beyond_rows(dataset: str, seed: int):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for method, param in [("icp", "0.10"), ("conformal_aps", "0.10"), ("svbop_full", "fbeta_1"), ("top_s", "1"),
+                          ("coverage_fbeta", "0.10")]:
+        eps = method == "icp" or method.startswith(("conformal_", "coverage_"))
+        rows.append({"dataset": dataset, "method": method, "param": param, "n_test": 300,
+                     "target_coverage_pct": 90.0 if eps else np.nan, "coverage_pct": rng.uniform(85, 99),
+                     "class_coverage_worst_pct": rng.uniform(40, 80), "ssc_worst_pct": rng.uniform(30, 90),
+                     "singleton_pct": rng.uniform(0, 100), "empty_pct": 0.0, "mean_size": rng.uniform(1, 4),
+                     "fbeta_1_pct": rng.uniform(40, 90), "calibrated": ""})
+    return pd.DataFrame(rows)
+
+
+def test_the_guides_reading_of_the_tables_gives_back_every_model_name_as_typed(tmp_path, monkeypatch):
+    """The tables of a run whose models are named NA, null, 1e3, ... read back, as your_model.md reads them,
+    with those names; the guide's join finds every chosen method."""
+    from svbop.report.beyond import beyond_table, read_beyond
+    from svbop.report.model import choose_sets, write_choose_sets, write_every_set
+    from svbop.report.run import check_options
+
+    names = HOSTILE_MODEL_NAMES
+    for name in names:
+        check_options(epsilons=[0.1], cores=1, name=name)  # each one a name svbop report takes
+    paths = []
+    for i, name in enumerate(names):
+        path = tmp_path / "results" / name / "beyond.tsv"
+        path.parent.mkdir(parents=True)
+        _beyond_rows(name, i).to_csv(path, sep="\t", index=False)
+        paths.append(path)
+    tables = tmp_path / "my_report" / "tables"
+    tables.mkdir(parents=True)
+    frame = read_beyond(paths, ["fbeta:beta=1"])
+    assert list(dict.fromkeys(frame["dataset"])) == names  # the report's own reading
+    write_every_set(tables / "beyond_every_set.csv", frame)
+    write_choose_sets(tables / "choose_sets.csv", {
+        d: choose_sets(beyond_table(frame, d, ["fbeta:beta=1"]), [0.1], ["fbeta:beta=1"]) for d in names})
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(_guide_code(), "your_model.md", "exec"), scope)
+    every, chosen = scope["every"], scope["chosen"]
+    assert list(dict.fromkeys(every["dataset"])) == names
+    assert list(dict.fromkeys(chosen["model"])) == names and list(dict.fromkeys(chosen["dataset"])) == names
+    assert set(every["param"]) == {"0.10", "fbeta_1", "1"}
+    assert every["coverage_pct"].dtype.kind == "f" and every["target_coverage_pct"].isna().sum() == 2 * len(names)
+    joined = chosen[chosen["method"] != "none"].merge(every, on=["dataset", "method", "param"], suffixes=("", "_all"))
+    assert len(joined) == (chosen["method"] != "none").sum()  # every chosen method found in the table of all
+    assert list(dict.fromkeys(joined["dataset"])) == names

@@ -36,7 +36,7 @@ from .names import utility_label, utility_name
 __all__ = ["BASIS_GUARANTEED", "BASIS_REACHED", "BASIS_UTILITY", "CHOOSE_COLUMNS", "COVERAGE_CONFIDENCE",
            "CLASS_COVERAGE_COLUMNS", "EXAMPLES", "choose_sets", "clopper_pearson", "coverage_goal", "describe_model", "model_context",
            "plain_name", "plot_class_coverage", "promised_coverage", "read_class_coverage", "read_examples",
-           "utility_goal", "write_choose_sets", "write_class_coverage"]
+           "utility_goal", "write_choose_sets", "write_class_coverage", "write_every_set"]
 
 #: The columns of ``tables/choose_sets.csv``: ``model`` names the model (with several models of one
 #: ``svbop report``, their rows are one table); ``dataset`` (the same key), ``method`` and ``param`` are the keys
@@ -218,6 +218,19 @@ def choose_sets(table: pd.DataFrame, epsilons: Sequence[float], utilities: Seque
                                        "utility_pct", "guaranteed_pct"])
 
 
+def write_every_set(path: str | os.PathLike, frame: pd.DataFrame) -> None:
+    """``tables/beyond_every_set.csv``: :func:`svbop.report.beyond.read_beyond`'s rows, the keys
+    (``dataset``, ``method``, ``param``) first, then the name the page shows (``label``), then the numbers;
+    a text a spreadsheet would run as a formula is escaped (:func:`svbop.io.escape_frame`)."""
+    from ..io import atomic_path, escape_frame
+    from .names import method_name
+
+    table = frame.copy()
+    table.insert(3, "label", [plain_name(method_name(m, p)) for m, p in zip(frame["method"], frame["param"])])
+    with atomic_path(path) as tmp:
+        escape_frame(table).to_csv(tmp, index=False)
+
+
 def write_choose_sets(path: str | os.PathLike, chosen: Mapping[str, pd.DataFrame]) -> None:
     """``tables/choose_sets.csv``: the columns of :data:`CHOOSE_COLUMNS`, numbers at two decimals.
 
@@ -389,7 +402,8 @@ def read_class_coverage(path: str | os.PathLike) -> pd.DataFrame:
     """``tables/class_coverage_<dataset>.tsv`` back as :func:`describe_model`'s table: one row per class
     (``class``, ``name``, ``n_test``, ``n_calibration``) and one column ``method/param`` per method."""
     try:
-        long = pd.read_csv(path, sep="\t", dtype={"name": str, "param": str, "method": str}, keep_default_na=False,
+        long = pd.read_csv(path, sep="\t", dtype={c: str for c in ("dataset", "name", "method", "param", "label")},
+                           keep_default_na=False,
                            na_values={"coverage_pct": ["", "nan", "NaN"]})
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a readable class coverage table ({exc})") from None
