@@ -62,3 +62,89 @@ def test_kmeans_tree_and_profiles_do_not_depend_on_unused_feature_ids():
     assert Ps.shape == (K, 7 * D + 5)
     np.testing.assert_array_equal(Ps.toarray()[:, spread], P.toarray())
     assert Ps.nnz == P.nnz
+
+
+# --------------------------------------------------------------------------------------------
+# sizes claimed by a file are checked against the file before anything is allocated
+# --------------------------------------------------------------------------------------------
+
+
+def _tree_model():
+    from svbop.datasets import Hierarchy
+    from svbop.trees import TreeModel
+
+    tree = Hierarchy(np.array([2, 2, -1]), 2)
+    return TreeModel(tree, sp.csr_matrix(np.arange(12.0).reshape(3, 4)), np.zeros(3), np.array([False, False, True]))
+
+
+def _rewrite(path, out, **changes):
+    from svbop.io import save_arrays
+
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays.update(changes)
+    save_arrays(out, **arrays)
+    return out
+
+
+def _one_line_naming(exc, path):
+    msg = str(exc.value)
+    assert "\n" not in msg and str(path) in msg, msg
+    return msg
+
+
+@pytest.mark.parametrize("width, indices", [(2**40, None), (2**40, np.array([0, 1, 2, 2**40 - 1] * 3))])
+def test_tree_model_file_claiming_2_to_the_40_features_is_refused_naming_the_file(tmp_path, width, indices):
+    """Before: the file loaded, and SVBOP-HF's layout (or any product) then asked for 4 TiB. One entry
+    in column 2^40 - 1 does not back the width either: it is one entry."""
+    from svbop.trees import TreeModel
+
+    good = tmp_path / "model.npz"
+    _tree_model().save(good)
+    assert TreeModel.load(good).n_features == 4
+    changes = {"W_shape": np.array([3, width])}
+    if indices is not None:
+        changes["W_indices"] = indices.astype(np.int64)
+    bad = _rewrite(good, tmp_path / "crafted.npz", **changes)
+    with pytest.raises(ValueError) as exc:
+        TreeModel.load(bad)
+    msg = _one_line_naming(exc, bad)
+    assert "W_shape" in msg and str(2**40) in msg
+
+
+def test_every_sparse_matrix_file_checks_its_claimed_shape(tmp_path):
+    """The check sits in the one reader of stored sparse matrices (svbop.io.NpzReader.matrix): matrix
+    files, LinearModel files and dataset files alike; rows must match the stored row pointers."""
+    from svbop.io import load_matrix, save_matrix
+    from svbop.linear import LinearModel
+
+    X = sp.csr_matrix(np.eye(3))
+    save_matrix(tmp_path / "m.npz", X)
+    wide = _rewrite(tmp_path / "m.npz", tmp_path / "wide.npz", X_shape=np.array([3, 2**40]))
+    with pytest.raises(ValueError) as exc:
+        load_matrix(wide)
+    assert "X_shape" in _one_line_naming(exc, wide)
+    tall = _rewrite(tmp_path / "m.npz", tmp_path / "tall.npz", X_shape=np.array([2**40, 3]))
+    with pytest.raises(ValueError) as exc:
+        load_matrix(tall)
+    assert "rows" in _one_line_naming(exc, tall)
+    # a width the file's size backs (under the bound of decompressed bytes) still loads
+    ok = _rewrite(tmp_path / "m.npz", tmp_path / "ok.npz", X_shape=np.array([3, 10**6]))
+    assert load_matrix(ok).shape == (3, 10**6)
+
+    LinearModel(sp.csr_matrix(np.ones((2, 3))), np.zeros(2), np.arange(2)).save(tmp_path / "lin.npz")
+    bad = _rewrite(tmp_path / "lin.npz", tmp_path / "lin_bad.npz", W_shape=np.array([2, 2**40]))
+    with pytest.raises(ValueError) as exc:
+        LinearModel.load(bad)
+    assert "W_shape" in _one_line_naming(exc, bad)
+
+
+def test_the_width_bound_follows_the_environment(tmp_path, monkeypatch):
+    from svbop.io import load_matrix, save_matrix
+
+    save_matrix(tmp_path / "m.npz", sp.csr_matrix(np.eye(3)))
+    wide = _rewrite(tmp_path / "m.npz", tmp_path / "wide.npz", X_shape=np.array([3, 2**24]))  # 128 MiB of columns
+    with pytest.raises(ValueError, match="SVBOP_INFLATE_FLOOR_MB"):
+        load_matrix(wide)
+    monkeypatch.setenv("SVBOP_INFLATE_FLOOR_MB", "256")
+    assert load_matrix(wide).shape == (3, 2**24)

@@ -284,6 +284,30 @@ class NpzReader:
         except (OSError, EOFError, zipfile.BadZipFile, zlib.error, NotImplementedError) as exc:
             raise ValueError(f"{where} is damaged ({type(exc).__name__}: {exc})") from None
 
+    def _check_width(self, prefix: str, shape: list[int], indices: np.ndarray, indptr: np.ndarray) -> None:
+        """Check the shape a sparse matrix's ``<prefix>_shape`` claims against what the file holds.
+
+        Its rows are backed by ``indptr`` (one entry each, plus one).  Its columns are backed by
+        nothing: a width of 2^40 in a 1 kB file costs nothing to read, then terabytes wherever the
+        matrix is used (a column map, a transpose, a product allocate some bytes per column).  So
+        the columns may cost at most what a compressed member may inflate to (:func:`inflate_bounds`, at
+        8 bytes a column: 8 million columns for any file, more for a larger one); a wider claim is
+        refused here (an entry in column 2^40 - 1 does not back 2^40 columns: it is one entry).
+        """
+        n_rows, n_cols = shape
+        if indptr.ndim != 1 or indptr.size != n_rows + 1:
+            raise ValueError(f"{self.path}: {prefix}_shape claims {n_rows} rows, but {prefix}_indptr has "
+                             f"{indptr.size} entries ({n_rows + 1} expected)")
+        ratio, floor = inflate_bounds()
+        room = int(max(floor, ratio * self._size))
+        if 8 * n_cols > room:
+            used = int(indices.max()) + 1 if indices.size else 0
+            raise ValueError(
+                f"{self.path}: {prefix}_shape claims {n_cols} columns (its entries use {used}) in a file of "
+                f"{self._size} bytes: refused as a damaged or hostile header (a width costs 8 bytes a column where the "
+                f"matrix is used, here at most {room >> 20} MiB; the environment variables SVBOP_INFLATE_RATIO and "
+                f"SVBOP_INFLATE_FLOOR_MB raise the bound)")
+
     def matrix(self, prefix: str = "X"):
         """The matrix stored by :func:`matrix_arrays` under ``prefix``: numpy array or CSR."""
         import scipy.sparse as sp
@@ -297,6 +321,7 @@ class NpzReader:
         if parts[0].dtype.kind not in "fiub" or parts[1].dtype.kind not in "iu" or parts[2].dtype.kind not in "iu":
             raise ValueError(f"{self.path}: sparse {prefix!r} has parts of dtypes {[p.dtype.name for p in parts]}, "
                              f"expected numbers and integer indices")
+        self._check_width(prefix, [int(v) for v in shape], parts[1], parts[2])
         try:
             X = sp.csr_matrix(parts, shape=tuple(int(v) for v in shape))
             X.check_format(full_check=True)  # indices in range, indptr non-decreasing: O(nnz), once
