@@ -189,3 +189,90 @@ def test_the_guides_reading_of_the_tables_gives_back_every_model_name_as_typed(t
     joined = chosen[chosen["method"] != "none"].merge(every, on=["dataset", "method", "param"], suffixes=("", "_all"))
     assert len(joined) == (chosen["method"] != "none").sum()  # every chosen method found in the table of all
     assert list(dict.fromkeys(joined["dataset"])) == names
+
+
+# --- valid files refused ---------------------------------------------------------------------------------------
+
+GROUP_NAMES = ["site, north", 'site "b"', "plain", "tab\tbed", "line\nbreak"]
+
+
+@pytest.mark.parametrize("dialect", ["pandas csv", "pandas tsv", "excel csv", "excel semicolon", "quote all",
+                                     "utf-8 bom", "crlf"])
+def test_group_columns_whose_header_quotes_names_are_read_as_every_csv_writer_writes_them(tmp_path, dialect):
+    import csv
+
+    import pandas as pd
+
+    from svbop.report.run import check_inputs
+
+    files = _inputs(tmp_path)
+    rng = np.random.default_rng(1)
+    A = (rng.random((300, len(GROUP_NAMES))) < 0.5).astype(int)
+    A[:40] = 1  # every group has calibration rows
+    frame = pd.DataFrame(A, columns=GROUP_NAMES)
+    path = tmp_path / ("groups.tsv" if dialect == "pandas tsv" else "groups.csv")
+    if dialect.startswith("pandas"):
+        frame.to_csv(path, index=False, sep="\t" if dialect == "pandas tsv" else ",")
+    else:
+        quoting = csv.QUOTE_ALL if dialect == "quote all" else csv.QUOTE_MINIMAL
+        with open(path, "w", newline="", encoding="utf-8-sig" if dialect == "utf-8 bom" else "utf-8") as fh:
+            writer = csv.writer(fh, delimiter=";" if dialect == "excel semicolon" else ",", quoting=quoting,
+                                lineterminator="\n" if dialect == "quote all" else "\r\n")
+            writer.writerow(GROUP_NAMES)
+            writer.writerows(A.tolist())
+    assert check_inputs(test=files, group_columns={"test": str(path)}) == ("logits", 5, 300)
+
+    from svbop.datasets.outputs import check_model_outputs
+
+    found = check_model_outputs({"test": {"scores": files[0], "labels": files[1], "group_columns": str(path)}})
+    assert found["group_columns"] == GROUP_NAMES
+    assert found["group_counts"]["test"] == A.sum(axis=0).tolist()
+
+
+def test_a_group_columns_record_with_too_few_values_is_named_by_its_line(tmp_path):
+    from svbop.datasets.outputs import check_model_outputs
+
+    files = _inputs(tmp_path, n=3)
+    path = tmp_path / "g.csv"
+    path.write_text('"site, north","b"\n1,0\n"0",1\n1\n')
+    with pytest.raises(ValueError) as info:
+        check_model_outputs({"test": {"scores": files[0], "labels": files[1], "group_columns": str(path)}})
+    assert str(info.value) == f"{path}: line 4: 1 values but the header names 2 groups (','-separated)"
+    path.write_text('a,b\n1,0\n"1,0\n0,1\n')  # a quote never closed
+    with pytest.raises(ValueError, match=r"g.csv: line \d+: not a ','-separated group columns file"):
+        check_model_outputs({"test": {"scores": files[0], "labels": files[1], "group_columns": str(path)}})
+
+
+@pytest.mark.parametrize("saved", ["float64", "float32", "text", "text, one differs"])
+def test_a_second_models_labels_saved_as_whole_floats_are_the_same_labels(tmp_path, saved):
+    from svbop.report.run import check_same_rows
+
+    y = np.random.default_rng(2).integers(0, 5, 300)
+    np.save(tmp_path / "y_int.npy", y)
+    if saved.startswith("float"):
+        other = tmp_path / "y_float.npy"
+        np.save(other, y.astype(saved))
+    else:
+        other = tmp_path / "y.txt"
+        other.write_text("".join(f"{v}\n" for v in y))
+    models = [{"name": "a", "test": (str(tmp_path / "s.npy"), str(tmp_path / "y_int.npy")), "validation": None,
+               "calibration": None},
+              {"name": "b", "test": (str(tmp_path / "s.npy"), str(other)), "validation": None, "calibration": None}]
+    if saved == "text, one differs":
+        other.write_text("".join(f"{v}.5\n" if i == 7 else f"{v}\n" for i, v in enumerate(y)))
+        with pytest.raises(ValueError, match=rf"--test: {other}: row 7: label '{y[7]}.5', but .*y_int.npy \(model 'a'\) has {y[7]};"):
+            check_same_rows(models)
+        return
+    check_same_rows(models)  # no error: the same classes
+    y2 = y.astype(np.float64)
+    y2[11] = 1.5
+    np.save(tmp_path / "y_half.npy", y2)
+    models[1]["test"] = (str(tmp_path / "s.npy"), str(tmp_path / "y_half.npy"))
+    with pytest.raises(ValueError) as info:
+        check_same_rows(models)
+    assert str(info.value) == (f"--test: {tmp_path / 'y_half.npy'}: row 11: label 1.5 is not a whole number (labels of "
+                               "dtype float64 must be integral class indices)")
+    y2[11] = (y[11] + 1) % 5
+    np.save(tmp_path / "y_half.npy", y2)
+    with pytest.raises(ValueError, match=r"row 11: label .*, but .* has .*the models must be scored on the same rows"):
+        check_same_rows(models)

@@ -294,26 +294,76 @@ def _read_group_columns(path: Path) -> tuple[np.ndarray, list[str]]:
             i, j = (int(v) for v in bad[0])
             raise ValueError(f"{path}: row {i}, column {j}: {A[i, j].item()!r} is not 0 or 1 (group indicators)")
         return A.astype(bool), [f"group_{j}" for j in range(A.shape[1])]
-    lines = read_text_lines(path, "group columns")
-    if not lines:
+    rows, lines, sep = _read_delimited(path, "group columns")
+    if not rows:
         raise ValueError(f"{path}: empty; expected a header line naming the groups, then one line of 0/1 per row")
-    sep = "\t" if path.suffix.lower() == ".tsv" or "\t" in lines[0] else ","
-    names = [v.strip() for v in lines[0].split(sep)]
+    names = [v.strip() for v in rows[0]]
     if any(not v for v in names) or len(set(names)) != len(names):
-        raise ValueError(f"{path}: line 1: expected the groups' names, each once and non-empty (a header line)")
+        raise ValueError(f"{path}: line {lines[0]}: expected the groups' names, each once and non-empty (a header line)")
     if all(v in ("0", "1") for v in names):
-        raise ValueError(f"{path}: line 1: {lines[0][:40]!r} looks like data; the first line names the groups")
-    A = np.zeros((len(lines) - 1, len(names)), dtype=bool)
-    for i, line in enumerate(lines[1:]):
-        values = [v.strip() for v in line.split(sep)]
+        raise ValueError(f"{path}: line {lines[0]}: {sep.join(rows[0])[:40]!r} looks like data; the first line names "
+                         "the groups")
+    A = np.zeros((len(rows) - 1, len(names)), dtype=bool)
+    for i, (record, line) in enumerate(zip(rows[1:], lines[1:])):
+        values = [v.strip() for v in record]
         if len(values) != len(names):
-            raise ValueError(f"{path}: line {i + 2}: {len(values)} values but the header names {len(names)} groups")
+            raise ValueError(f"{path}: line {line}: {len(values)} values but the header names {len(names)} groups "
+                             f"({'tab' if sep == chr(9) else repr(sep)}-separated)")
         bad = [j for j, v in enumerate(values) if v not in ("0", "1")]
         if bad:
-            raise ValueError(f"{path}: line {i + 2}, column {names[bad[0]]!r}: {values[bad[0]][:40]!r} is not 0 or 1 "
+            raise ValueError(f"{path}: line {line}, column {names[bad[0]]!r}: {values[bad[0]][:40]!r} is not 0 or 1 "
                              "(group indicators)")
         A[i] = [v == "1" for v in values]
     return A, names
+
+
+#: The field separators of a CSV/TSV file a user writes, tried in this order when the file's suffix
+#: does not say (``.tsv``/``.tab``: a tab): a comma, a tab, a semicolon (a spreadsheet's CSV in locales
+#: whose decimal mark is a comma).
+DELIMITERS = (",", "\t", ";")
+
+
+def _read_delimited(path: Path, what: str) -> tuple[list[list[str]], list[int], str]:
+    """The records of a CSV/TSV file (with the line each ends on), parsed as :mod:`csv` parses the dialect every common writer uses
+    (fields quoted with ``"`` when they hold the separator, a quote or a line break; ``""`` inside
+    quotes is one quote; a UTF-8 byte order mark ignored), and the separator found: the suffix's
+    (``.tsv``/``.tab``), else the first of :data:`DELIMITERS` that splits the header and the first
+    record into the same number of fields (more than one), else a comma.  Blank records are dropped.
+
+    Raises
+    ------
+    ValueError
+        Not UTF-8 (naming the line), or malformed quoting (naming the record).
+    """
+    import csv
+    import io
+
+    text = "\n".join(read_text_lines(path, what)).removeprefix("\ufeff")
+
+    def parse(sep: str) -> tuple[list[list[str]], list[int]]:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep, quotechar='"', doublequote=True,
+                            skipinitialspace=True, strict=True)
+        rows, lines = [], []
+        try:
+            for r in reader:
+                if r and any(v.strip() for v in r):
+                    rows.append(r)
+                    lines.append(reader.line_num)
+        except csv.Error as exc:
+            raise ValueError(f"{path}: line {reader.line_num}: not a {'tab' if sep == chr(9) else repr(sep)}-"
+                             f"separated {what} file ({exc})") from None
+        return rows, lines
+
+    if path.suffix.lower() in (".tsv", ".tab"):
+        return (*parse("\t"), "\t")
+    for sep in DELIMITERS:
+        try:
+            rows, lines = parse(sep)
+        except ValueError:
+            continue
+        if rows and len(rows[0]) > 1 and (len(rows) == 1 or len(rows[1]) == len(rows[0])):
+            return rows, lines, sep
+    return (*parse(","), ",")
 
 
 def _is_int_text(v: str) -> bool:

@@ -598,11 +598,40 @@ def check_same_rows(models: Sequence[Mapping]) -> None:
             if y.shape != ref.shape:
                 raise ValueError(f"--{part}: {path}: {y.shape[0]:,} labels, but {ref_path} (model {first['name']!r}) has "
                                  f"{ref.shape[0]:,}; the models must be scored on the same rows")
-            diff = np.flatnonzero(np.asarray(y).astype(str) != np.asarray(ref).astype(str))
+            diff = np.flatnonzero(_label_keys(y, f"--{part}: {path}") != _label_keys(ref, f"--{part}: {ref_path}"))
             if diff.size:
                 i = int(diff[0])
-                raise ValueError(f"--{part}: {path}: row {i}: label {y[i]!r}, but {ref_path} (model {first['name']!r}) "
-                                 f"has {ref[i]!r}; the models must be scored on the same rows, in the same order")
+                raise ValueError(f"--{part}: {path}: row {i}: label {y[i].item()!r}, but {ref_path} (model {first['name']!r}) "
+                                 f"has {ref[i].item()!r}; the models must be scored on the same rows, in the same order")
+
+
+def _label_keys(y, where: str):
+    """Labels as the classes they name, comparable across files of any dtype: a whole number, saved as an
+    integer, a float (``1.0``) or text (``"1"``), as its decimal text; a name as it is.
+
+    Raises
+    ------
+    ValueError
+        A float label that is not a whole number (or not finite), naming ``where``, the row and the dtype.
+    """
+    import numpy as np
+
+    from ..datasets.outputs import _is_int_text
+
+    y = np.asarray(y)
+    if y.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = np.flatnonzero(~np.isfinite(y) | (y != np.round(y)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{where}: row {i}: label {float(y[i])!r} is not a whole number (labels of dtype {y.dtype} "
+                             "must be integral class indices)")
+        return y.astype(np.int64).astype(str)
+    if y.dtype.kind in "iu":
+        return y.astype(str)
+    if y.dtype.kind == "S":
+        y = np.char.decode(y, "utf-8", errors="replace")
+    return np.asarray([str(int(v)) if _is_int_text(v) else v for v in y.astype(str).tolist()], dtype=str)
 
 
 def main(args) -> int:
