@@ -28,6 +28,7 @@ from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_labels
 from ..sets import SetPredictions
 from ._common import _no_calibration_rows
+from .dask import is_dask_array
 from ._matrix import score_matrix, threshold_mask
 from .scores import RANKED_SCORES, _calibration_scores, _mask_sets
 
@@ -308,9 +309,14 @@ class _NestedSets:
         return P
 
     def predict_mask(self, P, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.ndarray:
-        """The sets ``{c : s(x, c) <= lambda_}`` as an ``(n, K)`` boolean array."""
+        """The sets ``{c : s(x, c) <= lambda_}`` as an ``(n, K)`` boolean array (a dask array ``P``: a lazy
+        dask array chunked by its rows, :mod:`svbop.conformal.dask`)."""
         from .scores import _mask_chunks
 
+        if is_dask_array(P):
+            from .dask import predict_mask as dask_predict_mask
+
+            return dask_predict_mask(self, P, chunk_bytes=chunk_bytes)
         P = self._predict_check(P)
         mask = np.zeros(P.shape, dtype=bool)
         if self.lambda_ == -math.inf:  # the empty sets (the top class with empty="top1")
@@ -324,6 +330,10 @@ class _NestedSets:
 
     def predict(self, P, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> SetPredictions:
         """The sets of :meth:`predict_mask`, classes in decreasing probability."""
+        if is_dask_array(P):  # block by block, then joined
+            from .dask import predict as dask_predict
+
+            return dask_predict(self, P, chunk_bytes=chunk_bytes)
         P = self._predict_check(P)
         if self.lambda_ == -math.inf:
             mask = self.predict_mask(P)
@@ -333,6 +343,9 @@ class _NestedSets:
     def _calibration(self, P_cal, y_cal, chunk_bytes, losses):
         """The calibration rows' scores: every class's (``(n, K)``), or only the label's (``(n,)``)
         when every loss needs only those."""
+        if is_dask_array(P_cal):  # (as_score_matrix would gather it silently)
+            raise ValueError(f"{type(self).__name__}.fit takes numpy-like arrays only; P_cal is a dask array: compute"
+                             " it first (P_cal.compute())")
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         _no_calibration_rows(P_cal)

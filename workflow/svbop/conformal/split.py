@@ -19,6 +19,7 @@ from ..search import predict_sets
 from ..sets import SetPredictions
 from ..utilities import Utility
 from ._common import _NORMAL_MIN, _epsilon, _no_calibration_rows, _order_statistic
+from .dask import is_dask_array
 from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
@@ -463,6 +464,11 @@ class ConformalSetPredictor:
             ``groups``, ``weights`` or ``label_noise`` (``class_conditional=True`` needs no weights:
             it covers every class, hence under any label shift).
         """
+        if is_dask_array(P_cal):  # block by block on dask's scheduler: svbop.conformal.dask
+            from .dask import fit as dask_fit
+
+            return dask_fit(self, P_cal, y_cal, groups, weights=weights, class_weights=class_weights,
+                            chunk_bytes=chunk_bytes)
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         eps = _epsilon(self.epsilon)
@@ -807,6 +813,11 @@ class ConformalSetPredictor:
             raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
         if return_nodes and self.score != "hierarchical":
             raise ValueError(f"return_nodes is for score='hierarchical' (its sets are unions of nodes), not {self.score!r}")
+        if is_dask_array(P):  # block by block on dask's scheduler, then joined: svbop.conformal.dask
+            from .dask import predict as dask_predict
+
+            kw = {"return_nodes": True} if return_nodes else {}
+            return dask_predict(self, P, groups, weights=weights, chunk_bytes=chunk_bytes, row_seeds=row_seeds, **kw)
         P = self._check_predict(P)
         if self._weights_given(weights):
             from ._ranked import mask_sets
@@ -850,7 +861,12 @@ class ConformalSetPredictor:
         the set of row ``i``), computed without ranking the classes of a set (the fast path for
         LAC, APS, RAPS, SAPS, top-k and margin sets; the other scores convert :meth:`predict`'s
         sets).  The randomised scores' uniforms are drawn as :meth:`predict` draws them (fresh per
-        call, or from ``row_seeds``)."""
+        call, or from ``row_seeds``).  A dask array ``P`` gives a lazy dask array chunked by its rows
+        (:mod:`svbop.conformal.dask`: the same sets, one block of rows per task)."""
+        if is_dask_array(P):
+            from .dask import predict_mask as dask_predict_mask
+
+            return dask_predict_mask(self, P, groups, weights=weights, chunk_bytes=chunk_bytes, row_seeds=row_seeds)
         P = self._check_predict(P)
         if self._weights_given(weights):
             mask = np.empty(P.shape, dtype=bool)
