@@ -148,3 +148,51 @@ def test_the_width_bound_follows_the_environment(tmp_path, monkeypatch):
         load_matrix(wide)
     monkeypatch.setenv("SVBOP_INFLATE_FLOOR_MB", "256")
     assert load_matrix(wide).shape == (3, 2**24)
+
+
+# --------------------------------------------------------------------------------------------
+# Venn-Abers one-vs-one: rows with two zero probabilities
+# --------------------------------------------------------------------------------------------
+
+
+def test_one_vs_one_scores_a_pair_of_zero_probabilities_as_any_equal_pair():
+    """Calibration and test rows with P_i = P_j = 0 gave 'scores holds NaN or infinite values' (the
+    pairwise share 0/0). Their share is now 1/2, the share of every equal pair: the calibrated
+    probabilities are those of the same rows with both zeros replaced by one tiny equal value (the
+    binary fits depend on the scores' order alone, which that keeps)."""
+    from svbop.venn_abers import VennAbersMultiClass
+
+    rng = np.random.default_rng(5)
+    P = rng.dirichlet(np.ones(4), 400)
+    y = rng.integers(0, 4, 400)
+    zero = np.r_[0:6, 200:206, 390:396]  # calibration rows of several classes, and test rows
+    P[zero, 0] = P[zero, 1] = 0.0
+    P[zero, 2] = 1.0 - P[zero, 3]
+    tiny = P.copy()
+    tiny[zero, 0] = tiny[zero, 1] = 1e-300
+    model = VennAbersMultiClass("one_vs_one").fit(P[:300], y[:300])
+    Q = model.predict_proba(P[300:])
+    assert np.isfinite(Q).all() and np.allclose(Q.sum(axis=1), 1)
+    np.testing.assert_array_equal(Q, VennAbersMultiClass("one_vs_one").fit(tiny[:300], y[:300]).predict_proba(tiny[300:]))
+    p0, p1 = model.predict_interval(P[300:])
+    assert ((0 <= p0) & (p0 <= p1) & (p1 <= 1)).all()
+
+
+@pytest.mark.parametrize("strategy", ["one_vs_one", "one_vs_rest"])
+def test_venn_abers_names_the_row_of_a_bad_probability(strategy):
+    from svbop.venn_abers import VennAbersMultiClass
+
+    rng = np.random.default_rng(6)
+    P = rng.dirichlet(np.ones(3), 60)
+    y = np.arange(60) % 3
+    model = VennAbersMultiClass(strategy).fit(P, y)
+    bad = P.copy()
+    bad[7, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^P holds NaN or infinite values: nan at row 7, class 2$"):
+        model.predict_proba(bad)
+    bad[7, 2] = -0.25
+    if strategy == "one_vs_one":  # a share of two probabilities: a negative one is refused
+        with pytest.raises(ValueError, match=r"P holds negative values .* -0.25 at row 7, class 2$"):
+            VennAbersMultiClass(strategy).fit(bad, y)
+    else:  # one score per class, any real number
+        assert np.isfinite(VennAbersMultiClass(strategy).fit(bad, y).predict_proba(bad)).all()

@@ -36,8 +36,10 @@ the row is divided by its sum (the ``venn-abers`` package's ``predict_proba_pref
 ``va_tpe="one_vs_rest"``, MAPIE's ``"one_vs_all"``): ``K`` binary fits of ``n`` rows each.
 One-vs-one (``strategy="one_vs_one"``, the package's default and its ``VennAbersMultiClass``): one
 binary predictor per pair of classes on their rows, coupled per class: ``K (K - 1) / 2`` fits, for a
-few classes.  The binary ``p0``, ``p1`` are kept (:meth:`VennAbersMultiClass.predict_interval`); the
-validity above holds for each binary problem, not for the normalised row.
+few classes (a row whose probabilities of both classes of a pair are 0 gets the pair's score
+``1/2``: :func:`_pair_scores`).  The binary ``p0``, ``p1`` are kept
+(:meth:`VennAbersMultiClass.predict_interval`); the validity above holds for each binary problem,
+not for the normalised row.
 """
 
 from __future__ import annotations
@@ -230,6 +232,19 @@ class VennAbers:
         return np.column_stack([1.0 - p, p])
 
 
+def _pair_scores(p_i: np.ndarray, p_j: np.ndarray) -> np.ndarray:
+    """One-vs-one's binary score ``p_j / (p_i + p_j)`` of each row; ``1/2`` where both are 0.
+
+    The share is undefined at ``0 / 0`` (the ``venn-abers`` package divides anyway, under
+    ``np.seterr(invalid="ignore")``, and its isotonic fit then runs on NaN).  A row that gives both
+    classes probability 0 says nothing about one against the other: it gets the score of every row
+    that gives them equal probabilities, ``1/2`` (the share's value along ``p_i = p_j``)."""
+    total = p_i + p_j
+    out = np.full(total.shape, 0.5)
+    np.divide(p_j, total, out=out, where=total > 0)
+    return out
+
+
 #: Multi-class strategies of :class:`VennAbersMultiClass`.
 STRATEGIES = ("one_vs_rest", "one_vs_one")
 
@@ -282,9 +297,7 @@ class VennAbersMultiClass:
         if P.shape[0] == 0:
             raise ValueError("P has no rows: Venn-Abers needs calibration rows")
         y = check_labels(y, P.shape, "y")
-        P = P.astype(np.float64, copy=False)
-        if not np.all(np.isfinite(P)):
-            raise ValueError("P holds NaN or infinite values")
+        P = self._checked(P.astype(np.float64, copy=False))
         K = self.n_classes_ = P.shape[1]
         if self.strategy == "one_vs_rest":
             self.calibrators_ = [VennAbers().fit(P[:, c], y == c) for c in range(K)]
@@ -297,9 +310,8 @@ class VennAbersMultiClass:
                 if r.size == 0:
                     raise ValueError(f"classes {i} and {j} have no calibration rows: one_vs_one needs rows of every"
                                      " pair (use strategy='one_vs_rest')")
-                pair = P[r][:, [i, j]]
                 self.pairs_.append((i, j))
-                self.calibrators_.append(VennAbers().fit(pair[:, 1] / pair.sum(axis=1), y[r] == j))
+                self.calibrators_.append(VennAbers().fit(_pair_scores(P[r, i], P[r, j]), y[r] == j))
         return self
 
     def _columns(self, P):
@@ -308,7 +320,19 @@ class VennAbersMultiClass:
         P = as_host_array(P, "P")
         if P.ndim != 2 or P.shape[1] != self.n_classes_:
             raise ValueError(f"P must have shape (n, {self.n_classes_}), got {P.shape}")
-        return P.astype(np.float64, copy=False)
+        return self._checked(P.astype(np.float64, copy=False))
+
+    def _checked(self, P: np.ndarray) -> np.ndarray:
+        """``P`` if finite (and, one-vs-one, non-negative: its pairwise score is a share of two
+        probabilities); else a ValueError naming the first bad row and class."""
+        bad = ~np.isfinite(P)
+        what = "NaN or infinite values"
+        if not bad.any() and self.strategy == "one_vs_one":
+            bad, what = P < 0, "negative values (one_vs_one's pairwise score P_j / (P_i + P_j) needs probabilities)"
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise ValueError(f"P holds {what}: {float(P[r, c])!r} at row {r}, class {c}")
+        return P
 
     def predict_interval(self, P) -> tuple[np.ndarray, np.ndarray]:
         """``(p0, p1)``, each ``(n, K)`` (one-vs-rest) or ``(n, number of pairs)`` (one-vs-one):
@@ -324,8 +348,7 @@ class VennAbersMultiClass:
         if self.strategy == "one_vs_rest":
             return P[:, k]
         i, j = self.pairs_[k]
-        pair = P[:, [i, j]]
-        return pair[:, 1] / pair.sum(axis=1)
+        return _pair_scores(P[:, i], P[:, j])
 
     def predict_proba(self, P, *, block_rows: int = 4096) -> np.ndarray:
         """``(n, K)`` calibrated probabilities, each row summing to 1 (``block_rows`` rows at a time:
