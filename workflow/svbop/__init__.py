@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
         svbop,
     )
     from .sets import SetPredictions
+    from .sparse_outputs import SparseOutputs
     from .utilities import (
         STANDARD_UTILITIES,
         UTILITY_FAMILIES,
@@ -84,6 +85,7 @@ _EXPORTS = {
     "TIE_RTOL": "search", "ClassProvider": "search", "SortedProbabilities": "search", "StreamResult": "search",
     "candidate_factor": "search", "predict_set_stream": "search", "predict_sets": "search", "svbop": "search",
     "SetPredictions": "sets",
+    "SparseOutputs": "sparse_outputs",
     "STANDARD_UTILITIES": "utilities", "UTILITY_FAMILIES": "utilities", "Utility": "utilities",
     "UtilityProperties": "utilities", "utility": "utilities", "utility_table": "utilities",
 }

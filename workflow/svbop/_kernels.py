@@ -659,6 +659,103 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
         out_pulled[r] = n
 
 
+@njit(**_JIT)
+def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat, schild,
+                 sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, n_classes, root, p_min,
+                 p_below_top, mass_max, rank_max, target, min_n, out_cls, out_logp, out_n, out_mass):
+    """The leaves of a probabilistic tree in decreasing probability, for the CSR rows ``rows``, until
+    every class left is known to be outside a conformal set (the same best-first search as
+    :func:`hf_search`, Algorithm 1 left out).
+
+    Row ``r`` stops before the next leaf once at least ``min_n`` leaves are out and
+
+    * the queue's top (a bound on every class left) has probability below ``p_min[r]``, or below the
+      first leaf's probability minus ``p_below_top[r]``;
+    * the leaves out so far hold more than ``mass_max[r]``;
+    * ``rank_max[r]`` leaves are out;
+    * ``target[r]`` (a class id, ``-1``: none) is out.
+
+    ``out_cls[r, :cap]``/``out_logp[r, :cap]`` receive the first leaves and their log-probabilities,
+    ``out_n[r]`` how many came out (callers rerun rows with more than ``cap``), ``out_mass[r]`` their
+    summed probability.  Leaves come out as :func:`hf_search` delivers them: exactly decreasing
+    log-probability, ties by class id.
+    """
+    n_nodes = child_ptr.size - 1
+    K = n_classes
+    qkey = np.empty(n_nodes)
+    qsec = np.empty(n_nodes, dtype=np.int64)
+    qnode = np.empty(n_nodes, dtype=np.int64)
+    max_children = 1
+    for v in range(n_nodes):
+        if child_ptr[v + 1] - child_ptr[v] > max_children:
+            max_children = child_ptr[v + 1] - child_ptr[v]
+    sbuf = np.empty(max_children)
+    abuf = np.empty(max_children)
+    xbuf = np.zeros(n_features)
+    xfilled = np.zeros(1, dtype=np.int64)
+    cap = out_cls.shape[1]
+    for r in range(rows.size):
+        i = rows[r]
+        a0 = xptr[i]
+        a1 = xptr[i + 1]
+        hn = _push(qkey, qsec, qnode, 0, 0.0, -1, root)
+        n = 0
+        mass = 0.0
+        top = 0.0
+        found = target[r] < 0
+        lo_p = p_min[r]
+        while hn > 0:
+            key = qkey[0]
+            node = qnode[0]
+            if n >= min_n and found:
+                if n >= rank_max[r] or mass > mass_max[r] or np.exp(key) < lo_p:
+                    break
+            hn = _pop(qkey, qsec, qnode, hn)
+            if node < K:
+                p = np.exp(key)
+                if n < cap:
+                    out_cls[r, n] = node
+                    out_logp[r, n] = key
+                if n == 0:
+                    top = p
+                    if top - p_below_top[r] > lo_p:
+                        lo_p = top - p_below_top[r]
+                n += 1
+                mass += p
+                if node == target[r]:
+                    found = True
+                if n >= K:
+                    break
+                continue
+            c0 = child_ptr[node]
+            nc = child_ptr[node + 1] - c0
+            na = aptr[node + 1] - aptr[node]
+            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr,
+                             dval, vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
+            for q in range(nc):
+                sbuf[q] = 0.0
+            for q in range(na):
+                sbuf[active[aptr[node] + q]] = abuf[q]
+            m = -np.inf
+            for q in range(nc):
+                sbuf[q] += bias[children[c0 + q]]
+                if sbuf[q] > m:
+                    m = sbuf[q]
+            z = 0.0
+            for q in range(nc):
+                z += np.exp(sbuf[q] - m)
+            lz = np.log(z)
+            for q in range(nc):
+                child = children[c0 + q]
+                hn = _push(qkey, qsec, qnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+        if xfilled[0]:
+            for a in range(a0, a1):
+                xbuf[xind[a]] = 0.0
+            xfilled[0] = 0
+        out_n[r] = n
+        out_mass[r] = mass
+
+
 # --- set containers ------------------------------------------------------------------------------
 
 
@@ -730,7 +827,7 @@ def ragged_sets(sizes: np.ndarray, first: np.ndarray, long_rows: np.ndarray, lon
     (one row per set, its first ``first.shape[1]`` classes) and, for the sets that did not fit,
     ``longer`` (one row per entry of ``long_rows``, wide enough for them)."""
     indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    indices = np.empty(indptr[-1], dtype=np.int64)
+    indices = np.empty(indptr[-1], dtype=first.dtype)  # class ids, or any value the kernel wrote beside them
     for rows, buf in ((np.flatnonzero(sizes <= first.shape[1]), first[sizes <= first.shape[1]]),
                       (long_rows, longer)):
         if buf is None or not len(rows):

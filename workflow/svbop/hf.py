@@ -38,7 +38,7 @@ from .sets import SetPredictions
 from .trees import TreeModel
 from .utilities import Utility
 
-__all__ = ["HFProvider", "TreeSearchLayout", "predict_sets_hf"]
+__all__ = ["HFProvider", "TreeSearchLayout", "enumerate_leaves", "predict_sets_hf"]
 
 logger = logging.getLogger(__name__)
 
@@ -372,6 +372,81 @@ def predict_sets_hf(
     if return_stats:
         return sets, {"expanded": expanded, "pulled": pulled}
     return sets
+
+
+def enumerate_leaves(
+    model: TreeModel | TreeSearchLayout,
+    X: Any,
+    *,
+    p_min=0.0,
+    p_below_top=np.inf,
+    mass_max=np.inf,
+    rank_max=None,
+    target=None,
+    min_n: int = 1,
+    n_jobs: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The classes of every row in decreasing tree probability, up to a stop: the best-first search
+    of :func:`predict_sets_hf` without Algorithm 1, for sets defined by a threshold on a ranked
+    score (conformal LAC, APS, RAPS, top-k, ...; :mod:`svbop.conformal`).
+
+    A row stops before its next class once at least ``min_n`` classes are out (and ``target``, when
+    given, is among them) and: every class left has probability below ``p_min`` (or below the row's
+    top probability minus ``p_below_top``), or the classes out hold more than ``mass_max``, or
+    ``rank_max`` are out.  A node's probability bounds every class below it, so the classes left
+    out are exactly those the stop says.  Each stop is a scalar or one value per row.
+
+    Returns
+    -------
+    indptr (n + 1,), classes, log_proba (each ``indptr[-1]``), mass (n,)
+        Row ``i``'s classes are ``classes[indptr[i]:indptr[i+1]]`` with their ``log P(c|x)``
+        (the same search, and the same values, as :func:`predict_sets_hf`); ``mass[i]`` their sum.
+    """
+    lay = model if isinstance(model, TreeSearchLayout) else _layout(model)
+    K = lay.n_classes
+    X = _as_sorted_csr(X, lay.n_features)
+    n = X.shape[0]
+
+    def per_row(value, dtype, name):
+        a = np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
+        return np.ascontiguousarray(a)
+
+    p_min = per_row(p_min, np.float64, "p_min")
+    p_below_top = per_row(p_below_top, np.float64, "p_below_top")
+    mass_max = per_row(mass_max, np.float64, "mass_max")
+    rank_max = per_row(K if rank_max is None else np.minimum(rank_max, K), np.int64, "rank_max")
+    target = per_row(-1 if target is None else target, np.int64, "target")
+    xptr, xind, xval = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
+    counts = np.zeros(n, dtype=np.int64)
+    mass = np.zeros(n)
+
+    def run(rows: np.ndarray, cap: int):
+        cls = np.zeros((rows.size, cap), dtype=np.int64)
+        logp = np.zeros((rows.size, cap))
+        cnt = np.zeros(rows.size, dtype=np.int64)
+        ms = np.zeros(rows.size)
+
+        def task(lo: int, hi: int) -> None:
+            r = rows[lo:hi]
+            _kernels.hf_enumerate(
+                r, xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
+                lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval, lay.vptr,
+                lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, K, lay.root, p_min[r], p_below_top[r],
+                mass_max[r], rank_max[r], target[r], int(min_n), cls[lo:hi], logp[lo:hi], cnt[lo:hi], ms[lo:hi],
+            )
+
+        _kernels.run_blocks(task, rows.size, _ROWS_PER_TASK, n_jobs)
+        counts[rows], mass[rows] = cnt, ms
+        return cls, logp
+
+    rows = np.arange(n, dtype=np.int64)
+    cap = min(_FIRST_CAP, K)
+    cls, logp = run(rows, cap)
+    long_rows = np.flatnonzero(counts > cap)
+    longer = run(long_rows, int(counts[long_rows].max())) if long_rows.size else (None, None)
+    classes, indptr = _kernels.ragged_sets(counts, cls, long_rows, longer[0])
+    log_proba, _ = _kernels.ragged_sets(counts, logp, long_rows, longer[1])
+    return indptr, classes, log_proba, mass
 
 
 class HFProvider:

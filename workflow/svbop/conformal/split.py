@@ -23,6 +23,7 @@ from .dask import is_dask_array
 from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
     _RankedCalibration
+from .lazy import is_lazy, lazy_mask
 from .mondrian import SMALL_GROUPS, GroupCalibrationWarning, _group_list, _merge_rows, min_calibration_rows
 from .scores import PREDICTOR_SCORES, RANDOMIZED_BY_DEFAULT, RANDOMIZED_SCORES, RANKED_SCORES, \
     _calibration_label_ranks, _calibration_scores, _every_class, _mask_chunks, \
@@ -469,6 +470,8 @@ class ConformalSetPredictor:
 
             return dask_fit(self, P_cal, y_cal, groups, weights=weights, class_weights=class_weights,
                             chunk_bytes=chunk_bytes)
+        if is_lazy(P_cal):  # a tree's probabilities or top-k outputs: no n x K matrix (svbop.conformal.lazy)
+            return self._fit_lazy(P_cal, y_cal, groups, weights, class_weights)
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         eps = _epsilon(self.epsilon)
@@ -757,6 +760,85 @@ class ConformalSetPredictor:
             parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
             return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
 
+    def _lazy_refusal(self, P, groups, what: str) -> None:
+        """One line when a lazy source meets what it cannot do (before any work)."""
+        name = type(P).__name__
+        if self.score not in RANKED_SCORES:
+            raise ValueError(f"{name} gives the ranked scores ({', '.join(RANKED_SCORES)}) without the n x K matrix,"
+                             f" not score={self.score!r}: {what} it with a dense P")
+        if self.class_conditional not in (False, True):
+            raise ValueError(f"{name} takes class_conditional=False or True, not {self.class_conditional!r}: {what} it"
+                             f" with a dense P")
+        if groups is not None:
+            raise ValueError(f"{name} takes no groups (Mondrian calibration needs a dense P)")
+
+    def _fit_lazy(self, src, y_cal, groups, weights, class_weights) -> "ConformalSetPredictor":
+        """:meth:`fit` on a tree's probabilities or top-k outputs (:mod:`svbop.conformal.lazy`)."""
+        from .lazy import lazy_calibration_scores
+
+        self._lazy_refusal(src, groups, "calibrate")
+        if class_weights is not None or getattr(self, "label_noise", None) is not None:
+            raise ValueError(f"{type(src).__name__} takes no class_weights or label_noise: give a dense P")
+        n, K = src.shape
+        if n == 0:
+            raise ValueError(f"P_cal has no rows (shape {src.shape}): the calibration set is empty")
+        y_cal = check_labels(y_cal, src.shape, "y_cal")
+        eps = _epsilon(self.epsilon)
+        if weights is not None:
+            if self.class_conditional:
+                raise ValueError(f"{type(src).__name__} takes weights with class_conditional=False only (a weighted"
+                                 f" threshold per test row and class is an n x K matrix)")
+            from .weighted import check_weights
+
+            weights = check_weights(weights, n, "weights", "P_cal")
+        for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
+                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_",
+                     "class_weights_"):
+            self.__dict__.pop(attr, None)
+        self.seed_ = _seed(self.random_state)
+        self._test_rng = None
+        U = self._uniforms(0, n) if self.randomized else None
+        s = lazy_calibration_scores(src, y_cal, self.score, self.k_reg, self.lam, U)
+        self.n_classes_ = K
+        if weights is not None:
+            from .weighted import WeightedQuantiles
+
+            self._weighted = WeightedQuantiles(s, weights, float(1 - eps))
+            self.quantile_ = float(self._weighted.row_thresholds(np.array([self._weighted.mean_weight]),
+                                                                 normalised=True)[0])
+        elif self.class_conditional:
+            self.quantiles_ = _class_quantiles(s, y_cal, K, eps)
+            self.quantile_ = float(self.quantiles_.max())
+        else:
+            self.quantile_ = _order_statistic(s, eps)
+        return self
+
+    def _predict_lazy(self, src, groups, weights, row_seeds) -> SetPredictions:
+        """:meth:`predict` on a tree's probabilities or top-k outputs (:mod:`svbop.conformal.lazy`)."""
+        from .lazy import lazy_sets
+
+        if not hasattr(self, "quantile_"):
+            raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
+        self._lazy_refusal(src, groups, "predict")
+        if hasattr(self, "groups_") or getattr(self, "class_weights_", None) is not None \
+                or getattr(self, "rank_limits_", None) is not None or getattr(self, "clusters_", None) is not None:
+            raise ValueError(f"{type(src).__name__}: this predictor was calibrated with groups, class weights, RC3P or"
+                             f" clusters, which need a dense P")
+        if src.shape[1] != self.n_classes_:
+            raise ValueError(f"P has {src.shape[1]} classes but the predictor was calibrated on {self.n_classes_}")
+        n = src.shape[0]
+        if self._weights_given(weights):
+            from .weighted import check_weights
+
+            q_row = self._weighted.row_thresholds(check_weights(weights, n, "weights", "P"))
+        else:
+            q_row = self.quantile_
+        q_class = getattr(self, "quantiles_", None) if self.class_conditional else None
+        if q_class is not None:
+            q_row = math.inf
+        return lazy_sets(src, q_row, q_class, self.score, self.k_reg, self.lam, self._test_uniforms(n, row_seeds),
+                         self.empty)
+
     def _check_predict(self, P):
         if not hasattr(self, "quantile_"):
             raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
@@ -818,6 +900,8 @@ class ConformalSetPredictor:
 
             kw = {"return_nodes": True} if return_nodes else {}
             return dask_predict(self, P, groups, weights=weights, chunk_bytes=chunk_bytes, row_seeds=row_seeds, **kw)
+        if is_lazy(P):
+            return self._predict_lazy(P, groups, weights, row_seeds)
         P = self._check_predict(P)
         if self._weights_given(weights):
             from ._ranked import mask_sets
@@ -867,6 +951,8 @@ class ConformalSetPredictor:
             from .dask import predict_mask as dask_predict_mask
 
             return dask_predict_mask(self, P, groups, weights=weights, chunk_bytes=chunk_bytes, row_seeds=row_seeds)
+        if is_lazy(P):  # refused past MAX_MASK_BYTES (svbop.conformal.lazy)
+            return lazy_mask(self._predict_lazy(P, groups, weights, row_seeds), *P.shape, type(P).__name__)
         P = self._check_predict(P)
         if self._weights_given(weights):
             mask = np.empty(P.shape, dtype=bool)

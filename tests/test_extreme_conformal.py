@@ -1,0 +1,247 @@
+"""Conformal sets without an n x K matrix (issue 54): from a probabilistic class tree
+(svbop.trees.TreeProbabilities) and from top-k outputs (svbop.SparseOutputs).
+
+* the same sets as the dense path: a tree's against the dense path on ``model.predict_proba``,
+  top-k outputs' against the dense path on the top-k rows with zeros elsewhere, for every ranked
+  score, marginal and class-conditional, randomised or not, and with weights;
+* coverage over seeded splits in [1 - eps, 1 - eps + 1/(n+1)] on average;
+* every new input checked where it enters, one line naming the argument or file.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import svbop
+from svbop.conformal import ConformalSetPredictor
+from svbop.sparse_outputs import SparseOutputs, is_sparse_outputs_file
+from svbop.trees import TreeProbabilities
+from test_hf import binary_tree, caterpillar_tree, queries, random_model, wide_tree
+
+D = 20
+TREES = {"binary": lambda: binary_tree(37), "wide": lambda: wide_tree(30), "caterpillar": lambda: caterpillar_tree(25)}
+CONFIGS = [dict(score="lac"), dict(score="aps"), dict(score="aps", randomized=False),
+           dict(score="raps", k_reg=2, lam=0.05), dict(score="raps", k_reg=1, lam=0.05, randomized=False),
+           dict(score="saps", lam=0.05), dict(score="topk"), dict(score="topk", randomized=True),
+           dict(score="margin")]
+
+
+def _labels(P, seed):
+    rng = np.random.default_rng(seed)
+    cum = P.cumsum(axis=1)
+    return np.minimum((cum < rng.random((P.shape[0], 1)) * cum[:, -1:]).sum(axis=1), P.shape[1] - 1)
+
+
+def _top_k(P, k):
+    top = np.argsort(-P, axis=1, kind="stable")[:, :k]
+    return SparseOutputs(top, np.take_along_axis(P, top, axis=1), P.shape[1])
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    bad = [i for i in range(len(a)) if not np.array_equal(a[i], b[i])]
+    assert not bad, f"{len(bad)} rows differ, first {bad[0]}: {a[bad[0]]} vs {b[bad[0]]}"
+
+
+@pytest.mark.parametrize("shape", sorted(TREES))
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("class_conditional", [False, True])
+def test_tree_sets_equal_the_dense_path_on_predict_proba(shape, config, class_conditional):
+    """The same threshold and the same sets, class for class and in the same order (class-conditional:
+    the same classes), as the dense path on the model's predict_proba, at three levels (sets of a few
+    classes to nearly all)."""
+    model = random_model(TREES[shape](), D, 1, scale=3.0)
+    Xc, Xt = queries(D, 400, 1), queries(D, 300, 2)
+    Pc, Pt = model.predict_proba(Xc), model.predict_proba(Xt)
+    yc = _labels(Pc, 0)
+    for eps in (0.05, 0.2, 0.5):
+        kw = dict(config, class_conditional=class_conditional, random_state=3)
+        dense = ConformalSetPredictor(eps, **kw).fit(Pc, yc)
+        lazy = ConformalSetPredictor(eps, **kw).fit(TreeProbabilities(model, Xc), yc)
+        assert lazy.quantile_ == pytest.approx(dense.quantile_, rel=1e-12, abs=1e-13)
+        if class_conditional:
+            np.testing.assert_allclose(lazy.quantiles_, dense.quantiles_, rtol=1e-12, atol=1e-13)
+        a, b = dense.predict(Pt), lazy.predict(TreeProbabilities(model, Xt))
+        if class_conditional:  # classes of infinite threshold (too few rows) come after the search's, by id
+            a, b = ([np.sort(s) for s in sets] for sets in (a, b))
+        _assert_same(a, b)
+        np.testing.assert_array_equal(dense.predict_mask(Pt), lazy.predict_mask(TreeProbabilities(model, Xt)))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("k", [1, 3, 10])
+@pytest.mark.parametrize("class_conditional", [False, True])
+def test_top_k_sets_equal_the_dense_path_with_zeros_outside(config, k, class_conditional):
+    """Top-k outputs give the dense path's sets on the same rows with the classes outside set to 0,
+    at levels where the threshold reaches some or all of those classes (then they come after the
+    top-k, by class id)."""
+    model = random_model(binary_tree(37), D, 1, scale=3.0)
+    Pc, Pt = model.predict_proba(queries(D, 400, 1)), model.predict_proba(queries(D, 300, 2))
+    yc = _labels(Pc, 0)
+    Sc, St = _top_k(Pc, k), _top_k(Pt, k)
+    reached = 0
+    for eps in (0.02, 0.1, 0.3):
+        kw = dict(config, class_conditional=class_conditional, random_state=5)
+        dense = ConformalSetPredictor(eps, **kw).fit(Sc.toarray(), yc)
+        lazy = ConformalSetPredictor(eps, **kw).fit(Sc, yc)
+        assert lazy.quantile_ == pytest.approx(dense.quantile_, rel=1e-12, abs=1e-13)
+        a, b = dense.predict(St.toarray()), lazy.predict(St)
+        _assert_same(a, b)
+        reached += int((b.sizes > k).sum())
+    if k < 10 and not class_conditional and config["score"] in ("raps", "topk", "saps"):
+        assert reached, "no threshold reached past the top-k: the test would not check the zeros' order"
+
+
+def test_logits_are_the_softmax_over_the_top_k():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(50, 4)) * 3
+    ind = np.tile(np.array([7, 2, 9, 0]), (50, 1))
+    s = SparseOutputs(ind, logits, 12, kind="logits")
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(s.toarray()[:, [7, 2, 9, 0]], e / e.sum(axis=1, keepdims=True))
+    assert s.toarray()[:, 1].max() == 0
+
+
+def test_weighted_sets_from_top_k_and_trees_equal_the_dense_path():
+    model = random_model(binary_tree(37), D, 4, scale=3.0)
+    Xc, Xt = queries(D, 400, 3), queries(D, 300, 4)
+    Pc, Pt = model.predict_proba(Xc), model.predict_proba(Xt)
+    yc = _labels(Pc, 1)
+    rng = np.random.default_rng(2)
+    wc, wt = rng.exponential(size=400), rng.exponential(size=300)
+    for score in ("lac", "aps"):
+        dense = ConformalSetPredictor(0.1, score=score, random_state=1).fit(Pc, yc, weights=wc)
+        tree = ConformalSetPredictor(0.1, score=score, random_state=1).fit(TreeProbabilities(model, Xc), yc, weights=wc)
+        _assert_same(dense.predict(Pt, weights=wt), tree.predict(TreeProbabilities(model, Xt), weights=wt))
+        Sc, St = _top_k(Pc, 5), _top_k(Pt, 5)
+        dense = ConformalSetPredictor(0.1, score=score, random_state=1).fit(Sc.toarray(), yc, weights=wc)
+        top = ConformalSetPredictor(0.1, score=score, random_state=1).fit(Sc, yc, weights=wc)
+        _assert_same(dense.predict(St.toarray(), weights=wt), top.predict(St, weights=wt))
+
+
+@pytest.mark.parametrize("source", ["tree", "top_k"])
+@pytest.mark.parametrize("score", ["lac", "aps"])
+def test_coverage_over_seeded_splits(source, score):
+    """Labels drawn from the tree's own distribution: over 100 seeded splits (500 calibration rows,
+    500 test rows) the mean coverage lies in [1 - eps, 1 - eps + 1/(n+1)] up to 3 standard errors
+    (randomised APS with empty sets kept: exactly 1 - eps in expectation)."""
+    eps, n_cal = 0.1, 500
+    model = random_model(binary_tree(64), D, 7, scale=2.0)
+    X = queries(D, 1000, 11)
+    P = model.predict_proba(X)
+    rng = np.random.default_rng(54)
+    cover = []
+    for split in range(100):
+        y = _labels(P, 1000 + split)
+        perm = rng.permutation(P.shape[0])
+        cal, test = perm[:n_cal], perm[n_cal:]
+        if source == "tree":
+            src_c, src_t = TreeProbabilities(model, X[cal]), TreeProbabilities(model, X[test])
+        else:  # top-40 of 64 classes: the label is outside for some rows (score of probability 0)
+            src_c, src_t = _top_k(P[cal], 40), _top_k(P[test], 40)
+        kw = dict(score=score, random_state=split, empty="keep")
+        sets = ConformalSetPredictor(eps, **kw).fit(src_c, y[cal]).predict(src_t)
+        cover.append(sets.contains(y[test]).mean())
+    cover = np.array(cover)
+    se = cover.std() / math.sqrt(cover.size)
+    assert 1 - eps - 3 * se <= cover.mean() <= 1 - eps + 1 / (n_cal + 1) + 3 * se, (cover.mean(), se)
+
+
+def test_tree_probabilities_take_a_search_layout_and_many_threads():
+    from svbop.hf import TreeSearchLayout
+
+    model = random_model(binary_tree(37), D, 1, scale=3.0)
+    Xc, Xt = queries(D, 300, 1), queries(D, 600, 2)
+    yc = _labels(model.predict_proba(Xc), 0)
+    a = ConformalSetPredictor(0.1, score="aps", random_state=0).fit(TreeProbabilities(model, Xc), yc)
+    b = ConformalSetPredictor(0.1, score="aps", random_state=0).fit(
+        TreeProbabilities(TreeSearchLayout.from_model(model), Xc, n_jobs=2), yc)
+    assert a.quantile_ == b.quantile_
+    _assert_same(a.predict(TreeProbabilities(model, Xt), row_seeds=np.arange(600)),
+                 b.predict(TreeProbabilities(TreeSearchLayout.from_model(model), Xt, n_jobs=2), row_seeds=np.arange(600)))
+
+
+def test_sparse_outputs_file_round_trip(tmp_path):
+    s = SparseOutputs(np.array([[3, 1], [0, 2]]), np.array([[0.6, 0.3], [0.5, 0.5]]), 5)
+    path = tmp_path / "top.npz"
+    s.save(path)
+    assert is_sparse_outputs_file(path)
+    back = SparseOutputs.load(path)
+    np.testing.assert_array_equal(back.toarray(), s.toarray())
+    assert svbop.SparseOutputs is SparseOutputs
+    np.save(tmp_path / "dense.npy", np.eye(3))
+    assert not is_sparse_outputs_file(tmp_path / "dense.npy")
+
+
+@pytest.mark.parametrize("indices, values, K, message", [
+    ([[0, 5]], [[0.5, 0.4]], 5, r"indices\[0, 1\] = 5 is not a class id in 0 .. 4"),
+    ([[0, -1]], [[0.5, 0.4]], 5, r"indices\[0, 1\] = -1 is not a class id"),
+    ([[2, 2]], [[0.5, 0.4]], 5, "row 0 of indices names class 2 twice"),
+    ([[0, 1]], [[np.nan, 0.4]], 5, r"values\[0, 0\] = nan: values must be finite"),
+    ([[0, 1]], [[0.9, 0.4]], 5, "row 0 of values sums to 1.3"),
+    ([[0, 1]], [[-0.1, 0.4]], 5, r"values\[0, 0\] = -0.1: probabilities must be >= 0"),
+    ([[0, 1]], [[0.0, 0.0]], 5, "row 0 of values is all zero"),
+    (np.zeros((2, 0), int), np.zeros((2, 0)), 5, "k = 0"),
+    ([[0, 1, 2]], [[0.2, 0.2, 0.2]], 2, "k = 3 classes per row but the model has K = 2"),
+    ([[0, 1]], [[0.2, 0.2, 0.1]], 5, r"indices has shape \(1, 2\) but values has \(1, 3\)"),
+    ([[0.5, 1]], [[0.2, 0.2]], 5, "indices must hold integer class ids"),
+    ([[0, 1]], [[0.2, 0.2]], 0, "n_classes .* must be a positive integer"),
+])
+def test_sparse_outputs_refusals(indices, values, K, message):
+    with pytest.raises(ValueError, match=message):
+        SparseOutputs(np.array(indices), np.array(values), K)
+
+
+def test_file_refusals_name_the_file(tmp_path):
+    bad = tmp_path / "top.npz"
+    np.savez(bad, indices=np.array([[0, 9]]), values=np.array([[0.5, 0.1]]), K=np.int64(4))
+    with pytest.raises(ValueError, match=f"{bad}: indices\\[0, 1\\] = 9"):
+        SparseOutputs.load(bad)
+    missing = tmp_path / "missing.npz"
+    np.savez(missing, indices=np.array([[0]]), values=np.array([[0.5]]))
+    with pytest.raises(ValueError, match=f"{missing}: top-k outputs need the arrays indices, values and K; missing K"):
+        SparseOutputs.load(missing)
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match=f"{junk}: not a readable .npz"):
+        SparseOutputs.load(junk)
+
+
+def test_lazy_sources_refuse_what_they_cannot_do():
+    model = random_model(binary_tree(9), D, 1)
+    X = queries(D, 50, 1)
+    src = TreeProbabilities(model, X)
+    y = _labels(model.predict_proba(X), 0)
+    with pytest.raises(ValueError, match="gives the ranked scores .* not score='fbeta'"):
+        ConformalSetPredictor(0.1, score="fbeta").fit(src, y)
+    with pytest.raises(ValueError, match="takes class_conditional=False or True, not 'rc3p'"):
+        ConformalSetPredictor(0.1, class_conditional="rc3p").fit(src, y)
+    with pytest.raises(ValueError, match="takes no groups"):
+        ConformalSetPredictor(0.1).fit(src, y, groups=y % 2)
+    with pytest.raises(ValueError, match="y_cal"):
+        ConformalSetPredictor(0.1).fit(src, y[:10])
+    with pytest.raises(ValueError, match="X has 3 features, the model has 20"):
+        TreeProbabilities(model, np.ones((2, 3)))
+    with pytest.raises(ValueError, match="model must be a svbop.trees.TreeModel or its svbop.hf.TreeSearchLayout"):
+        TreeProbabilities("model", X)
+    fitted = ConformalSetPredictor(0.1).fit(src, y)
+    with pytest.raises(ValueError, match="P has 5 classes but the predictor was calibrated on 9"):
+        fitted.predict(_top_k(np.full((3, 5), 0.2), 2))
+
+
+def test_mask_and_sets_past_their_bounds_are_refused(monkeypatch):
+    from svbop.conformal import lazy
+
+    model = random_model(binary_tree(37), D, 1)
+    X = queries(D, 100, 1)
+    y = _labels(model.predict_proba(X), 0)
+    fitted = ConformalSetPredictor(0.1).fit(TreeProbabilities(model, X), y)
+    monkeypatch.setattr(lazy, "MAX_MASK_BYTES", 1000)
+    with pytest.raises(ValueError, match=r"predict_mask of TreeProbabilities would make an \(100, 37\) boolean matrix"):
+        fitted.predict_mask(TreeProbabilities(model, X))
+    every = ConformalSetPredictor(0.001).fit(TreeProbabilities(model, X[:20]), y[:20])  # k > n: q = inf
+    assert every.quantile_ == math.inf
+    monkeypatch.setattr(lazy, "MAX_SET_ENTRIES", 500)
+    with pytest.raises(ValueError, match="100 rows hold every class"):
+        every.predict(TreeProbabilities(model, X))

@@ -1,0 +1,204 @@
+"""A model's top-k outputs: each row's ``k`` most probable classes and their probabilities (or
+logits), without the ``n x K`` matrix: :class:`SparseOutputs`.
+
+At extreme ``K`` (product catalogues, ICD coding, retrieval) a model gives each row its ``k`` best
+classes; the other ``K - k`` are not scored.  svbop reads such outputs as the dense row with
+**probability 0 outside the top-k** (the score of a class outside is fixed by that), so every set
+built on them is the set of the dense path on that row, and every guarantee holds for that score
+function:
+
+* ``kind="probabilities"``: the row is its ``k`` values and zeros; like any dense row it is divided
+  by its sum where a score needs normalised probabilities (the conformal scores do);
+* ``kind="logits"``: the probabilities are the softmax of the ``k`` logits (zeros outside).
+
+What each conformal score means on truncated outputs, and which sets cannot be built from them,
+is in ``workflow/docs/library.md`` (section "Top-k outputs and trees at extreme K").
+
+On disk: an ``.npz`` with ``indices`` (n, k) integers, ``values`` (n, k) floats and ``K`` (a scalar),
+optionally ``kind`` (``"probabilities"`` or ``"logits"``): :meth:`SparseOutputs.load`,
+:meth:`SparseOutputs.save`, :func:`is_sparse_outputs_file`.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import numpy as np
+
+__all__ = ["SparseOutputs", "is_sparse_outputs_file", "SPARSE_KINDS"]
+
+#: What the values of a :class:`SparseOutputs` are.
+SPARSE_KINDS = ("probabilities", "logits")
+#: Largest row sum of probabilities accepted (the dense rows' tolerance: rounding of a softmax).
+_SUM_TOLERANCE = 1e-6
+
+
+class SparseOutputs:
+    """Each row's ``k`` most probable classes and their probabilities or logits.
+
+    Parameters
+    ----------
+    indices : array-like of int, shape (n, k)
+        Class ids in ``0 .. n_classes - 1``, unique within each row (any order).
+    values : array-like of float, shape (n, k)
+        Their probabilities (finite, >= 0, summing to at most ``1 + 1e-6`` per row, not all 0)
+        or logits (finite).
+    n_classes : int
+        ``K``, the number of classes of the model (``k <= K``).
+    kind : {"probabilities", "logits"}
+
+    Every check of dense outputs applies, with a one-line ``ValueError`` naming the argument (and
+    ``source``, a file name, when given) and the first offending row, before any work.
+
+    Attributes
+    ----------
+    shape : (n, K)
+    k : int
+    """
+
+    def __init__(self, indices, values, n_classes: int, kind: str = "probabilities", *, source: str | None = None):
+        where = f"{source}: " if source else ""
+        if kind not in SPARSE_KINDS:
+            raise ValueError(f"{where}kind must be 'probabilities' or 'logits', got {kind!r}")
+        if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+            raise ValueError(f"{where}n_classes (K) must be a positive integer, got {n_classes!r}")
+        K = int(n_classes)
+        ind = np.asarray(indices)
+        val = np.asarray(values)
+        for name, a in (("indices", ind), ("values", val)):
+            if a.ndim != 2:
+                raise ValueError(f"{where}{name} must be 2-d (n rows, k classes per row), got shape {a.shape}")
+        if ind.shape != val.shape:
+            raise ValueError(f"{where}indices has shape {ind.shape} but values has {val.shape}: one value per index")
+        n, k = ind.shape
+        if k == 0:
+            raise ValueError(f"{where}k = 0: every row needs at least one class (indices has shape {ind.shape})")
+        if k > K:
+            raise ValueError(f"{where}k = {k} classes per row but the model has K = {K} classes: k must be <= K")
+        if ind.dtype.kind not in "iu" or ind.dtype == bool:
+            if ind.dtype.kind == "f" and np.all(np.isfinite(ind)) and np.all(ind == np.round(ind)):
+                ind = ind.astype(np.int64)
+            else:
+                raise ValueError(f"{where}indices must hold integer class ids, got dtype {ind.dtype}")
+        if val.dtype.kind not in "iuf" or val.dtype == bool:
+            raise ValueError(f"{where}values must hold numbers, got dtype {val.dtype}")
+        ind = ind.astype(np.int64, copy=False)
+        bad = (ind < 0) | (ind >= K)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise ValueError(f"{where}indices[{r}, {c}] = {int(ind[r, c])} is not a class id in 0 .. {K - 1}")
+        srt = np.sort(ind, axis=1)
+        rep = srt[:, 1:] == srt[:, :-1]
+        if rep.any():
+            r = int(np.flatnonzero(rep.any(axis=1))[0])
+            c = int(srt[r, 1:][rep[r]][0])
+            raise ValueError(f"{where}row {r} of indices names class {c} twice: a row's classes must be unique")
+        val = val.astype(np.float64)
+        finite = np.isfinite(val)
+        if not finite.all():
+            r, c = np.argwhere(~finite)[0]
+            raise ValueError(f"{where}values[{r}, {c}] = {float(val[r, c])!r}: values must be finite")
+        if kind == "probabilities":
+            neg = val < 0
+            if neg.any():
+                r, c = np.argwhere(neg)[0]
+                raise ValueError(f"{where}values[{r}, {c}] = {float(val[r, c])!r}: probabilities must be >= 0")
+            total = val.sum(axis=1)
+            over = np.flatnonzero(total > 1 + _SUM_TOLERANCE)
+            if over.size:
+                raise ValueError(f"{where}row {int(over[0])} of values sums to {float(total[over[0]])!r}: the top-k"
+                                 f" probabilities of a row sum to at most 1 (kind='logits' for scores)")
+            zero = np.flatnonzero(total <= 0)
+            if zero.size:
+                raise ValueError(f"{where}row {int(zero[0])} of values is all zero: a row needs a class of"
+                                 f" positive probability")
+        else:  # the softmax over the k logits (probability 0 outside)
+            val = np.exp(val - val.max(axis=1, keepdims=True))
+            val /= val.sum(axis=1, keepdims=True)
+        self.indices = ind
+        self.values = val
+        self.n_classes = K
+        self.kind = kind
+        self.source = source
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.indices.shape[0], self.n_classes)
+
+    @property
+    def k(self) -> int:
+        return self.indices.shape[1]
+
+    def __len__(self) -> int:
+        return self.indices.shape[0]
+
+    def __repr__(self) -> str:
+        return f"SparseOutputs(n={len(self)}, k={self.k}, K={self.n_classes}, kind={self.kind!r})"
+
+    def take(self, rows) -> "SparseOutputs":
+        """The rows ``rows`` (a slice, indices or a boolean mask), already checked."""
+        out = object.__new__(SparseOutputs)
+        out.indices, out.values = self.indices[rows], self.values[rows]
+        out.n_classes, out.kind, out.source = self.n_classes, "probabilities", self.source
+        return out
+
+    def ranked(self, rows=slice(None)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(classes, V, count)`` of the rows ``rows``: each row's classes of positive probability by
+        decreasing probability (ties by class id, the order of the dense path), ``V`` their
+        probabilities divided by the row's sum, ``count`` how many (padding: class -1, value 0)."""
+        ind, val = self.indices[rows], self.values[rows]
+        order = np.lexsort((ind, -val), axis=1) if ind.size else np.zeros(ind.shape, dtype=np.int64)
+        ind = np.take_along_axis(ind, order, axis=1)
+        val = np.take_along_axis(val, order, axis=1)
+        count = (val > 0).sum(axis=1)
+        V = val / val.sum(axis=1, keepdims=True)
+        ind = np.where(val > 0, ind, -1)
+        return ind, V, count.astype(np.int64)
+
+    def toarray(self, rows=slice(None)) -> np.ndarray:
+        """The dense rows (zeros outside the top-k): for checks at small ``K``."""
+        ind, val = self.indices[rows], self.values[rows]
+        out = np.zeros((ind.shape[0], self.n_classes))
+        np.put_along_axis(out, ind, val, axis=1)
+        return out
+
+    def save(self, path: str | os.PathLike) -> None:
+        """An ``.npz`` that :meth:`load` (and ``svbop report --test``) reads back."""
+        np.savez(path, indices=self.indices, values=self.values, K=np.int64(self.n_classes),
+                 kind=np.array("probabilities"))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, kind: str | None = None) -> "SparseOutputs":
+        """Read an ``.npz`` with ``indices``, ``values`` and ``K`` (and optionally ``kind``); every
+        check names the file.  Array sizes are checked against the archive's member sizes before
+        any array is read (a header cannot make it allocate more than the file holds)."""
+        path = os.fspath(path)
+        try:
+            z = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path}: not a readable .npz of top-k outputs ({exc})") from None
+        with z:
+            missing = [key for key in ("indices", "values", "K") if key not in z.files]
+            if missing:
+                raise ValueError(f"{path}: top-k outputs need the arrays indices, values and K; missing "
+                                 f"{', '.join(missing)} (it holds {', '.join(z.files) or 'nothing'})")
+            K = z["K"]
+            if K.shape != () or K.dtype.kind not in "iu":
+                raise ValueError(f"{path}: K must be one integer (the number of classes), got {K.dtype} of shape {K.shape}")
+            stored = str(z["kind"]) if "kind" in z.files else "probabilities"
+            indices, values = z["indices"], z["values"]
+        return cls(indices, values, int(K), kind or stored, source=path)
+
+
+def is_sparse_outputs_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an ``.npz`` holding top-k outputs (``indices``, ``values`` and ``K``)."""
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        return False
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = {n[:-4] if n.endswith(".npy") else n for n in z.namelist()}
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return {"indices", "values", "K"} <= names
