@@ -276,3 +276,114 @@ def test_a_second_models_labels_saved_as_whole_floats_are_the_same_labels(tmp_pa
     np.save(tmp_path / "y_half.npy", y2)
     with pytest.raises(ValueError, match=r"row 11: label .*, but .* has .*the models must be scored on the same rows"):
         check_same_rows(models)
+
+
+# --- check-config: what the data files tell up front ------------------------------------------------------------
+
+def _model_config(tmp_path: Path, scores: str, *, extra_format: dict | None = None, cost=(1.0, 1.0, 1.0),
+                  class_names_file: str | None = None) -> Path:
+    import yaml
+
+    files = {Path(scores).name: {"path": scores}, "y.npy": {"path": str(tmp_path / "y.npy")}}
+    fmt = {"kind": "model_outputs", "outputs": "logits",
+           "parts": {"test": {"scores": Path(scores).name, "labels": "y.npy"}}, **(extra_format or {})}
+    if class_names_file is not None:
+        files["names.txt"] = {"path": class_names_file}
+        fmt["class_names_file"] = "names.txt"
+    config = {"run": ["mine"], "datasets": {"mine": {"files": files, "format": fmt}},
+              "methods": {"risk_control": {"losses": ["class_cost"], "cost": list(cost)}} if cost else {}}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _check_config(capsys, path: Path) -> tuple[int, str]:
+    code = cli.main(["check-config", str(CHECKOUT / "config.yaml"), str(path)])
+    captured = capsys.readouterr()
+    return code, (captured.err or captured.out).strip()
+
+
+@pytest.mark.parametrize("kind", ["npy", "npz", "csv", "csv label_column", "tsv"])
+def test_check_config_refuses_one_cost_per_class_for_the_wrong_number_of_classes(tmp_path, capsys, kind):
+    import yaml
+
+    rng = np.random.default_rng(0)
+    L = rng.normal(size=(50, 4)).astype(np.float32)
+    y = rng.integers(0, 4, 50)
+    np.save(tmp_path / "y.npy", y)
+    extra = None
+    if kind == "npy":
+        scores = tmp_path / "s.npy"
+        np.save(scores, L)
+    elif kind == "npz":
+        scores = tmp_path / "s.npz"
+        np.savez_compressed(scores, logits=L)
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame(L, columns=["cat, wild", "dog", '"x"', "y"])
+        scores = tmp_path / ("s.tsv" if kind == "tsv" else "s.csv")
+        if kind == "csv label_column":
+            frame.insert(2, "label", y)
+            extra = {"label_column": "label"}
+        frame.to_csv(scores, index=False, sep="\t" if kind == "tsv" else ",")
+    path = _model_config(tmp_path, str(scores), extra_format=extra)
+    if extra:  # the labels come from the column
+        config = yaml.safe_load(path.read_text())
+        del config["datasets"]["mine"]["format"]["parts"]["test"]["labels"]
+        path.write_text(yaml.safe_dump(config))
+    code, line = _check_config(capsys, path)
+    assert code == 2
+    assert line == (f"svbop: error: config: methods.risk_control.cost: 3 costs, but datasets.mine has 4 classes (the 4 "
+                    f"columns of {scores}); give one cost per class, in the class order")
+    path = _model_config(tmp_path, str(scores), extra_format=extra, cost=(1.0, 1.0, 1.0, 2.0))
+    if extra:
+        config = yaml.safe_load(path.read_text())
+        del config["datasets"]["mine"]["format"]["parts"]["test"]["labels"]
+        path.write_text(yaml.safe_dump(config))
+    code, line = _check_config(capsys, path)
+    assert code == 0 and line.startswith("config ok"), line
+
+
+def test_check_config_refuses_class_names_of_the_wrong_count(tmp_path, capsys):
+    np.save(tmp_path / "s.npy", np.zeros((10, 4), np.float32))
+    np.save(tmp_path / "y.npy", np.zeros(10, np.int64))
+    names = tmp_path / "names_src.txt"
+    names.write_text("a\nb\nc\n")
+    path = _model_config(tmp_path, str(tmp_path / "s.npy"), cost=None, class_names_file=str(names))
+    code, line = _check_config(capsys, path)
+    assert code == 2
+    assert line == (f"svbop: error: config: datasets.mine.format.class_names_file: {names} names 3 classes, but the "
+                    f"scores have 4 (the 4 columns of {tmp_path / 's.npy'}); one name per line, in the scores' column "
+                    "order")
+
+
+def test_check_config_cannot_count_classes_of_a_file_not_there_yet_and_says_ok(tmp_path, capsys):
+    import yaml
+
+    config = {"run": ["mine"], "datasets": {"mine": {
+        "files": {"s.npy": {"url": "http://127.0.0.1:9/s.npy"}, "y.npy": {"url": "http://127.0.0.1:9/y.npy"}},
+        "format": {"kind": "model_outputs", "outputs": "logits", "parts": {"test": {"scores": "s.npy", "labels": "y.npy"}}}}},
+        "methods": {"risk_control": {"losses": ["class_cost"], "cost": [1.0, 1.0, 1.0]}}}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, line = _check_config(capsys, path)
+    assert code == 0 and line.startswith("config ok")
+
+
+def test_the_workflow_refuses_one_cost_per_class_for_the_wrong_number_of_classes_before_any_job(tmp_path):
+    pytest.importorskip("snakemake", reason="snakemake is not installed (pip install -e '.[pipeline]')")
+    from test_workflow import _copy_workflow, _snakemake
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "s.npy", rng.normal(size=(50, 4)).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.integers(0, 4, 50))
+    config = _model_config(tmp_path, str(tmp_path / "s.npy"))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    _copy_workflow(workdir)
+    result = _snakemake("-n", "--configfile", str(config), cwd=workdir)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0 and "Building DAG" not in text
+    assert (f"config: methods.risk_control.cost: 3 costs, but datasets.mine has 4 classes (the 4 columns of "
+            f"{tmp_path / 's.npy'}); give one cost per class, in the class order") in text

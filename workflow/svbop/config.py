@@ -43,6 +43,7 @@ __all__ = [
     "RESERVED_DATASET_KEYS",
     "SCHEMA",
     "UTILITY_KEYS",
+    "check_class_counts",
     "check_config",
     "check_dataset",
     "check_epsilons",
@@ -56,6 +57,7 @@ __all__ = [
     "load_yaml",
     "Summarised",
     "merge_configs",
+    "model_outputs_classes",
     "validate_config",
     "vgg16_weights_key",
 ]
@@ -718,6 +720,7 @@ def check_config(config: Mapping[str, Any], datasets: Iterable[str] | None = Non
             raise ConfigError(f"config: run: {name!r} is not a key of datasets (known: {', '.join(sorted(known)) or 'none'})")
         check_dataset(name, known[name], config.get("weights"))
         check_tuning(name, known[name], config.get("tuning"))
+    check_class_counts(config, names)
 
 
 #: The smallest significance level the workflow runs: a finite conformal threshold at level epsilon
@@ -776,6 +779,153 @@ def check_risk_control(config: Mapping[str, Any]) -> None:
         if above:
             raise ConfigError(f"config: methods.risk_control.cost: the largest cost {max(values):g} (the loss's bound"
                               f" B) must exceed every level, and {above[0]:g} (methods.epsilon) does not")
+
+
+def check_class_counts(config: Mapping[str, Any], datasets: Iterable[str] | None = None) -> None:
+    """The keys that give one value per class against the number of classes the data files tell up front.
+
+    A model's outputs (``format.kind: model_outputs``) tell their number of classes K before any job: the
+    scores file's ``.npy`` header, the shape of its ``.npz`` array, or its CSV/TSV first line (less the
+    label and group columns).  Files are found as the workflow finds them: a ``path:`` (relative to the
+    current folder) or one already fetched into ``data/<dataset>/raw``; a file not there yet (a download,
+    a member of an archive, the pipeline's own product) tells nothing, and its dataset is not checked.
+    Checked against K: ``methods.risk_control.cost`` (one cost per class, with ``class_cost``) and a
+    model's ``format.class_names`` and ``format.class_names_file`` (one name per class).
+
+    Raises
+    ------
+    ConfigError
+        ``"config: methods.risk_control.cost: 3 costs, but datasets.mine has 4 classes (...)"``.
+    """
+    known = dict(config.get("datasets") or {})
+    names = list(config.get("run") or []) if datasets is None else list(datasets)
+    rc = (config.get("methods") or {}).get("risk_control") or {}
+    cost = rc.get("cost") if "class_cost" in (rc.get("losses") or []) else None
+    for name in names:
+        cfg = known.get(name)
+        if not isinstance(cfg, Mapping) or not is_model_outputs(cfg):
+            continue
+        found = model_outputs_classes(name, cfg)
+        if found is None:
+            continue
+        K, source = found
+        fmt = cfg.get("format") or {}
+        if fmt.get("class_names") is not None and len(fmt["class_names"]) != K:
+            raise ConfigError(f"config: datasets.{name}.format.class_names: {len(fmt['class_names'])} names, but the "
+                              f"scores have {K} classes ({source}); give one name per class, in the scores' column order")
+        names_file = _local_file(name, cfg, fmt.get("class_names_file"))
+        if names_file is not None:
+            n = _count_lines(names_file)
+            if n is not None and n != K:
+                raise ConfigError(f"config: datasets.{name}.format.class_names_file: {names_file} names {n} classes, "
+                                  f"but the scores have {K} ({source}); one name per line, in the scores' column order")
+        if cost and len(cost) != K:
+            raise ConfigError(f"config: methods.risk_control.cost: {len(cost)} costs, but datasets.{name} has {K} "
+                              f"classes ({source}); give one cost per class, in the class order")
+
+
+def _local_file(name: str, cfg: Mapping[str, Any], file: Any) -> Path | None:
+    """The regular file the workflow will read for the raw file ``file`` of dataset ``name``, when it is
+    there before any job: its ``path:`` (as the workflow makes it absolute), else ``data/<name>/raw/<file>``."""
+    if not isinstance(file, str):
+        return None
+    spec = (cfg.get("files") or {}).get(file)
+    candidates = []
+    if isinstance(spec, Mapping) and isinstance(spec.get("path"), str):
+        candidates.append(Path(os.path.abspath(os.path.expanduser(spec["path"]))))
+    candidates.append(Path("data") / name / "raw" / file)
+    for path in candidates:
+        try:
+            if path.is_file():
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def _count_lines(path: Path) -> int | None:
+    """Lines of a small text file (trailing empty ones dropped), or None when it is not one."""
+    try:
+        if path.stat().st_size > 1 << 28:
+            return None
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    while lines and lines[-1] == "":
+        lines.pop()
+    return len(lines)
+
+
+def model_outputs_classes(name: str, cfg: Mapping[str, Any]) -> tuple[int, str] | None:
+    """``(K, where K was read)`` of a ``model_outputs`` dataset from its test (else all) scores file's header,
+    or None when the file is not there yet or does not tell (a file the workflow's reader will refuse)."""
+    fmt = cfg.get("format") or {}
+    parts = fmt.get("parts") or {}
+    spec = parts.get("test") or parts.get("all")
+    scores = spec.get("scores") if isinstance(spec, Mapping) else spec
+    path = _local_file(name, cfg, scores)
+    if path is None:
+        return None
+    try:
+        shape = _scores_shape(path, fmt)
+    except (OSError, ValueError, EOFError, UnicodeDecodeError):
+        return None  # the workflow's reader names what is wrong with it
+    if shape is None or len(shape) != 2:
+        return None
+    return int(shape[1]), f"the {shape[1]} columns of {path}"
+
+
+def _scores_shape(path: Path, fmt: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The scores' shape from the file's header alone (rows None for CSV/TSV)."""
+    import zipfile
+
+    from ._npz import check_npy_header
+
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        with open(path, "rb") as fh:
+            return check_npy_header(fh, path.stat().st_size, str(path))[0]
+    if suffix == ".npz":
+        with zipfile.ZipFile(path) as zf:
+            arrays = {n.removesuffix(".npy"): n for n in zf.namelist()}
+            key = fmt.get("scores_key")
+            if key is None:
+                if len(arrays) != 1:
+                    return None
+                key = next(iter(arrays))
+            if key not in arrays:
+                return None
+            info = zf.getinfo(arrays[key])
+            with zf.open(info) as fh:
+                return check_npy_header(fh, info.file_size, f"{path}[{key}]")[0]
+    if suffix in (".csv", ".tsv", ".txt", ".tab"):
+        import csv
+        import io
+
+        sep = fmt.get("sep") or ("\t" if suffix in (".tsv", ".tab") else ",")
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 22)
+        if len(head) == 1 << 22 and b"\n" not in head:
+            return None  # a first line this long: the reader reads it whole
+        text = head.decode("utf-8", errors="ignore").removeprefix("\ufeff")
+        first = next(csv.reader(io.StringIO(text, newline=""), delimiter=sep), None)
+        if not first:
+            return None
+        header = fmt.get("header", True) is not False
+        taken = 0
+        for key in ("label_column", "group_column"):
+            column = fmt.get(key)
+            if column is None:
+                continue
+            if header and isinstance(column, str) and column in first:
+                taken += 1
+            elif not header and isinstance(column, int) and 0 <= column < len(first):
+                taken += 1
+            else:
+                return None  # the reader names the missing column
+        return (-1, len(first) - taken)
+    return None
 
 
 #: Every key whose value is a utility spec, or a list of them (checked by :func:`check_utilities`).
