@@ -22,7 +22,9 @@ One module per concept:
 ``rc3p``                   one threshold and one rank limit per class (RC3P, Shi et al. 2024)
 ``mondrian``               one threshold per group known at test time
 ``family``                 Bayes-optimal F-beta and credal sets with coverage
-``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, for streams)
+``adaptive``               :class:`AdaptiveConformalSetPredictor` (ACI, DtACI, PID, for streams)
+``pvalues``                conformal p-values (``predict_p``, online p-values of a stream)
+``martingales``            :class:`ExchangeabilityMartingale` (alarms when a stream stops being exchangeable)
 ``hierarchical``           hierarchy-restricted sets (``score="hierarchical"``)
 ``risk``                   :class:`RiskControlSetPredictor` (conformal risk control) and
                            :class:`LearnThenTest` (several losses, any shape), :func:`set_loss`
@@ -61,6 +63,8 @@ from .scores import (  # noqa: F401
 from .conditional import ConditionalSetPredictor
 from .risk import FWER_PROCEDURES, SET_LOSSES, LearnThenTest, RiskControlSetPredictor, SetLoss, set_loss
 from .split import ConformalSetPredictor
+from .pvalues import conformal_p_values, online_p_values
+from .martingales import MARTINGALES, ExchangeabilityMartingale
 from .label_shift import LABEL_SHIFT_METHODS, estimate_label_shift
 
 __all__ = [
@@ -83,6 +87,10 @@ __all__ = [
     "SET_LOSSES",
     "FWER_PROCEDURES",
     "ConditionalSetPredictor",
+    "conformal_p_values",
+    "online_p_values",
+    "ExchangeabilityMartingale",
+    "MARTINGALES",
     "estimate_label_shift",
     "LABEL_SHIFT_METHODS",
 ]

@@ -498,6 +498,7 @@ class ConformalSetPredictor:
                 row_stats(np.ascontiguousarray(X), row0, "P_cal")
         self.seed_ = _seed(self.random_state)
         self._test_rng = None  # predict's uniforms: a fresh stream from this fit's seed
+        self._p_cells = self._tau_rng = None  # predict_p's calibration scores (ranked scores) and its tau
         K = P_cal.shape[1]
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
         if weights is not None:
@@ -521,12 +522,14 @@ class ConformalSetPredictor:
             self.quantile_ = noisy_label_threshold(S, y_cal, V, eps)
             self.n_classes_ = K
             return self
-        if groups is not None and self.score in (*RANKED_SCORES, "hierarchical"):
-            s = self._scores(P_cal, y_cal, chunk_bytes, U)
-            marginal = _Calibration(_order_statistic(s, eps))
+        if self.score in RANKED_SCORES or (groups is not None and self.score == "hierarchical"):
+            s = self._scores(P_cal, y_cal, chunk_bytes, U)  # once: the thresholds and predict_p's counts
         else:
             s = None
-            marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes, U)
+        if groups is not None and s is not None:
+            marginal = _Calibration(_order_statistic(s, eps))
+        else:
+            marginal = self._calibrate(P_cal, y_cal, eps, chunk_bytes, U, s)
         self.quantile_ = marginal.quantile
         for attr, value in (("quantiles_", marginal.quantiles), ("parameter_", marginal.parameter),
                             ("utility_", marginal.utility), ("clusters_", marginal.clusters),
@@ -536,6 +539,11 @@ class ConformalSetPredictor:
         self.n_classes_ = K
         if groups is not None:
             self._fit_groups(P_cal, y_cal, groups, eps, marginal, chunk_bytes, s)
+        if s is not None and self.score in RANKED_SCORES and self.class_conditional in (False, True):
+            from .pvalues import calibration_cells  # predict_p counts against these
+
+            cells = None if groups is None else np.unique(groups, return_inverse=True)[1].reshape(-1)
+            self._p_cells = calibration_cells(self, s, y_cal, cells)
         return self
 
     def _check_shift_or_noise(self, P_cal, y_cal, groups, weights, class_weights):
@@ -631,7 +639,7 @@ class ConformalSetPredictor:
             s[_calibration_label_ranks(P, y, chunk_bytes) == 1] = 0.0
         return s
 
-    def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int, U=None) -> "_Calibration":
+    def _calibrate(self, P, y, eps: Fraction, chunk_bytes: int, U=None, s=None) -> "_Calibration":
         """One calibration (threshold or family parameter) from the rows ``P``, ``y`` (``U``: their
         uniforms for the randomised scores).
 
@@ -642,9 +650,10 @@ class ConformalSetPredictor:
         K = P.shape[1]
         if self.score in ("fbeta", "credal"):
             return self._fit_family(P, y, eps, K, chunk_bytes)
-        if self.score == "lac" and not self.class_conditional:
-            return _Calibration(conformal_quantile(P, y, eps))
-        s = self._scores(P, y, chunk_bytes, U)
+        if self.score == "lac" and not self.class_conditional:  # s given: _lac_scores, as conformal_quantile's
+            return _Calibration(conformal_quantile(P, y, eps) if s is None else _order_statistic(s, eps))
+        if s is None:  # the ranked scores' s(x_i, y_i) (given when fit computed them)
+            s = self._scores(P, y, chunk_bytes, U)
         if self.class_conditional == "clustered":
             from .clustered import clustered_quantiles
 
@@ -938,6 +947,28 @@ class ConformalSetPredictor:
             parts.append((rows, out))
         merged = _merge_rows(parts, P.shape[0], P.shape[1])
         return (merged, nodes) if return_nodes else merged
+
+    def predict_p(self, P, groups=None, *, smoothed: bool = False, row_seeds=None,
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> np.ndarray:
+        """Conformal p-values (Vovk et al.) of every class of the rows of ``P``: an ``(n, K)`` array.
+
+        ``p[i, c] = (1 + #{calibration scores >= s(x_i, c)}) / (n_cell + 1)``, counted in the
+        cell that calibrates the row's class ``c``: all calibration rows (marginal), those of
+        label ``c`` (``class_conditional=True``) or of the row's group (``groups``, Mondrian; a
+        small or unseen group as ``predict`` treats it, ``small_groups="full"``: 1).  The set at
+        ``epsilon`` is ``{c : p[i, c] > epsilon}``, exactly :meth:`predict`'s (the same scores, the
+        same tolerance; with ``empty="top1"`` an empty one becomes the top class).
+        ``smoothed=True``: ``(#{>} + tau (1 + #{=})) / (n_cell + 1)``, ``tau`` one uniform per row,
+        exactly uniform for the true label (:mod:`svbop.conformal.pvalues`).  The randomised
+        scores' uniforms come as :meth:`predict` draws them (fresh from the model's generator, or
+        from ``row_seeds``); ``tau`` from a stream of its own (or ``row_seeds``).  The ranked
+        scores, marginal, ``class_conditional=True`` or grouped; not with ``weights``.
+        """
+        if not hasattr(self, "quantile_"):
+            raise ValueError("ConformalSetPredictor is not fitted: call fit(P_cal, y_cal) first")
+        from .pvalues import predictor_p_values
+
+        return predictor_p_values(self, P, groups, smoothed, row_seeds, chunk_bytes)
 
     def predict_mask(self, P, groups=None, *, weights=None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                      row_seeds=None) -> np.ndarray:
