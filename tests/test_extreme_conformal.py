@@ -245,3 +245,62 @@ def test_mask_and_sets_past_their_bounds_are_refused(monkeypatch):
     monkeypatch.setattr(lazy, "MAX_SET_ENTRIES", 500)
     with pytest.raises(ValueError, match="100 rows hold every class"):
         every.predict(TreeProbabilities(model, X))
+
+
+# --- svbop report on top-k outputs ----------------------------------------------------------------
+
+def _top_k_files(folder, n=3000, k=10, K=50_000, seed=0, outside=0.03):
+    rng = np.random.default_rng(seed)
+    ind = np.sort(rng.integers(0, K - k, (n, k)), axis=1) + np.arange(k)
+    val = rng.gamma(0.3, size=(n, k))
+    val = val / val.sum(axis=1, keepdims=True) * (1 - outside)
+    pos = (val.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1)
+    y = np.where(pos < k, ind[np.arange(n), np.minimum(pos, k - 1)], (ind[:, -1] + 1) % K)
+    SparseOutputs(ind, val, K).save(folder / "top.npz")
+    np.save(folder / "y.npy", y)
+    return folder / "top.npz", folder / "y.npy", ind, val, y
+
+
+def test_svbop_report_on_a_top_k_file(tmp_path):
+    """`svbop report --test top.npz labels.npy` (detected by its arrays) makes the sets defined on top-k
+    outputs at every level, the same as the library on the same split, and says what it cannot run."""
+    import csv
+
+    from svbop.cli import main
+
+    scores, labels, ind, val, y = _top_k_files(tmp_path)
+    out = tmp_path / "rep"
+    assert main(["report", "--test", str(scores), str(labels), "-o", str(out), "--epsilon", "0.1",
+                 "--epsilon", "0.2"]) == 0
+    rows = list(csv.DictReader(open(out / "tables" / "top_k_sets.csv")))
+    assert {r["method"] for r in rows} == {"lac", "aps", "raps", "saps", "topk"}
+    page = (out / "report.html").read_text()
+    assert "Not run on top-k outputs" in page and "temperature scaling" in page
+    # the library on the same seeded split gives the same coverage
+    perm = np.random.default_rng(0).permutation(y.size)
+    cal, test = np.sort(perm[:300]), np.sort(perm[300:])
+    src = SparseOutputs(ind, val, 50_000)
+    sets = ConformalSetPredictor(0.1, score="lac", random_state=0).fit(src.take(cal), y[cal]).predict(src.take(test))
+    lac = next(r for r in rows if r["method"] == "lac" and float(r["epsilon"]) == 0.1)
+    assert float(lac["coverage_pct"]) == pytest.approx(100 * sets.contains(y[test]).mean(), abs=1e-3)
+    # a second run into the same folder is allowed (it is svbop report's)
+    assert main(["report", "--test", str(scores), str(labels), "-o", str(out)]) == 0
+
+
+def test_svbop_report_refuses_bad_top_k_input(tmp_path, capsys):
+    from svbop.cli import main
+
+    scores, labels, ind, val, y = _top_k_files(tmp_path, n=200)
+    bad = tmp_path / "bad.npz"
+    ind2 = ind.copy()
+    ind2[5, 3] = ind2[5, 2]
+    np.savez(bad, indices=ind2, values=val, K=np.int64(50_000))
+    assert main(["report", "--test", str(bad), str(labels), "-o", str(tmp_path / "r1")]) != 0
+    assert "row 5 of indices names class" in capsys.readouterr().err
+    np.save(tmp_path / "short.npy", y[:10])
+    assert main(["report", "--test", str(scores), str(tmp_path / "short.npy"), "-o", str(tmp_path / "r2")]) != 0
+    assert "10 labels but the top-k file has 200 rows" in capsys.readouterr().err
+    assert main(["report", "--test", str(scores), str(labels), "--hierarchy", str(labels), "-o",
+                 str(tmp_path / "r3")]) != 0
+    assert "--hierarchy: not with top-k outputs" in capsys.readouterr().err
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "r3").exists()

@@ -32,6 +32,46 @@ __all__ = ["SparseOutputs", "is_sparse_outputs_file", "SPARSE_KINDS"]
 SPARSE_KINDS = ("probabilities", "logits")
 #: Largest row sum of probabilities accepted (the dense rows' tolerance: rounding of a softmax).
 _SUM_TOLERANCE = 1e-6
+#: Rows checked (and converted) at a time.
+_CHECK_ROWS = 1 << 16
+
+
+def _check_block(ind, val, K, kind, row0, where, out=None) -> None:
+    """Every check of rows ``row0 ..`` of the arrays (one line naming the first bad row); ``out``: where
+    the logits' softmax goes."""
+    bad = (ind < 0) | (ind >= K)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValueError(f"{where}indices[{row0 + r}, {c}] = {int(ind[r, c])} is not a class id in 0 .. {K - 1}")
+    srt = np.sort(ind, axis=1)
+    rep = srt[:, 1:] == srt[:, :-1]
+    if rep.any():
+        r = int(np.flatnonzero(rep.any(axis=1))[0])
+        c = int(srt[r, 1:][rep[r]][0])
+        raise ValueError(f"{where}row {row0 + r} of indices names class {c} twice: a row's classes must be unique")
+    del srt, rep
+    finite = np.isfinite(val)
+    if not finite.all():
+        r, c = np.argwhere(~finite)[0]
+        raise ValueError(f"{where}values[{row0 + r}, {c}] = {float(val[r, c])!r}: values must be finite")
+    if kind == "probabilities":
+        neg = val < 0
+        if neg.any():
+            r, c = np.argwhere(neg)[0]
+            raise ValueError(f"{where}values[{row0 + r}, {c}] = {float(val[r, c])!r}: probabilities must be >= 0")
+        total = val.sum(axis=1, dtype=np.float64)
+        over = np.flatnonzero(total > 1 + _SUM_TOLERANCE)
+        if over.size:
+            raise ValueError(f"{where}row {row0 + int(over[0])} of values sums to {float(total[over[0]])!r}: the top-k"
+                             f" probabilities of a row sum to at most 1 (kind='logits' for scores)")
+        zero = np.flatnonzero(total <= 0)
+        if zero.size:
+            raise ValueError(f"{where}row {row0 + int(zero[0])} of values is all zero: a row needs a class of positive"
+                             f" probability")
+    else:
+        e = np.exp(val - val.max(axis=1, keepdims=True), dtype=np.float64)
+        e /= e.sum(axis=1, keepdims=True)
+        out[...] = e
 
 
 class SparseOutputs:
@@ -66,6 +106,7 @@ class SparseOutputs:
         K = int(n_classes)
         ind = np.asarray(indices)
         val = np.asarray(values)
+        values = val
         for name, a in (("indices", ind), ("values", val)):
             if a.ndim != 2:
                 raise ValueError(f"{where}{name} must be 2-d (n rows, k classes per row), got shape {a.shape}")
@@ -83,39 +124,12 @@ class SparseOutputs:
                 raise ValueError(f"{where}indices must hold integer class ids, got dtype {ind.dtype}")
         if val.dtype.kind not in "iuf" or val.dtype == bool:
             raise ValueError(f"{where}values must hold numbers, got dtype {val.dtype}")
-        ind = ind.astype(np.int64, copy=False)
-        bad = (ind < 0) | (ind >= K)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            raise ValueError(f"{where}indices[{r}, {c}] = {int(ind[r, c])} is not a class id in 0 .. {K - 1}")
-        srt = np.sort(ind, axis=1)
-        rep = srt[:, 1:] == srt[:, :-1]
-        if rep.any():
-            r = int(np.flatnonzero(rep.any(axis=1))[0])
-            c = int(srt[r, 1:][rep[r]][0])
-            raise ValueError(f"{where}row {r} of indices names class {c} twice: a row's classes must be unique")
-        val = val.astype(np.float64)
-        finite = np.isfinite(val)
-        if not finite.all():
-            r, c = np.argwhere(~finite)[0]
-            raise ValueError(f"{where}values[{r}, {c}] = {float(val[r, c])!r}: values must be finite")
-        if kind == "probabilities":
-            neg = val < 0
-            if neg.any():
-                r, c = np.argwhere(neg)[0]
-                raise ValueError(f"{where}values[{r}, {c}] = {float(val[r, c])!r}: probabilities must be >= 0")
-            total = val.sum(axis=1)
-            over = np.flatnonzero(total > 1 + _SUM_TOLERANCE)
-            if over.size:
-                raise ValueError(f"{where}row {int(over[0])} of values sums to {float(total[over[0]])!r}: the top-k"
-                                 f" probabilities of a row sum to at most 1 (kind='logits' for scores)")
-            zero = np.flatnonzero(total <= 0)
-            if zero.size:
-                raise ValueError(f"{where}row {int(zero[0])} of values is all zero: a row needs a class of"
-                                 f" positive probability")
-        else:  # the softmax over the k logits (probability 0 outside)
-            val = np.exp(val - val.max(axis=1, keepdims=True))
-            val /= val.sum(axis=1, keepdims=True)
+        if kind == "logits":
+            val = np.empty(ind.shape)  # the softmax over the k logits, filled block by block below
+        for lo in range(0, n, _CHECK_ROWS):  # block by block: memory bounded by the arrays, not copies of them
+            hi = min(n, lo + _CHECK_ROWS)
+            _check_block(ind[lo:hi], np.asarray(values[lo:hi]) if kind == "logits" else val[lo:hi], K, kind, lo,
+                         where, val[lo:hi] if kind == "logits" else None)
         self.indices = ind
         self.values = val
         self.n_classes = K
@@ -147,7 +161,7 @@ class SparseOutputs:
         """``(classes, V, count)`` of the rows ``rows``: each row's classes of positive probability by
         decreasing probability (ties by class id, the order of the dense path), ``V`` their
         probabilities divided by the row's sum, ``count`` how many (padding: class -1, value 0)."""
-        ind, val = self.indices[rows], self.values[rows]
+        ind, val = self.indices[rows], self.values[rows].astype(np.float64)
         order = np.lexsort((ind, -val), axis=1) if ind.size else np.zeros(ind.shape, dtype=np.int64)
         ind = np.take_along_axis(ind, order, axis=1)
         val = np.take_along_axis(val, order, axis=1)
@@ -158,7 +172,7 @@ class SparseOutputs:
 
     def toarray(self, rows=slice(None)) -> np.ndarray:
         """The dense rows (zeros outside the top-k): for checks at small ``K``."""
-        ind, val = self.indices[rows], self.values[rows]
+        ind, val = self.indices[rows], self.values[rows].astype(np.float64)
         out = np.zeros((ind.shape[0], self.n_classes))
         np.put_along_axis(out, ind, val, axis=1)
         return out

@@ -158,7 +158,8 @@ def report_config(
         "baselines": {"icp_epsilon": [float(e) for e in epsilons]},
         "methods": methods,
         # no Table 4 scaling figure (svbop's own benchmark of the paper's algorithms, not this model's)
-        "report": {"title": f"Set-valued predictions of {title or name}", "illustrations": {}, "scaling": None},
+        "report": {"title": f"Set-valued predictions of {title or (name if name != 'model' else Path(test[0]).name)}",
+                   "illustrations": {}, "scaling": None},
         "datasets": {name: entry},
     }
 
@@ -341,7 +342,8 @@ def _check_folder(out: Path, root: Path) -> None:
                              "real files inside the folder: remove the link or choose another folder")
     if (out / WORK_DIR).is_dir() and not (out / WORK_DIR).is_symlink():
         check_lock_file(out / WORK_DIR, out)  # a FIFO or a device in its place: named, never opened
-    ours = (out / WORK_DIR / "Snakefile").is_file() or (out / WORK_DIR / LOCK_NAME).is_file()
+    ours = ((out / WORK_DIR / "Snakefile").is_file() or (out / WORK_DIR / LOCK_NAME).is_file()
+            or (out / WORK_DIR / "top_k.json").is_file())  # a page about top-k outputs (svbop.report.top_k)
     if not ours:
         taken = [name for name in OUTPUT_NAMES if (out / name).exists()]
         if taken:
@@ -644,6 +646,10 @@ def main(args) -> int:
     models = report_models(args)
     for m in models:
         check_options(epsilons=args.epsilon, cores=args.cores, name=m["name"])
+    from .top_k import is_top_k_run, main_top_k
+
+    if is_top_k_run(models):  # each row's top-k classes only: the short path (svbop.report.top_k)
+        return main_top_k(args, models)
     out = Path(args.output).expanduser()
     _check_folder(out, workflow_root())
     for m in models:
@@ -688,6 +694,7 @@ def main(args) -> int:
         config["run"] = [m["name"] for m in models]
         config["datasets"] = {m["name"]: c["datasets"][m["name"]] for m, c in zip(models, configs)}
         config["report"]["title"] = args.title or f"Set-valued predictions of {', '.join(config['run'])}"
+        config["report"]["examples_from"] = config["run"][0]  # the same example rows for every model
     from ..config import ConfigError, check_config, load_yaml, merge_configs, validate_config
 
     try:  # the workflow's own config checks, here, before it starts
