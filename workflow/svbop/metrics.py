@@ -795,3 +795,17 @@ def running_coverage(sets, y, window: int | None = None) -> np.ndarray:
     out = cum.astype(np.float64)
     out[w:] -= cum[:-w]
     return out / np.minimum(t, w)
+
+
+# The calibration metrics with their bootstrap intervals live in their own module (one concept); they are
+# re-exported here, where the other metrics are (that module imports this one only inside its functions).
+from .calibration_metrics import (  # noqa: E402
+    Estimate,
+    adaptive_ece,
+    auarc,
+    classwise_ece,
+    confidence_auroc,
+    smooth_ece,
+)
+
+__all__ += ["Estimate", "adaptive_ece", "auarc", "classwise_ece", "confidence_auroc", "smooth_ece"]
