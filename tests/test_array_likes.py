@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 import svbop
 from svbop.baselines import ConformalSetPredictor
@@ -263,7 +264,7 @@ def test_jax_arrays_give_the_numpy_results():
     if importlib.util.find_spec("jax") is None:
         pytest.skip("jax (the test extra: pip install -e '.[test]') is not installed")
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_array_likes as t; t._jax_check()"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    result = run_watched([sys.executable, "-c", code])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 

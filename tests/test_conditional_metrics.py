@@ -5,6 +5,7 @@ the coverage indicators passed where they belong (skipped without TorchCP)."""
 import numpy as np
 import pytest
 from sklearn.model_selection import train_test_split
+from watched import run_watched
 
 import svbop
 from svbop.metrics import (
@@ -218,8 +219,7 @@ def test_wsc_split_is_scikit_learns_train_test_split_without_importing_it():
     code = ("import sys; sys.modules['sklearn'] = None; import numpy as np, svbop; from svbop.metrics import "
             "worst_slab_coverage as w; r = np.random.default_rng(0); P = r.dirichlet(np.ones(4), 50); "
             "print(w(svbop.predict_sets(P, 'fbeta:beta=1'), r.integers(0, 4, 50), P, M=5))")
-    import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = run_watched([sys.executable, "-c", code])
     assert out.returncode == 0, out.stderr[-2000:]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pytest
 from test_workflow import ROOT
+from watched import run_watched
 
 pytest.importorskip("snakemake", reason="snakemake is not installed (pip install -e '.[pipeline]')")
 
@@ -27,7 +27,7 @@ def test_the_page_has_the_commands_it_promises():
 def test_the_commands_of_your_model_md_build_the_report(tmp_path):
     outputs = []
     for block in _bash_blocks():
-        result = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        result = run_watched(["bash", "-e", "-c", block], cwd=tmp_path)
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
         outputs.append(result.stdout + result.stderr)
     text = outputs[-1]

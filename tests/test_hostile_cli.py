@@ -14,12 +14,12 @@ import os
 import re
 import resource
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 import svbop
 from svbop.cli import main
@@ -142,8 +142,7 @@ def _child(argv, tmp_path):
     def bound():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         preexec_fn=bound, env={**os.environ, "PYTHONPATH": SVBOP_ROOT},
+    run = run_watched([sys.executable, "-c", code], preexec_fn=bound, env={**os.environ, "PYTHONPATH": SVBOP_ROOT},
                          cwd=tmp_path)
     return run.returncode, run.stderr
 

@@ -153,7 +153,7 @@ def test_the_lock_is_dropped_when_its_holder_dies(tmp_path):
     code = (f"import os, sys; sys.path.insert(0, {str(CHECKOUT / 'workflow')!r}); "
             f"from svbop.report.folder import hold_folder; from pathlib import Path; "
             f"hold_folder(Path({str(work)!r}), Path({str(out)!r})); print('held', flush=True); os.kill(os.getpid(), 9)")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert child.stdout.strip() == "held" and child.returncode == -9
     os.close(hold_folder(work, out))  # kill -9 left no lock behind
 
@@ -190,12 +190,12 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_temporary_file(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "svbop", "report", "--test", *files, "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(out.glob(".svbop_report.log.*")):
+    deadline = time.monotonic() + 1200  # ten times what it takes here, under load
+    while time.monotonic() < deadline and proc.poll() is None and not list(out.glob(".svbop_report.log.*")):
         time.sleep(0.2)
     time.sleep(2)  # Snakemake is starting its jobs
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=1200)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "svbop: interrupted; rerun the same command to go on"
@@ -418,7 +418,7 @@ def test_a_killed_runs_workflow_that_still_holds_the_folder_is_named(tmp_path):
             f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], cwd={str(work)!r}, "
             f"pass_fds=(fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid, flush=True); "
             f"os.kill(os.getpid(), 9)")
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     workflow = int(child.stdout.strip())
     try:
         with pytest.raises(ValueError) as info:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from watched import run_watched
 
 from svbop.io import load_scores
 from svbop.linear import LinearModel
@@ -50,7 +51,7 @@ def refused(code: str, *, cap: int = CAP, env: dict | None = None) -> str:
     ).format(cap=cap, body=textwrap.indent(body, "    "))
     child_env = {**os.environ, "PYTHONPATH": f"{WORKFLOW}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                  "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", **(env or {})}
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env, timeout=600)
+    run = run_watched([sys.executable, "-c", script], env=child_env)
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
 
@@ -197,8 +198,7 @@ def cli(args: list[str]) -> subprocess.CompletedProcess:
               "from svbop.cli import main; sys.exit(main(sys.argv[1:]))" % (CAP, CAP))
     env = {**os.environ, "PYTHONPATH": f"{WORKFLOW}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OPENBLAS_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return run_watched([sys.executable, "-c", script, *map(str, args)], env=env)
 
 
 def npy_bytes(shape: tuple[int, ...], dtype=np.float64, data: bytes = b"") -> bytes:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import os
 import pickle
-import subprocess
 import sys
 import textwrap
 import tracemalloc
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 import svbop
 from svbop.datasets import Hierarchy, hierarchy_from_labels, read_hierarchy
@@ -139,8 +139,7 @@ def test_a_hierarchy_that_is_not_a_regular_file_is_refused(tmp_path, target):
         except ValueError as exc:
             print(exc)
     """)
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": SVBOP_ROOT})
+    run = run_watched([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": SVBOP_ROOT})
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout == f"{target}: not a regular file (the edges hierarchy file)\n"
 
@@ -247,8 +246,7 @@ def test_editing_a_hierarchy_in_place_does_not_crash_the_kernels():
         sets = svbop.predict_sets_hierarchical(P, "fbeta:beta=1", h, 2)
         print("ok", len(sets))
     """)
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "PYTHONPATH": SVBOP_ROOT})
+    run = run_watched([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": SVBOP_ROOT})
     assert run.returncode == 0 and "ok 3" in run.stdout, (run.returncode, run.stderr[-2000:])
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from watched import run_watched
 
 pytest.importorskip("nmslib", reason="needs NMSLIB's python binding (pip install nmslib)")
 
@@ -43,8 +43,7 @@ def in_child(script: str, *args: str) -> list[str]:
     code = "import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, ({0}, {0}))\n".format(CAP)
     env = {**os.environ, "PYTHONPATH": f"{WORKFLOW}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-c", code + textwrap.dedent(script), *args], capture_output=True,
-                         text=True, env=env, timeout=600)
+    run = run_watched([sys.executable, "-c", code + textwrap.dedent(script), *args], env=env)
     assert run.returncode == 0, (f"the child died (status {run.returncode}) after:\n{run.stdout[-3000:]}\n"
                                  f"{run.stderr[-3000:]}")
     return run.stdout.splitlines()

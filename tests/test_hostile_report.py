@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from watched import run_watched
 import yaml
 
 from svbop.report import table2, write_table
@@ -109,9 +110,9 @@ def _compile(tex_files: list[Path], folder: Path) -> subprocess.CompletedProcess
         "{\\providecommand\\toprule{\\hline}\\providecommand\\midrule{\\hline}\\providecommand\\bottomrule{\\hline}}\n"
         f"\\begin{{document}}\n{inputs}\n\\end{{document}}\n"
     )
-    return subprocess.run(
+    return run_watched(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "doc.tex"],
-        cwd=folder, capture_output=True, text=True, timeout=300,
+        cwd=folder,
     )
 
 

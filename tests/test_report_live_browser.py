@@ -24,6 +24,7 @@ from browser import chromium_executable
 from svbop import ConformalSetPredictor
 from svbop.io import load_score_arrays
 from svbop.report.browser import run_chromium
+from watched import run_watched
 
 needs_chromium = pytest.mark.skipif(
     chromium_executable() is None,
@@ -45,8 +46,7 @@ def _write(folder: Path) -> None:
 
 
 def _report(files: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "svbop", "report", *extra, "-o", str(out)], cwd=files,
-                          capture_output=True, text=True, timeout=1200)
+    return run_watched([sys.executable, "-m", "svbop", "report", *extra, "-o", str(out)], cwd=files)  # stopped if hung
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import html as html_lib
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from watched import run_watched
 
 NAMES = ["cat", "dog", "horse", "ship", "truck", "frog"]
 K = len(NAMES)
@@ -45,13 +45,13 @@ def model_run(tmp_path_factory):
     files = tmp_path_factory.mktemp("files")
     _write(files)
     out = tmp_path_factory.mktemp("page") / "out"
-    result = subprocess.run(
+    result = run_watched(  # stopped only if it hangs
         [sys.executable, "-m", "svbop", "report", "--name", "pets",
          "--test", str(files / "test_logits.npy"), str(files / "test_labels.npy"),
          "--validation", str(files / "val_logits.npy"), str(files / "val_labels.npy"),
          "--calibration", str(files / "cal_logits.npy"), str(files / "cal_labels.npy"),
          "--class-names", str(files / "names.txt"), "--cores", "2", "-o", str(out)],
-        capture_output=True, text=True, timeout=1200)
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     page = next(p for p in (out / "report.html", out / "results" / "report.html") if p.is_file())
     tables = next(p for p in (out / "tables", out / "results" / "tables") if (p / "choose_sets.csv").is_file())

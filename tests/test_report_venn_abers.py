@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 K = 5
 
@@ -25,12 +25,12 @@ def test_svbop_report_with_venn_abers(tmp_path):
         np.save(tmp_path / f"{part}_logits.npy", 3 * z)  # over-confident logits
         np.save(tmp_path / f"{part}_labels.npy", (P.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1))
     out = tmp_path / "out"
-    result = subprocess.run(
+    result = run_watched(  # stopped only if it hangs
         [sys.executable, "-m", "svbop", "report", "--name", "va", "--calibrate", "venn_abers",
          *(a for part, flag in (("test", "--test"), ("val", "--validation"), ("cal", "--calibration"))
            for a in (flag, str(tmp_path / f"{part}_logits.npy"), str(tmp_path / f"{part}_labels.npy"))),
          "--cores", "2", "-o", str(out)],
-        capture_output=True, text=True, timeout=1800)
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     page = next(p for p in out.rglob("report.html")).read_text()
     assert "calibrate: venn_abers" in page and "Venn-Abers" in page

@@ -9,12 +9,12 @@ import html as html_lib
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 from svbop.cli import main
 
@@ -189,9 +189,8 @@ def shift_run(tmp_path_factory):
         argv += [flag, str(files / f"{part}_p.npy"), str(files / f"{part}_y.npy"),
                  f"--{prefix}weights", str(files / f"{part}_w.npy"),
                  f"--{prefix}group-columns", str(files / f"{part}_g.tsv")]
-    result = subprocess.run([sys.executable, "-m", "svbop", "report", *argv, "--calibrate", "none",
-                             "--outputs", "probabilities", "--cores", "2", "-o", str(out)],
-                            capture_output=True, text=True, timeout=1200)
+    result = run_watched([sys.executable, "-m", "svbop", "report", *argv, "--calibrate", "none",
+                          "--outputs", "probabilities", "--cores", "2", "-o", str(out)])
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     return out, files
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 sklearn = pytest.importorskip("sklearn", minversion="1.3", reason="svbop.sklearn needs scikit-learn >= 1.3")
 
@@ -102,7 +102,8 @@ def test_sklearn_estimator_checks(estimator, check):
 def test_import_svbop_does_not_import_sklearn():
     code = "import sys, svbop; assert 'sklearn' not in sys.modules, 'svbop imported sklearn'"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
+    run = run_watched([sys.executable, "-c", code], env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 # --- SetValuedClassifier: exact sets, as labels ----------------------------------------------------

@@ -33,6 +33,7 @@ import yaml
 
 from test_workflow import _copy_workflow
 from test_workflow_rehearsal import REHEARSAL, SHRINK
+from watched import run_watched
 
 # One utility and fewer baselines than the local shrunk rehearsal: every job costs two Snakemake
 # start-ups on SLURM (the batch job, then its srun step), about 15 s each on a loaded machine.
@@ -318,12 +319,12 @@ def test_the_shrunk_rehearsal_runs_on_a_slurm_cluster_with_each_rules_resources(
     profile.write_text(edited)
 
     started = datetime.datetime.now() - datetime.timedelta(minutes=1)
-    result = subprocess.run(
+    result = run_watched(  # stopped only if it hangs (Snakemake polls the queue: CPU time while jobs run)
         [sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/slurm",
          "--configfile", str(REHEARSAL), "shrink.yaml",
          # first status check after 1 s, not 40 (a real cluster keeps the default)
          "--slurm-init-seconds-before-status-checks", "1"],
-        cwd=workdir, env=cluster.env, capture_output=True, text=True, timeout=2400,
+        cwd=workdir, env=cluster.env,
     )
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-5000:]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from watched import run_watched
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.wheel]
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.wheel]
 
 def _run(cmd, **kw):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, **kw)
+    result = run_watched(cmd, env=env, **kw)  # stopped only if it hangs
     assert result.returncode == 0, (" ".join(map(str, cmd)) + "\n" + result.stdout[-3000:] + result.stderr[-3000:])
     return result
 
@@ -30,11 +31,11 @@ def _run(cmd, **kw):
 def venv(tmp_path_factory):
     """A fresh virtual environment with ``svbop[report]`` installed from a wheel built from this checkout."""
     base = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(ROOT)], timeout=600)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(ROOT)])
     wheel = next((base / "dist").glob("svbop-*.whl"))
-    _run([sys.executable, "-m", "venv", str(base / "venv")], timeout=300)
+    _run([sys.executable, "-m", "venv", str(base / "venv")])
     bin_ = base / "venv" / "bin"
-    _run([bin_ / "python", "-m", "pip", "install", "-q", f"{wheel}[report]"], timeout=1200, cwd=base)
+    _run([bin_ / "python", "-m", "pip", "install", "-q", f"{wheel}[report]"], cwd=base)
     return bin_
 
 
@@ -65,7 +66,7 @@ def test_svbop_report_from_an_empty_folder_with_class_names(venv, tmp_path):
     result = _run([venv / "svbop", "report", "--test", inputs / "test_logits.npy", inputs / "test_labels.npy",
                    "--validation", inputs / "val_logits.npy", inputs / "val_labels.npy",
                    "--class-names", inputs / "names.txt", "--cores", "2", "-o", "my_report"],
-                  cwd=empty, timeout=1200)
+                  cwd=empty)
     assert "svbop report: my_report/report.html (" in result.stdout
     out = empty / "my_report"
     assert sorted(p.name for p in empty.iterdir()) == ["my_report"]
@@ -82,12 +83,12 @@ def test_svbop_report_from_an_empty_folder_with_class_names(venv, tmp_path):
         "beyond_every_set.csv", "choose_sets.csv", "class_coverage_model.tsv"]
     assert "table3" not in html and "Table 3" not in html
     # the docs travel with the wheel
-    docs = _run([venv / "svbop", "docs", "your_model"], cwd=empty, timeout=120)
+    docs = _run([venv / "svbop", "docs", "your_model"], cwd=empty)
     assert "svbop report" in docs.stdout
     # a bad input is refused before any work, naming the user's file
     np.save(inputs / "short_labels.npy", np.zeros(5, dtype=int))
-    bad = subprocess.run([venv / "svbop", "report", "--test", inputs / "test_logits.npy", inputs / "short_labels.npy",
-                          "-o", "other"], cwd=empty, capture_output=True, text=True, timeout=300)
+    bad = run_watched([venv / "svbop", "report", "--test", inputs / "test_logits.npy", inputs / "short_labels.npy",
+                       "-o", "other"], cwd=empty)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1] == (
         f"svbop: error: {inputs / 'short_labels.npy'}: 5 labels but {inputs / 'test_logits.npy'} has 1200 rows")

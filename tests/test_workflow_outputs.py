@@ -6,7 +6,6 @@ the same Table 3 numbers as the pipeline."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from test_workflow import _copy_workflow, _snakemake
+from watched import run_watched
 
 K = 12
 
@@ -207,13 +207,12 @@ def test_svbop_report_gives_the_pipelines_table3(outputs_run, tmp_path):
 
     workdir, files = outputs_run
     out = tmp_path / "page"
-    result = subprocess.run(
+    result = run_watched(  # stopped only if it hangs
         [sys.executable, "-m", "svbop", "report", "--name", "mo_npy",
          "--test", str(files / "test_logits.npy"), str(files / "test_labels.npy"),
          "--validation", str(files / "val_logits.npy"), str(files / "val_labels.npy"),
          "--hierarchy", str(files / "tree.txt"), "--test-groups", str(files / "test_groups.txt"),
          "--validation-groups", str(files / "val_groups.txt"), "--cores", "2", "-o", str(out)],
-        capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     assert f"svbop report: {out / 'report.html'} (" in result.stdout
@@ -295,8 +294,8 @@ def test_svbop_report_refuses_a_folder_holding_other_files(tmp_path):
     np.save(tmp_path / "y.npy", np.arange(4) % 3)
     (tmp_path / "report.html").write_text("my page")
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = subprocess.run([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
-                             str(tmp_path / "y.npy"), "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    result = run_watched([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
+                          str(tmp_path / "y.npy"), "-o", str(tmp_path)])
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"svbop: error: -o {tmp_path}: already holds report.html, not svbop report's; choose a new or empty folder")
@@ -314,8 +313,8 @@ def test_svbop_report_never_writes_through_a_planted_link(tmp_path, name):
     (out / name).symlink_to(outside / "victim")
     np.save(tmp_path / "s.npy", np.full((4, 3), 1 / 3))
     np.save(tmp_path / "y.npy", np.arange(4) % 3)
-    result = subprocess.run([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
-                             str(tmp_path / "y.npy"), "-o", str(out)], capture_output=True, text=True, timeout=300)
+    result = run_watched([sys.executable, "-m", "svbop", "report", "--test", str(tmp_path / "s.npy"),
+                          str(tmp_path / "y.npy"), "-o", str(out)])
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"svbop: error: -o {out}: {name} is a link (to {outside / 'victim'}); svbop report writes only real files "
