@@ -34,6 +34,16 @@ each group, and it equals MAPIE's exact cutoff.  A group of the test row with no
 too few for its quantile, makes the fit unbounded: ``S* = inf``, every class.  ``S*`` depends on
 ``x`` only through ``phi(x)``, so it is computed once per distinct
 row of ``Phi_test`` (``2^d`` patterns at most for ``d`` groups).
+
+*Many patterns.*  A fresh programme per pattern costs tens of milliseconds (2^16 patterns of 16
+groups: hours).  The patterns differ only in the dual's right-hand side, so they are solved by one
+bounded dual simplex, warm-started from the previous pattern's optimal basis (it stays dual
+feasible), in Gray-code order (neighbours differ in one group): a few pivots of ``O(d n)`` each per
+pattern (2^16 patterns over 2,000 calibration rows: about 25 s).  The smallest fit over the optimal
+face is that simplex's optimum for the right-hand side perturbed by ``-t phi(x)``, ``t -> 0+``
+(lexicographic values).  A pattern the simplex leaves unsettled (rounding in a degenerate basis) is
+solved on its own by HiGHS as above, which ``tests/test_hostile_issue56_library.py`` also checks
+the simplex against.
 """
 
 from __future__ import annotations
@@ -126,23 +136,73 @@ class ConditionalSetPredictor:
         self.n_groups_ = Phi.shape[1]
         self.group_counts_ = Phi.sum(axis=0).astype(np.int64)
         self._cache: dict[bytes, float] = {}
+        self._simplex = None  # built on the first call of thresholds
         return self
 
     def thresholds(self, Phi_test) -> np.ndarray:
-        """``S*`` of every test row: one pair of linear programmes per distinct row of ``Phi_test``."""
+        """``S*`` of every test row: computed once per distinct row of ``Phi_test`` (module docstring)."""
         if not hasattr(self, "scores_"):
             raise ValueError("ConditionalSetPredictor is not fitted: call fit(P_cal, y_cal, Phi_cal) first")
         Phi_test = check_group_columns(Phi_test, np.shape(Phi_test)[0] if np.ndim(Phi_test) else 0, "Phi_test")
         if Phi_test.shape[1] != self.n_groups_:
             raise ValueError(f"Phi_test has {Phi_test.shape[1]} group columns but fit had {self.n_groups_}")
         patterns, inverse = np.unique(Phi_test, axis=0, return_inverse=True)
-        q = np.empty(patterns.shape[0])
-        for j, row in enumerate(patterns):
-            key = np.packbits(row).tobytes()
-            if key not in self._cache:
-                self._cache[key] = self._cutoff(row)
-            q[j] = self._cache[key]
+        keys = [np.packbits(row).tobytes() for row in patterns]
+        todo = np.array([j for j, key in enumerate(keys) if key not in self._cache], dtype=np.int64)
+        if todo.size:
+            for j, value in zip(todo.tolist(), self._warm_cutoffs(patterns[todo])):
+                self._cache[keys[j]] = value
+        q = np.array([self._cache[key] for key in keys], dtype=np.float64)
         return q[inverse.reshape(-1)]
+
+    def _warm_cutoffs(self, patterns: np.ndarray) -> list[float]:
+        """The cutoffs of ``patterns`` (distinct rows of ``Phi_test``) by one warm-started dual
+        simplex (:func:`svbop.conformal._lp_kernels.warm_cutoffs`): a basis optimal for one pattern
+        is the start of the next, a few pivots each.  A pattern it leaves unsettled (rounding in a
+        degenerate basis) is solved on its own by :meth:`_cutoff`."""
+        from scipy.linalg import qr
+
+        from ._lp_kernels import INFEASIBLE, SOLVED, warm_cutoffs
+
+        tau = 1.0 - float(_epsilon(self.epsilon))
+        if self._simplex is None:
+            X = np.concatenate([np.ones((self.scores_.size, 1)), self.Phi_.astype(np.float64)], axis=1)
+            R, piv = qr(X, mode="r", pivoting=True)
+            diag = np.abs(np.diag(R))
+            rank = int(np.sum(diag > max(X.shape) * np.finfo(float).eps * diag[0] * 16))
+            cols = np.sort(piv[:rank])
+            # every column of X is X[:, cols] @ C[:, j]: a test pattern off that relation makes the
+            # constraints inconsistent (an unbounded fit: the cutoff is infinite)
+            C = np.linalg.lstsq(X[:, cols], X, rcond=None)[0]
+            A = np.ascontiguousarray(X[:, cols].T)  # r x n
+            basis = np.sort(qr(A, mode="r", pivoting=True)[1][:rank]).astype(np.int64)
+            y = np.linalg.solve(A[:, basis].T, self.scores_[basis])
+            reduced = self.scores_ - A.T @ y
+            status = np.where(reduced >= 0, 0, 1).astype(np.int8)
+            status[basis] = 2
+            self._simplex = (cols, C, np.ascontiguousarray(A.T), A.sum(axis=1), basis, status)
+        cols, C, AT, N, basis, status = self._simplex
+        phi = np.concatenate([np.ones((patterns.shape[0], 1)), patterns.astype(np.float64)], axis=1)
+        consistent = np.all(np.abs(phi[:, cols] @ C - phi) <= 1e-7, axis=1)
+        consistent &= ~np.any(patterns & (self.group_counts_ == 0), axis=1)
+        out = np.full(patterns.shape[0], math.inf)
+        which = np.flatnonzero(consistent)
+        if 0 < patterns.shape[1] < 63:  # in Gray-code order: neighbours differ in few groups, so few pivots
+            code = patterns[which].astype(np.int64) @ (np.int64(1) << np.arange(patterns.shape[1], dtype=np.int64))
+            shift = 1
+            while shift < 64:
+                code ^= code >> shift
+                shift *= 2
+            which = which[np.argsort(code, kind="stable")]
+        if which.size:
+            phis = np.ascontiguousarray(phi[which][:, cols])
+            values, flags = warm_cutoffs(AT, self.scores_, tau * (N + phis), -phis, phis, basis, status,
+                                         max(1000, 4 * self.scores_.size), np.empty(which.size),
+                                         np.empty(which.size, dtype=np.int8))
+            out[which] = values
+            for k in np.flatnonzero((flags != SOLVED) & (flags != INFEASIBLE)):
+                out[which[k]] = self._cutoff(patterns[which[k]])
+        return out.tolist()
 
     def _cutoff(self, row: np.ndarray) -> float:
         """``S* = phi^T beta_inf`` for the test pattern ``row`` (the smallest over the optimal face)."""
