@@ -9,6 +9,9 @@ of modern neural networks", ICML 2017) and measures calibration before and after
 
 - :func:`fit_temperature`: ``T`` minimising the negative log-likelihood (NLL) of
   ``softmax(z / T)`` on the validation rows, by a bounded 1-D search over ``log T``;
+- :func:`fit_conformal_temperature`: conformal temperature scaling (ConfTS, Xi et al. 2024,
+  TorchCP's ``ConfTSTrainer``): ``T`` minimising the squared gap between the APS threshold and
+  the APS scores of the true labels; ``calibrate: conftemp`` in the pipeline;
 - :func:`outputs_to_probabilities`: logits (or probabilities) -> ``P(c|x)`` at a temperature;
 - :class:`VennAbers` and :class:`VennAbersMultiClass` (from :mod:`svbop.venn_abers`): inductive
   Venn-Abers predictors (Vovk and Petej 2014), binary and one-vs-rest multi-class, whose
@@ -49,6 +52,7 @@ __all__ = [
     "calibrate_streams",
     "calibration_metrics",
     "expected_calibration_error",
+    "fit_conformal_temperature",
     "fit_temperature",
     "negative_log_likelihood",
     "outputs_to_probabilities",
@@ -58,8 +62,11 @@ __all__ = [
 ]
 
 #: ``calibrate:`` values: ``none`` keeps the model's probabilities, ``temperature`` fits one T,
-#: ``venn_abers`` fits one-vs-rest inductive Venn-Abers predictors (:mod:`svbop.venn_abers`).
-CALIBRATION_METHODS = ("none", "temperature", "venn_abers")
+#: ``venn_abers`` fits one-vs-rest inductive Venn-Abers predictors (:mod:`svbop.venn_abers`),
+#: ``conftemp`` fits one T for conformal sets (ConfTS, :func:`fit_conformal_temperature`).
+CALIBRATION_METHODS = ("none", "temperature", "venn_abers", "conftemp")
+#: The significance level ConfTS fits for (TorchCP's examples use alpha = 0.1).
+CONFTS_EPSILON = 0.1
 #: Bins of the top-label ECE and the reliability diagram (equal-mass; 15 as in Guo et al.).
 ECE_BINS = 15
 #: The bounds of the temperature search (T in [1/100, 100]): beyond them a model's scores carry
@@ -259,6 +266,111 @@ def fit_temperature(scores, y, *, outputs: str = "logits", bounds: tuple[float, 
     res = minimize_scalar(lambda t: nll(math.exp(t)), bounds=(math.log(lo), math.log(hi)), method="bounded",
                           options={"xatol": xatol})
     return float(math.exp(res.x))
+
+
+def _confts_curve(Z: np.ndarray, y: np.ndarray, outputs: str, epsilon: float, fraction: float):
+    """``T -> (loss, dloss/dT)`` of ConfTS with the threshold held fixed (TorchCP computes it on
+    detached logits): the rows' logits sorted once (a temperature never changes a row's ranking),
+    then per ``T`` the APS scores of the labels, the threshold of the first rows and the mean
+    squared gap on the others."""
+    n = Z.shape[0]
+    z = _logits(Z, outputs)
+    order = np.argsort(-z, axis=1, kind="stable")
+    zs = np.take_along_axis(z, order, axis=1)
+    zs -= zs[:, :1]  # <= 0, the top class 0
+    rank = np.argmax(order == y[:, None], axis=1)  # the label's place in its row's ranking
+    rows = np.arange(n)
+    m = int(fraction * n)
+    k = math.ceil((m + 1) * (1 - epsilon))
+
+    def loss(T: float) -> tuple[float, float]:
+        e = np.exp(zs / T)
+        c, cz = np.cumsum(e, axis=1), np.cumsum(zs * e, axis=1)
+        A, B = c[rows, rank], c[:, -1]
+        s = A / B  # APS (u = 0): the mass ranked at or before the label
+        ds = (-cz[rows, rank] * B + A * cz[:, -1]) / (T * T * B * B)  # d s / d T
+        tau = float(np.partition(s[:m], k - 1)[k - 1])
+        gap = tau - s[m:]
+        return float(np.mean(gap**2)), float(np.mean(-2.0 * gap * ds[m:]))
+
+    return loss
+
+
+def fit_conformal_temperature(scores, y, *, epsilon: float = CONFTS_EPSILON, outputs: str = "logits",
+                              init_temperature: float = 1.0, lr: float = 1e-3, steps: int = 100,
+                              fraction: float = 0.5, bounds: tuple[float, float] = T_BOUNDS) -> float:
+    """Conformal temperature scaling (ConfTS: Xi, Huang, Liu, Feng and Wei 2024, *Delving into
+    temperature scaling for adaptive conformal prediction*), as TorchCP 1.2.1's ``ConfTSTrainer``
+    fits it, made deterministic.
+
+    The rows are split as TorchCP splits a batch: the first ``m = floor(fraction * n)`` calibrate, the
+    others are scored.  At temperature ``T``, with ``s_T(x, y)`` the deterministic APS score (the
+    mass of ``softmax(z / T)`` ranked at or before ``y``: TorchCP's ``APS(randomized=False)``) and
+    ``tau(T)`` the split-conformal threshold of the first rows at level ``1 - epsilon`` (their
+    ``ceil((m + 1)(1 - epsilon))``-th smallest score, TorchCP's ``soft_qunatile=False``), the loss
+    is ``mean over the other rows of (tau(T) - s_T(x, y))^2``.  ``steps`` Adam steps (TorchCP's
+    optimiser and its default rate ``lr = 1e-3``; one full batch per step, betas 0.9 and 0.999) on
+    ``T`` from ``init_temperature``, with the gradient of the loss at a fixed ``tau`` (TorchCP
+    computes the threshold on detached logits), ``T`` kept within ``bounds``.
+
+    **The loss has no interior minimiser in general**: as ``T -> 0`` every APS score tends to 1,
+    and so does the threshold, and the loss falls to 0 (on the digits' outputs of the tests, it
+    falls monotonically from ``T = 5`` down to ``T = 0.01``), with sets that then hold every class
+    above the threshold.  ConfTS is therefore a short descent from ``init_temperature``, as in
+    TorchCP (its ``train`` ignores its ``lr`` argument: Adam's default rate); the steps and the rate
+    are what a user tunes.  ``tests/test_calibration_conftemp.py`` checks the loss and the descent
+    against TorchCP's own on the same logits.
+
+    Parameters
+    ----------
+    scores : (n, K) logits, or probabilities (``outputs="probabilities"``: ``z = log P``)
+    y : (n,) labels
+    epsilon : the significance level the sets will be made at
+    fraction : the share of rows that calibrate the threshold, in (0, 1)
+
+    Memory: the logits as float64, their ranking and two cumulative sums, ``40 n K`` bytes.
+    """
+    Z = _as_scores(scores, "scores")
+    n, K = Z.shape
+    yy = _as_labels(y, n, K)
+    if not (isinstance(epsilon, (int, float, np.floating)) and 0 < epsilon < 1):
+        raise ValueError(f"epsilon must be in (0, 1), got {epsilon!r}")
+    if not (isinstance(fraction, (int, float, np.floating)) and 0 < fraction < 1):
+        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+    if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if not (isinstance(lr, (int, float, np.floating)) and 0 < lr < math.inf):
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    lo, hi = (float(b) for b in bounds)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise ValueError(f"bounds: expected 0 < low < high, got {bounds!r}")
+    if not (isinstance(init_temperature, (int, float, np.floating)) and lo <= init_temperature <= hi):
+        raise ValueError(f"init_temperature must lie within bounds {bounds!r}, got {init_temperature!r}")
+    m = int(fraction * n)
+    if math.ceil((m + 1) * (1 - epsilon)) > m or m == n:
+        raise ValueError(f"scores: {n} rows are too few for ConfTS at epsilon={epsilon} (the first {m} give no finite"
+                         " threshold, or none are left to score)")
+    if outputs == "logits" and not np.all(np.isfinite(np.asarray(Z))):
+        raise ValueError("scores: non-finite logits (NaN or inf)")
+    loss = _confts_curve(np.asarray(Z), yy, outputs, float(epsilon), float(fraction))
+    T, m1, m2 = float(init_temperature), 0.0, 0.0
+    for t in range(1, int(steps) + 1):  # Adam (torch.optim.Adam's defaults)
+        _, g = loss(T)
+        m1 = 0.9 * m1 + 0.1 * g
+        m2 = 0.999 * m2 + 0.001 * g * g
+        T -= lr * (m1 / (1 - 0.9**t)) / (math.sqrt(m2 / (1 - 0.999**t)) + 1e-8)
+        T = min(max(T, lo), hi)
+    return T
+
+
+def _conftemp(scores, y, outputs: str) -> tuple[float, bool]:
+    """``calibrate: conftemp``: ConfTS's temperature on the validation rows (the descent starts at the
+    NLL's temperature, :func:`fit_temperature`, or 1 when the rows are separable), and whether it is at
+    a bound."""
+    start = 1.0 if separable(scores, y) else fit_temperature(scores, y, outputs=outputs)
+    T = fit_conformal_temperature(scores, y, outputs=outputs, init_temperature=start)
+    lo, hi = T_BOUNDS
+    return T, bool(T <= lo * 1.001 or T >= hi / 1.001)
 
 
 def separable(scores, y) -> bool:
@@ -489,13 +601,15 @@ def calibrate_parts(
     if "test" not in scores:
         raise ValueError("scores: no test part")
     T, at_bound, skipped, venn_abers = 1.0, False, None, None
-    if method in ("temperature", "venn_abers") and (
+    if method in ("temperature", "venn_abers", "conftemp") and (
             "validation" not in scores or np.asarray(labels["validation"]).size == 0):
         raise ValueError(f"calibrate: {method} is fitted on the validation rows, and there are none "
                          "(give a validation part or a split.validation size)")
     if method == "temperature":
         scaler = TemperatureScaling(outputs).fit(scores["validation"], labels["validation"])
         T, at_bound, skipped = scaler.temperature_, scaler.at_bound(), scaler.skipped_
+    elif method == "conftemp":
+        T, at_bound = _conftemp(scores["validation"], labels["validation"], outputs)
     elif method == "venn_abers":
         venn_abers = VennAbersMultiClass().fit(
             outputs_to_probabilities(scores["validation"], outputs=outputs, dtype=np.float64), labels["validation"])
@@ -586,10 +700,15 @@ def calibrate_streams(
                              "(give a validation part or a split.validation size)")
         scaler = TemperatureScaling(outputs).fit(scores["validation"], labels["validation"])
         T, at_bound, skipped = scaler.temperature_, scaler.at_bound(), scaler.skipped_
+    elif method == "conftemp":
+        if "validation" not in scores or np.asarray(labels["validation"]).size == 0:
+            raise ValueError("calibrate: conftemp is fitted on the validation rows, and there are none "
+                             "(give a validation part or a split.validation size)")
+        T, at_bound = _conftemp(scores["validation"], labels["validation"], outputs)
     record = {
         "method": method, "outputs": outputs, "temperature": T, "at_bound": at_bound, "bounds": list(T_BOUNDS),
         "ece_bins": int(n_bins), "ece_binning": "equal-mass (each bin the same number of rows), top-label",
-        "fitted_on": "validation" if method == "temperature" else None, "not_fitted": skipped,
+        "fitted_on": "validation" if method in ("temperature", "conftemp") else None, "not_fitted": skipped,
         "rows": {p: int(np.asarray(labels[p]).size) for p in scores},
     }
     specs = list(utilities)

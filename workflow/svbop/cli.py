@@ -451,9 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "all or once per --test")
     p.add_argument("--outputs", choices=("auto", "logits", "probabilities"), default="auto",
                    help="what the scores are (auto: probabilities when every row is non-negative and sums to 1)")
-    p.add_argument("--calibrate", choices=("temperature", "venn_abers", "none"), default="temperature",
+    p.add_argument("--calibrate", choices=("temperature", "venn_abers", "conftemp", "none"), default="temperature",
                    help="temperature scaling fitted on the validation rows before any set is made (default), or"
-                        " one-vs-rest inductive Venn-Abers (venn_abers), or none")
+                        " one-vs-rest inductive Venn-Abers (venn_abers), or conformal temperature scaling"
+                        " (conftemp: ConfTS, as TorchCP fits it), or none")
     p.add_argument("--class-names", help="one class name per line, in the scores' column order")
     p.add_argument("--hierarchy", help="a class tree over the classes (adds hierarchy-restricted sets)")
     p.add_argument("--hierarchy-format", choices=("edges", "lshtc_paths", "nested_lists", "taxonomy"),
