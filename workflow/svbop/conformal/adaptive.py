@@ -1,5 +1,6 @@
-"""Adaptive conformal inference (ACI) for a stream (Gibbs and Candes 2021):
-:class:`AdaptiveConformalSetPredictor`."""
+"""Online conformal sets for a stream, :class:`AdaptiveConformalSetPredictor`: adaptive conformal
+inference (ACI, Gibbs and Candes 2021), dynamically-tuned ACI (DtACI, Gibbs and Candes, JMLR 2024)
+and conformal PID control (Angelopoulos, Candes and Tibshirani, NeurIPS 2023)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ from .family import _FBETA_EVERY_CLASS, _credal_delta_max, _family_scores, _fami
 from .scores import CONFORMAL_SCORES, _calibration_scores, _ranked_scores
 from .split import ConformalSetPredictor
 
-__all__ = ["ACI_STEP", "AdaptiveConformalSetPredictor"]
+__all__ = ["ACI_STEP", "ADAPTIVE_METHODS", "DTACI_STEPS", "AdaptiveConformalSetPredictor"]
+
+#: The online methods of :class:`AdaptiveConformalSetPredictor`.
+ADAPTIVE_METHODS = ("aci", "dtaci", "pid")
+#: DtACI's default experts: the step sizes of Gibbs and Candes (2024), Section 4.
+DTACI_STEPS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128)
 
 # --- adaptive conformal inference (ACI) for a stream --------------------------------------------
 
@@ -84,6 +90,55 @@ class AdaptiveConformalSetPredictor:
     when even the largest credal sets (``delta = gamma``) miss the label; a level whose order
     statistic is such a row gives every class, as an infinite quantile does for the other scores.
 
+    **DtACI** (``method="dtaci"``; Gibbs and Candès, "Conformal inference for online prediction
+    with arbitrary distribution shifts", JMLR 2024, Algorithm 1).  ACI's step is a guess at how fast
+    the stream drifts.  DtACI runs one ACI expert per step ``gamma_i`` of ``steps`` (default
+    :data:`DTACI_STEPS`), each moving its own level ``alpha^i`` with *its own* errors, and weighs them
+    by exponential reweighting on the pinball loss ``l(beta_t, a) = eps (beta_t - a) - min(0, beta_t
+    - a)`` of each level, where ``beta_t`` is the largest level whose set holds ``y_t`` (the label's
+    conformal p-value: the set at ``a`` holds it iff ``a < beta_t``): ``w^i <- w^i exp(-eta
+    l(beta_t, alpha^i))``, then ``w <- (1 - sigma) w / sum(w) + sigma / k`` (a share ``sigma`` of
+    the mass spread back, so that an expert that was wrong long ago can come back within an
+    interval of ``interval`` rows).  ``sigma = 1/(2 interval)`` and ``eta = sqrt(3/interval)
+    sqrt((log(k interval) + 2) / ((1-eps)^2 eps^3 + eps^2 (1-eps)^3))`` as in the paper.  Row ``t``
+    gets the set of one expert, drawn with probability ``p_t^i = w^i / sum(w)`` (``random_state``).
+
+    *Long-run coverage of DtACI* (for any sequence; proof).  Write ``m_t = sum_i p_t^i err_t^i``,
+    the probability that row ``t`` misses given the past.  Expert ``i``'s update gives ``err_t^i -
+    eps = (alpha_t^i - alpha_{t+1}^i) / gamma_i``, and summing by parts with ``alpha^i - 1/2`` in
+    ``[-1/2 - gamma_i, 1/2 + gamma_i]`` (ACI's argument (i)),
+
+    ``|sum_{t<=T} (m_t - eps)| <= sum_i (1/2 + gamma_i)/gamma_i (p_1^i + p_T^i + sum_{t=2}^T
+    |p_t^i - p_{t-1}^i|) =: B_T``,
+
+    computed exactly from the weights (``dtaci_bound_``).  The movement of the weights is what
+    the step-size tuning costs (``O(eta + sigma)`` per row, the paper's extra term); the realised
+    misses differ from the ``m_t`` by a martingale (Azuma: ``sqrt(T log(2/delta)/2)`` with
+    probability ``1 - delta``).
+
+    **Conformal PID control** (``method="pid"``; Angelopoulos, Candès and Tibshirani, NeurIPS 2023).
+    The quantile tracker (P) plus an integrator (I): with ``E_t = sum_{i<=t} (err_i - eps)``, row
+    ``t`` gets ACI's set at the level
+
+    ``alpha_t = eps - lr E_{t-1} - ki tan(E_{t-1} log(t+1) / ((t+1) csat))``,
+
+    the tangent saturating: an argument at or above ``pi/2`` gives every class (``alpha = -inf``),
+    at or below ``-pi/2`` the empty set (``alpha = +inf``, even with ``empty="top1"``).  ``eps - lr
+    E_{t-1}`` is the tracker ``P_{t+1} = P_t + lr (eps - err_t)`` (ACI's update: with ``ki = 0`` it
+    is ACI with step ``lr``, set for set); the integrator adds a push that grows with the
+    accumulated error and with time.  The paper steers the threshold on the score's own scale; on
+    the level scale, where the sets are ACI's, one ``lr`` suits every score (LAC thresholds live
+    near 1, APS ones near 3; a fixed rate on the raw scale made the sets 20-50 % larger than ACI's
+    in our drift streams).  (The paper's optional scorecaster, a forecast of the next score, is not
+    included.)
+
+    *Long-run coverage of PID* (any sequence; proof).  Let ``h(t) = (pi/2) csat (t+1)/log(t+1)``
+    (increasing).  If ``E_{t-1} >= h(t-1)`` the set is every class, ``err_t = 0`` and ``E`` falls;
+    otherwise ``E_t < h(t-1) + 1``.  Symmetrically ``E_{t-1} <= -h(t-1)`` gives the empty set and
+    ``E`` rises (and ``E_t > -h(t) - eps``).  (``ki = 0`` has no integrator, hence ACI's bound.)  So ``|E_T| <= max_{t<=T} h(t) + 1 = max(h(1), h(T)) +
+    1``: ``|(1/T) sum err_t - eps| <= ((pi/2) csat max(2/log 2, (T+1)/log(T+1)) + 1)/T``
+    (``pid_bound(T)``: 0.017 at ``T = 10,000`` with the default ``csat``), whatever the scores.
+
     Parameters
     ----------
     epsilon : float
@@ -97,6 +152,18 @@ class AdaptiveConformalSetPredictor:
     k_reg, lam, empty, gamma
         As in :class:`ConformalSetPredictor` (``empty="top1"``: an empty set at ``0 < alpha_t < 1``
         becomes the top class; at ``alpha_t >= 1`` the set stays empty).
+    method : {"aci", "dtaci", "pid"}, default "aci"
+        ``dtaci`` and ``pid``: the ranked scores (``lac``, ``aps``, ``raps``, ``saps``, ``topk``,
+        ``margin``) only.
+    steps : sequence of float, optional
+        DtACI's experts' steps, each in (0, 1] (default :data:`DTACI_STEPS`).
+    interval : int, default 500
+        DtACI: the interval length ``I`` its ``sigma`` and ``eta`` are tuned for.
+    lr, ki, csat : float, default 0.02, 0.2, 0.1
+        PID: the quantile tracker's rate and the integrator's gain (on the level scale), and the
+        saturation constant.
+    random_state : int or numpy Generator, optional
+        DtACI: the draws of the expert of each row.
 
     Attributes
     ----------
@@ -105,7 +172,14 @@ class AdaptiveConformalSetPredictor:
     alpha_ : float
         The current working level (``alpha_1 = epsilon`` after ``fit``).
     alphas_ : ndarray
-        The levels used for the rows of the last :meth:`update`, in order.
+        The levels used for the rows of the last :meth:`update`, in order (PID: ``-inf``/``inf`` for
+        a saturated integrator).
+    expert_alphas_, weights_ : ndarray
+        DtACI: the experts' current levels and probabilities.
+    expected_errors_ : ndarray
+        DtACI: ``m_t``, each row's miss probability given the past (last :meth:`update`).
+    dtaci_bound_ : float
+        DtACI: ``B_T`` over every row since ``fit`` (see above).
     n_seen_, n_errors_ : int
         Rows seen by :meth:`update` since ``fit``, and how many of their sets missed the label.
     n_classes_ : int
@@ -132,9 +206,40 @@ class AdaptiveConformalSetPredictor:
         lam: float | None = None,
         empty: str = "top1",
         gamma: float | None = None,
+        method: str = "aci",
+        steps=None,
+        interval: int = 500,
+        lr: float = ACI_STEP,
+        ki: float = 0.2,
+        csat: float = 0.1,
+        random_state=None,
     ) -> None:
         if not isinstance(score, str) or score not in CONFORMAL_SCORES:  # no hierarchical score here (yet)
             raise ValueError(f"score must be one of {', '.join(CONFORMAL_SCORES)}; got {score!r}")
+        if not isinstance(method, str) or method not in ADAPTIVE_METHODS:
+            raise ValueError(f"method must be one of {', '.join(ADAPTIVE_METHODS)}; got {method!r}")
+        if method != "aci" and score in ("fbeta", "credal"):
+            raise ValueError(f"method={method!r} is for the ranked scores (lac, aps, raps, saps, topk, margin), not"
+                             f" score={score!r}")
+        if steps is None:
+            steps = DTACI_STEPS
+        try:
+            steps_arr = np.asarray(steps, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"steps must be numbers in (0, 1], got {steps!r}") from None
+        if steps_arr.size == 0 or not np.all((steps_arr > 0) & (steps_arr <= 1)):
+            raise ValueError(f"steps must be one or more numbers in (0, 1], got {steps!r}")
+        if isinstance(interval, (bool, np.bool_)) or not isinstance(interval, (int, np.integer)) or interval < 1:
+            raise ValueError(f"interval must be an integer >= 1, got {interval!r}")
+        for name, value in (("lr", lr), ("ki", ki), ("csat", csat)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not (value >= 0 and math.isfinite(value)) or (name == "csat" and value == 0):
+                raise ValueError(f"{name} must be a finite number {'> 0' if name == 'csat' else '>= 0'}, got {value!r}")
+        self.method = method
+        self.steps = tuple(steps_arr.tolist())
+        self.interval = int(interval)
+        self.lr, self.ki, self.csat = float(lr), float(ki), float(csat)
+        self.random_state = random_state
         # the same checks (and one-line messages) as the split-conformal predictor's
         check = ConformalSetPredictor(epsilon, score=score, k_reg=k_reg, lam=lam, empty=empty, gamma=gamma,
                                       randomized=False)
@@ -174,7 +279,28 @@ class AdaptiveConformalSetPredictor:
         self.n_seen_ = 0
         self.n_errors_ = 0
         self.n_classes_ = K
+        if self.method == "dtaci":
+            k = len(self.steps)
+            self.expert_alphas_ = np.full(k, float(self.epsilon))
+            self.weights_ = np.full(k, 1.0 / k)
+            self.expected_errors_ = np.empty(0)
+            self._p_first = self.weights_.copy()  # p_1, and the running sum of |p_t - p_{t-1}|
+            self._p_moves = np.zeros(k)
+            self._rng = np.random.default_rng(self.random_state)
+        elif self.method == "pid":
+            self._integral = 0.0  # E, the integrated error (the tracker is epsilon - lr E)
         return self
+
+    @property
+    def dtaci_bound_(self) -> float:
+        """``B_T`` (class docstring) over the rows seen since ``fit``."""
+        g = np.asarray(self.steps)
+        return float(np.sum((0.5 + g) / g * (self._p_first + self.weights_ + self._p_moves)))
+
+    def pid_bound(self, T: int) -> float:
+        """PID's bound on ``|(1/T) sum err_t - epsilon|`` after ``T`` rows (class docstring)."""
+        h = max(2 / math.log(2), (T + 1) / math.log(T + 1))  # (t+1)/log(t+1): smallest at t = 2, then increasing
+        return (math.pi / 2 * self.csat * h + 1.0) / T
 
     def _threshold(self, alpha: float) -> float:
         """The calibration scores' ``ceil((n+1)(1-alpha))``-th smallest; ``inf`` (every class) when
@@ -209,6 +335,8 @@ class AdaptiveConformalSetPredictor:
         return self._run(P, y, chunk_bytes)
 
     def _run(self, P: np.ndarray, y: np.ndarray | None, chunk_bytes: int) -> SetPredictions:
+        if self.method != "aci":
+            return self._run_tuned(P, y, chunk_bytes)
         n, K = P.shape
         family = self.score in ("fbeta", "credal")
         alphas = np.empty(n)
@@ -265,4 +393,131 @@ class AdaptiveConformalSetPredictor:
             self.alphas_ = alphas
             self.n_seen_ += n
             self.n_errors_ += int(errors)
+        return sets
+
+    # --- DtACI and PID ------------------------------------------------------------------------------
+
+    def _run_tuned(self, P: np.ndarray, y: np.ndarray | None, chunk_bytes: int) -> SetPredictions:
+        """The rows of a stream under DtACI or PID (class docstring); ``y=None``: the sets at the
+        current state, which does not move."""
+        n, K = P.shape
+        eps = float(self.epsilon)
+        top1 = self.empty == "top1"
+        cal = self.scores_
+        ncal = cal.size
+        wide = _with_tolerance(cal, K) if ncal else cal  # the sets' comparison, widened per calibration score
+        dtaci = self.method == "dtaci"
+        used = np.empty(n)
+        expected = np.empty(n) if dtaci else None
+        if dtaci:
+            g = np.asarray(self.steps)
+            a = self.expert_alphas_.copy()
+            w = self.weights_.copy()
+            moves = self._p_moves.copy()
+            k = g.size
+            sigma = 1.0 / (2 * self.interval)
+            eta = math.sqrt(3.0 / self.interval) * math.sqrt(
+                (math.log(k * self.interval) + 2) / ((1 - eps) ** 2 * eps**3 + eps**2 * (1 - eps) ** 3))
+        else:
+            integral = self._integral
+            t_seen = self.n_seen_
+        errors = 0
+        indices, indptr, offset = [], [np.zeros(1, dtype=np.int64)], 0
+        rows = max(1, int(chunk_bytes) // max(1, K * 8))
+
+        def level_threshold(alpha):
+            if alpha >= 1:
+                return -math.inf
+            kk = math.ceil((ncal + 1) * (1 - alpha))
+            return math.inf if kk > ncal else float(wide[kk - 1])
+
+        def covered(q, s_y, pos, s_top):
+            """Whether the label (score ``s_y``, rank ``pos``) is in the set of threshold ``q``
+            (already widened); ``-inf``: the empty set, whatever ``empty`` says."""
+            if q == -math.inf:
+                return False
+            if s_y <= q:
+                return True
+            return top1 and pos == 0 and s_top > q
+
+        for row0, _, X in row_blocks(P, rows):
+            X = np.ascontiguousarray(X)
+            r = X.shape[0]
+            row_stats(X, row0, "P")
+            Xn = X.astype(np.float64)
+            Xn /= Xn.sum(axis=1)[:, None]
+            order = np.argsort(-Xn, axis=1, kind="stable")
+            S = _ranked_scores(np.take_along_axis(Xn, order, axis=1), self.score, min(self.k_reg, K), self.lam)
+            pos = None if y is None else np.argmax(order == y[row0 : row0 + r, None], axis=1)
+            sizes = np.empty(r, dtype=np.int64)
+            for i in range(r):
+                if dtaci:
+                    prob = w / w.sum()
+                    j = int(self._rng.choice(k, p=prob))
+                    alpha = float(a[j])
+                    used[row0 + i] = alpha
+                    q = level_threshold(alpha)
+                else:
+                    t1 = t_seen + 1  # this row's 1-based index since fit
+                    x = integral * math.log(t1 + 1) / ((t1 + 1) * self.csat)
+                    if self.ki == 0:  # no integrator (the paper's r_t = 0): ACI with step lr
+                        alpha = eps - self.lr * integral
+                    elif x >= math.pi / 2:  # saturated: every class
+                        alpha = -math.inf
+                    elif x <= -math.pi / 2:  # the empty set
+                        alpha = math.inf
+                    else:
+                        alpha = eps - self.lr * integral - self.ki * math.tan(x)
+                    used[row0 + i] = alpha
+                    q = math.inf if alpha == -math.inf else level_threshold(alpha)
+                if q == -math.inf:
+                    size = 0
+                elif q == math.inf:
+                    size = K
+                else:
+                    size = int(np.count_nonzero(S[i] <= q))
+                    if size == 0 and top1:
+                        size = 1
+                sizes[i] = size
+                if pos is None:
+                    continue
+                p_i = int(pos[i])
+                err = p_i >= size
+                errors += err
+                s_y, s_top = float(S[i, p_i]), float(S[i, 0])
+                if dtaci:
+                    errs = np.array([not covered(level_threshold(float(v)), s_y, p_i, s_top) for v in a])
+                    expected[row0 + i] = float(prob @ errs)
+                    ge = ncal - int(np.searchsorted(wide, s_y, side="left"))
+                    # the largest level whose set holds y (a < beta); "top1" keeps the top class below 1
+                    beta = 1.0 if (top1 and p_i == 0) else (ge + 1.0) / (ncal + 1.0)
+                    diff = beta - a
+                    loss = eps * diff - np.minimum(0.0, diff)
+                    wb = prob * np.exp(-eta * (loss - loss.min()))  # normalised: no underflow of all
+                    wb /= wb.sum()
+                    w_new = (1 - sigma) * wb + sigma / k
+                    moves += np.abs(w_new / w_new.sum() - prob)
+                    w = w_new
+                    a = a + g * (eps - errs)
+                else:
+                    integral += err - eps
+                    t_seen += 1
+            keep = np.arange(K) < sizes[:, None]
+            indices.append(order[keep])
+            indptr.append(np.cumsum(sizes) + offset)
+            offset += int(sizes.sum())
+        sets = SetPredictions(
+            np.concatenate(indices) if indices else np.empty(0, dtype=np.int64), np.concatenate(indptr), K
+        )
+        if y is not None:
+            self.alphas_ = used
+            self.alpha_ = float(used[-1]) if n else self.alpha_
+            self.n_seen_ += n
+            self.n_errors_ += int(errors)
+            if dtaci:
+                self.expert_alphas_, self.weights_ = a, w / w.sum()
+                self._p_moves = moves
+                self.expected_errors_ = expected
+            else:
+                self._integral = integral
         return sets
