@@ -431,3 +431,20 @@ def test_no_test_runs_the_pipeline_or_svbop_report_under_a_deadline_sized_for_th
     ten times slower, errored in the module fixture `added_datasets` (issue 56)."""
     found = [hit for path in sorted((CHECKOUT / "tests").glob("*.py")) for hit in _fixed_bounds(path)]
     assert found == []
+
+
+def test_an_edges_csv_with_quoted_names_and_a_labels_file_with_a_byte_order_mark_are_read(tmp_path):
+    from svbop.datasets.hierarchies import read_edges
+    from svbop.datasets.outputs import check_model_outputs
+
+    path = tmp_path / "edges.csv"
+    with open(path, "w", newline="", encoding="utf-8-sig") as fh:  # Excel's "CSV UTF-8"
+        import csv
+
+        csv.writer(fh).writerows([["root", "cats, big"], ["cats, big", "lion"], ["cats, big", 'the "king"']])
+    assert read_edges(path, sep=",") == ([("root", "cats, big"), ("cats, big", "lion"), ("cats, big", 'the "king"')],
+                                         [1, 2, 3])
+    files = _inputs(tmp_path, n=20)
+    labels = tmp_path / "y.txt"
+    labels.write_text("".join(f"{v}\n" for v in np.load(files[1])), encoding="utf-8-sig")
+    assert check_model_outputs({"test": {"scores": files[0], "labels": str(labels)}})["rows"] == {"test": 20}

@@ -241,6 +241,7 @@ def read_text_lines(path: str | os.PathLike, what: str = "value") -> list[str]:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ValueError(f"{path}: line {line}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start:,}); "
                          f"the {what} file must be UTF-8") from None
+    text = text.removeprefix("\ufeff")  # the byte order mark a spreadsheet's "UTF-8 CSV" starts with
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")

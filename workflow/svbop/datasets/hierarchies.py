@@ -563,13 +563,26 @@ def read_taxonomy(path: str | os.PathLike, *, sep: str = ";") -> tuple[list[list
 
 
 def read_edges(path: str | os.PathLike, *, sep: str | None = None) -> tuple[list[tuple[str, str]], list[int]]:
-    """``(parent, child)`` pairs of an edge-list file: two fields per line (whitespace or ``sep``)."""
+    """``(parent, child)`` pairs of an edge-list file: two fields per line (whitespace or ``sep``).
+
+    A one-character ``sep`` (``","``, ``"\\t"``, ``";"``) is read as a CSV writer writes it: a name holding the
+    separator or a quote is quoted (``"cats, big",lion``), ``""`` inside quotes is one quote."""
+    import csv
+
     edges, lines = [], []
     with open_text(path) as fh:
         for n, raw in enumerate(fh, start=1):
+            if n == 1:
+                raw = raw.removeprefix("\ufeff")  # a spreadsheet's byte order mark
             if not raw.strip() or raw.lstrip().startswith("#"):
                 continue
-            fields = [f.strip() for f in raw.rstrip("\n").split(sep)] if sep else raw.split()
+            if sep is not None and len(sep) == 1:
+                try:
+                    fields = [f.strip() for f in next(csv.reader([raw.rstrip("\r\n")], delimiter=sep, strict=True))]
+                except csv.Error as exc:
+                    raise ValueError(f"{path}:{n}: not a {sep!r}-separated line ({exc}): {raw.strip()[:80]!r}") from None
+            else:
+                fields = [f.strip() for f in raw.rstrip("\n").split(sep)] if sep else raw.split()
             if len(fields) != 2:
                 raise ValueError(f"{path}:{n}: expected 'parent child', got {len(fields)} fields: {raw.strip()[:80]!r}")
             edges.append((fields[0], fields[1]))
