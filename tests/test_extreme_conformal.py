@@ -304,3 +304,73 @@ def test_svbop_report_refuses_bad_top_k_input(tmp_path, capsys):
                  str(tmp_path / "r3")]) != 0
     assert "--hierarchy: not with top-k outputs" in capsys.readouterr().err
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r3").exists()
+
+
+# --- risk control and Learn-then-Test from a tree or top-k outputs ------------------------------------
+
+@pytest.mark.parametrize("shape", sorted(TREES))
+@pytest.mark.parametrize("score", ["lac", "aps", "raps", "saps", "topk", "margin"])
+def test_risk_control_from_a_tree_equals_the_dense_path(shape, score):
+    """Conformal risk control with miscoverage, class costs and the tree's own distance (the tree as
+    the hierarchy), and Learn-then-Test, choose the dense path's lambda and give its sets; top-k
+    outputs give the dense path's on the rows with zeros outside."""
+    from svbop.conformal import LearnThenTest, RiskControlSetPredictor
+
+    tree = TREES[shape]()
+    model = random_model(tree, D, 1, scale=3.0)
+    Xc, Xt = queries(D, 400, 1), queries(D, 300, 2)
+    Pc, Pt = model.predict_proba(Xc), model.predict_proba(Xt)
+    yc = _labels(Pc, 0)
+    K = Pc.shape[1]
+    for alpha, kw in ((0.1, dict(loss="miscoverage")), (0.2, dict(loss="class_cost", cost=np.linspace(0.5, 2, K))),
+                      (0.1, dict(loss="hierarchical", hierarchy=tree))):
+        dense = RiskControlSetPredictor(alpha, score=score, **kw).fit(Pc, yc)
+        lazy = RiskControlSetPredictor(alpha, score=score, **kw).fit(TreeProbabilities(model, Xc), yc)
+        assert lazy.lambda_ == pytest.approx(dense.lambda_, rel=1e-12, abs=1e-13)
+        np.testing.assert_array_equal(dense.predict_mask(Pt), lazy.predict_mask(TreeProbabilities(model, Xt)))
+        if kw["loss"] != "hierarchical":
+            Sc, St = _top_k(Pc, 6), _top_k(Pt, 6)
+            dense = RiskControlSetPredictor(alpha, score=score, **kw).fit(Sc.toarray(), yc)
+            top = RiskControlSetPredictor(alpha, score=score, **kw).fit(Sc, yc)
+            assert top.lambda_ == pytest.approx(dense.lambda_, rel=1e-12, abs=1e-13)
+            _assert_same(dense.predict(St.toarray()), top.predict(St))
+    a = LearnThenTest(levels=(0.15,), score=score).fit(Pc, yc)
+    b = LearnThenTest(levels=(0.15,), score=score).fit(TreeProbabilities(model, Xc), yc)
+    assert a.lambda_ == b.lambda_ and a.procedure_ == b.procedure_
+
+
+def test_tree_diameter_is_the_largest_class_distance():
+    """The O(nodes) diameter equals the largest entry of the pairwise table, on trees of every shape
+    (the pairwise search cost K^2: 10^10 comparisons at K = 10^5)."""
+    from svbop.conformal.risk import _tree_diameter, _TreeDistance
+    from test_hf import predefined_tree
+
+    rng = np.random.default_rng(0)
+    trees = [t() for t in TREES.values()] + [predefined_tree(), binary_tree(2), binary_tree(1000)]
+    for _ in range(5):  # random trees: each node's parent among the later nodes
+        K, inner = 40, 15
+        leaves = np.concatenate([K + np.arange(inner), rng.integers(K, K + inner, K - inner)])  # none childless
+        parent = np.concatenate([leaves, [K + int(rng.integers(j + 1, inner)) for j in range(inner - 1)], [-1]])
+        from svbop.trees import collapse_single_children
+        from svbop.datasets import Hierarchy
+
+        trees.append(collapse_single_children(Hierarchy(parent, K)))
+    for t in trees:
+        assert _tree_diameter(t) == int(_TreeDistance(t).table.max())
+
+
+def test_risk_losses_that_need_every_class_are_refused_on_lazy_sources():
+    from svbop.conformal import LearnThenTest, RiskControlSetPredictor, set_loss
+
+    model = random_model(binary_tree(9), D, 1)
+    X = queries(D, 60, 1)
+    y = _labels(model.predict_proba(X), 0)
+    with pytest.raises(ValueError, match="TreeProbabilities: loss .* needs every class's score"):
+        RiskControlSetPredictor(0.2, loss=lambda m, yy: (~m[np.arange(yy.size), yy]).astype(float)).fit(
+            TreeProbabilities(model, X), y)
+    with pytest.raises(ValueError, match="needs every class's score"):
+        LearnThenTest(losses=["miscoverage", set_loss("size_above", max_size=3)], levels=(0.2, 0.3)).fit(
+            TreeProbabilities(model, X), y)
+    with pytest.raises(ValueError, match="SparseOutputs: this loss weighs every class that enters a set before the label"):
+        RiskControlSetPredictor(0.2, loss="hierarchical", hierarchy=binary_tree(9)).fit(
+            _top_k(model.predict_proba(X), 3), y)

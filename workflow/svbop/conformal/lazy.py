@@ -36,7 +36,7 @@ from ..trees import TreeProbabilities
 from ._common import _with_tolerance
 from ._prefix_kernels import CODES, ragged_scores
 
-__all__ = ["is_lazy", "lazy_calibration_scores", "lazy_sets", "lazy_mask", "MAX_SET_ENTRIES", "MAX_MASK_BYTES"]
+__all__ = ["is_lazy", "lazy_calibration_scores", "lazy_ranked_heads", "lazy_sets", "lazy_mask", "MAX_SET_ENTRIES", "MAX_MASK_BYTES"]
 
 #: Largest total size of the sets :func:`lazy_sets` returns (int64 class ids: 2 GiB); past it the
 #: refusal says how many rows hold every class.
@@ -109,6 +109,24 @@ def lazy_calibration_scores(src, y: np.ndarray, score: str, k_reg: int, lam: flo
     return _label_scores(indptr, cls, V, S, cum, y, score, k_reg, lam, U, K)
 
 
+def lazy_ranked_heads(src, y: np.ndarray, score: str, k_reg: int, lam: float):
+    """Each calibration row's classes in the order its nested sets take them in, down to its label, with
+    their (deterministic) scores: ``(indptr, classes, scores)``, for losses that weigh more than the
+    label's own score (the hierarchical distance).  A tree only: top-k outputs would list every class
+    of probability 0 ranked before a label outside the top-k."""
+    if not isinstance(src, TreeProbabilities):
+        raise ValueError(f"{type(src).__name__}: this loss weighs every class that enters a set before the label;"
+                         " from top-k outputs give the full outputs, or use a loss of the label alone (miscoverage,"
+                         " class_cost)")
+    from ..hf import enumerate_leaves
+
+    K = src.shape[1]
+    indptr, cls, logp, _ = enumerate_leaves(src.model, src.X, target=y, min_n=2 if score == "margin" else 1,
+                                            n_jobs=src.n_jobs)
+    S, _ = _scores(indptr, np.exp(logp), score, min(k_reg, K), lam, None)
+    return indptr, cls, S
+
+
 def _label_scores(indptr, cls, V, S, cum, y, score, k_reg, lam, u, K):
     n = indptr.size - 1
     count = np.diff(indptr)
@@ -146,6 +164,7 @@ def _search_stops(score, q, k_reg, lam, K):
     elif score in ("raps", "saps") and lam > 0:
         extra = np.maximum(qf, 0) / lam + (k_reg if score == "raps" else 2) + 2
         rank_max = np.where(finite & (extra < K), np.minimum(K, np.floor(extra)), K).astype(np.int64)
+    rank_max = np.where(q == -np.inf, 1, rank_max)  # the empty sets: the top class alone (empty="top1")
     return p_min, p_below_top, mass_max, rank_max
 
 
@@ -153,8 +172,8 @@ def _check_size(total: int, n_every: int, what: str) -> None:
     if total > MAX_SET_ENTRIES:
         raise ValueError(
             f"the sets hold {total:,} classes in all ({n_every:,} rows hold every class: their threshold reaches the"
-            f" classes {what}), past {MAX_SET_ENTRIES:,}: a larger epsilon gives smaller sets; sets.sizes alone come"
-            f" from predict_sizes")
+            f" classes {what}), past {MAX_SET_ENTRIES:,} (svbop.conformal.lazy.MAX_SET_ENTRIES): a larger epsilon (alpha)"
+            f" gives smaller sets")
 
 
 def lazy_sets(src, q_row, q_class, score: str, k_reg: int, lam: float, U, empty: str, *,
@@ -187,8 +206,8 @@ def lazy_sets(src, q_row, q_class, score: str, k_reg: int, lam: float, U, empty:
         bound = np.minimum(qr, finite.max() if finite.size else -np.inf)
         inf_classes = np.flatnonzero(~np.isfinite(qc))
     p_min, p_below_top, mass_max, rank_max = _search_stops(score, bound, k_reg, lam, K)
-    if not np.all(np.isfinite(bound)) and K > 1:
-        every = int(np.count_nonzero(~np.isfinite(bound)))
+    if np.any(bound == np.inf) and K > 1:
+        every = int(np.count_nonzero(bound == np.inf))
         _check_size(every * K, every, "of every probability")
     indptr, cls, logp, _ = enumerate_leaves(src.model, src.X, p_min=p_min, p_below_top=p_below_top,
                                             mass_max=mass_max, rank_max=rank_max, n_jobs=src.n_jobs,

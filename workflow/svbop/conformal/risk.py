@@ -30,6 +30,7 @@ from ..sets import SetPredictions
 from ._common import _no_calibration_rows
 from .dask import is_dask_array
 from ._matrix import score_matrix, threshold_mask
+from .lazy import is_lazy, lazy_mask
 from .scores import RANKED_SCORES, _calibration_scores, _mask_sets
 
 __all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "hoeffding_bentkus_p_values",
@@ -188,19 +189,11 @@ class _TreeDistance:
                 a = np.arange(a0, min(K, a0 + self._block()))
                 table[a] = self.distance(a[:, None], np.arange(K)[None, :])
             self.table = table
-        self.diameter = max(1, int(table.max()) if self.table is not None else self._largest())
+        self.diameter = max(1, int(table.max()) if self.table is not None else _tree_diameter(hierarchy))
 
     def _block(self) -> int:
         """Rows of the ``K``-wide distance blocks (about 16 M ancestor comparisons each)."""
         return max(1, (1 << 24) // max(1, self.K * self.anc.shape[1]))
-
-    def _largest(self) -> int:
-        """The largest distance between two classes, block by block."""
-        best = 0
-        for a0 in range(0, self.K, self._block()):
-            a = np.arange(a0, min(self.K, a0 + self._block()))
-            best = max(best, int(self.distance(a[:, None], np.arange(self.K)[None, :]).max()))
-        return best
 
     def distance(self, a, b) -> np.ndarray:
         """Edges between classes ``a`` and ``b`` (broadcast)."""
@@ -210,6 +203,28 @@ class _TreeDistance:
         common = (self.anc[a] == self.anc[b]) & (self.anc[a] >= 0)
         lca = common.sum(axis=-1) - 1
         return self.depth[a] + self.depth[b] - 2 * lca
+
+    def _ranked_steps(self, H: "_RankedHeads", y):
+        """The step function from each row's classes in the order they enter (the running minimum of
+        their distances to the label falls at the scores where a nearer class enters)."""
+        n = y.size
+        count = np.diff(H.indptr)
+        row = np.repeat(np.arange(n), count)
+        if H.classes.size and H.classes.max() >= self.K:
+            raise ValueError(f"the hierarchy has {self.K} classes but the scores have more")
+        dist = np.empty(H.classes.size, dtype=np.int64)
+        for a in range(0, dist.size, 1 << 20):  # ancestors compared a block of entries at a time
+            b = min(dist.size, a + (1 << 20))
+            dist[a:b] = self.distance(y[row[a:b]], H.classes[a:b])
+        D = int(self.diameter)
+        key = (n - row) * (D + 1) + dist  # a running minimum that restarts at every row
+        run = np.minimum.accumulate(key) - (n - row) * (D + 1)
+        prev = np.empty_like(run)
+        prev[1:] = run[:-1]
+        starts = H.indptr[:-1][count > 0]
+        prev[starts] = D
+        fall = np.flatnonzero(run < prev)
+        return np.ones(n), H.scores[fall], (prev[fall] - run[fall]) / self.diameter
 
     def _rows(self, y, cols):
         """Distances from the labels ``y`` to the classes ``cols`` (one row of classes per label)."""
@@ -227,6 +242,8 @@ class _TreeDistance:
         return out
 
     def steps(self, S, y):
+        if isinstance(S, _RankedHeads):  # each row's classes as they enter, down to its label
+            return self._ranked_steps(S, y)
         n, K = S.shape
         if K != self.K:
             raise ValueError(f"the hierarchy has {self.K} classes but the scores have {K}")
@@ -240,6 +257,42 @@ class _TreeDistance:
             ats.append(S[r[i], order[i, j]])
             drops.append((prev[i, j] - run[i, j]) / self.diameter)
         return np.ones(n), np.concatenate(ats), np.concatenate(drops)
+
+
+class _RankedHeads:
+    """Each calibration row's classes in the order its nested sets take them in, down to its label, and
+    their scores (from a tree: :func:`svbop.conformal.lazy.lazy_ranked_heads`)."""
+
+    def __init__(self, indptr, classes, scores) -> None:
+        self.indptr, self.classes, self.scores = indptr, classes, scores
+        self.ndim = 1  # as the label scores: no (n, K) matrix
+
+
+def _tree_diameter(hierarchy) -> int:
+    """The largest distance (edges) between two classes (leaves) of a tree, in one pass up its levels."""
+    depth = hierarchy.depth().astype(np.int64)
+    K = hierarchy.n_classes
+    parent = np.asarray(hierarchy.parent, dtype=np.int64)
+    deepest = np.where(np.arange(parent.size) < K, depth, -1)  # the deepest class below each node
+    best = 0
+    for d in range(int(depth.max()), 0, -1):
+        level = np.flatnonzero((depth == d) & (deepest >= 0))
+        if level.size == 0:
+            continue
+        p, h = parent[level], deepest[level]
+        order = np.lexsort((-h, p))  # by parent, deepest first
+        p, h = p[order], h[order]
+        first = np.concatenate([[True], p[1:] != p[:-1]])
+        starts = np.flatnonzero(first)
+        top1 = h[starts]
+        has2 = np.concatenate([starts[1:], [p.size]]) - starts > 1
+        top2 = np.where(has2, h[np.minimum(starts + 1, p.size - 1)], -1)
+        pp = p[starts]
+        both = has2
+        if both.any():
+            best = max(best, int((top1[both] + top2[both] - 2 * depth[pp[both]]).max()))
+        deepest[pp] = np.maximum(deepest[pp], top1)
+    return best
 
 
 def _total_losses(start, at, drop, lambdas):
@@ -300,6 +353,16 @@ def _loss_values(loss: SetLoss, mask, y, name: str) -> np.ndarray:
 class _NestedSets:
     """What both predictors share: the score, its nested sets, and predict/predict_mask."""
 
+    def _predict_lazy(self, P) -> SetPredictions:
+        """The sets of a tree's probabilities or of top-k outputs (:mod:`svbop.conformal.lazy`)."""
+        from .lazy import lazy_sets
+
+        if not hasattr(self, "lambda_"):
+            raise ValueError(f"{type(self).__name__} is not fitted: call fit(P_cal, y_cal) first")
+        if P.shape[1] != self.n_classes_:
+            raise ValueError(f"P has {P.shape[1]} classes but the predictor was calibrated on {self.n_classes_}")
+        return lazy_sets(P, self.lambda_, None, self.score, self.k_reg, self.lam, None, self.empty)
+
     def _predict_check(self, P):
         if not hasattr(self, "lambda_"):
             raise ValueError(f"{type(self).__name__} is not fitted: call fit(P_cal, y_cal) first")
@@ -317,6 +380,8 @@ class _NestedSets:
             from .dask import predict_mask as dask_predict_mask
 
             return dask_predict_mask(self, P, chunk_bytes=chunk_bytes)
+        if is_lazy(P):  # refused past MAX_MASK_BYTES (svbop.conformal.lazy)
+            return lazy_mask(self._predict_lazy(P), *P.shape, type(P).__name__)
         P = self._predict_check(P)
         mask = np.zeros(P.shape, dtype=bool)
         if self.lambda_ == -math.inf:  # the empty sets (the top class with empty="top1")
@@ -334,6 +399,8 @@ class _NestedSets:
             from .dask import predict as dask_predict
 
             return dask_predict(self, P, chunk_bytes=chunk_bytes)
+        if is_lazy(P):
+            return self._predict_lazy(P)
         P = self._predict_check(P)
         if self.lambda_ == -math.inf:
             mask = self.predict_mask(P)
@@ -346,6 +413,8 @@ class _NestedSets:
         if is_dask_array(P_cal):  # (as_score_matrix would gather it silently)
             raise ValueError(f"{type(self).__name__}.fit takes numpy-like arrays only; P_cal is a dask array: compute"
                              " it first (P_cal.compute())")
+        if is_lazy(P_cal):  # a tree's probabilities or top-k outputs: no n x K matrix
+            return self._lazy_calibration(P_cal, y_cal, losses)
         P_cal = as_score_matrix(P_cal, "P_cal")
         y_cal = check_labels(y_cal, P_cal.shape, "y_cal")
         _no_calibration_rows(P_cal)
@@ -361,6 +430,29 @@ class _NestedSets:
             S = score_matrix(P_cal, self.score, self.k_reg, self.lam, None, chunk_bytes, "P_cal")
         self.n_classes_ = P_cal.shape[1]
         return S, y_cal
+
+    def _lazy_calibration(self, src, y_cal, losses):
+        """The label's scores (losses of the label alone), or each row's ranking down to its label with the
+        scores (the hierarchical distance), from a lazy source (:mod:`svbop.conformal.lazy`)."""
+        from .lazy import lazy_calibration_scores, lazy_ranked_heads
+
+        n, K = src.shape
+        if n == 0:
+            raise ValueError(f"P_cal has no rows (shape {src.shape}): the calibration set is empty")
+        y_cal = check_labels(y_cal, src.shape, "y_cal")
+        for loss in losses:
+            if loss.name == "class_cost":
+                loss(np.zeros((0, K), dtype=bool), np.zeros(0, dtype=np.int64))  # its classes
+        self.n_classes_ = K
+        if all(loss.label_only for loss in losses):
+            return lazy_calibration_scores(src, y_cal, self.score, self.k_reg, self.lam), y_cal
+        other = [loss.name for loss in losses if not loss.label_only and loss.name != "hierarchical"]
+        if other:
+            raise ValueError(f"{type(src).__name__}: loss {other[0]!r} needs every class's score (an n x K matrix):"
+                             " give a dense P_cal, or losses of the label (miscoverage, class_cost) or hierarchical")
+        if len(losses) > 1:
+            raise ValueError(f"{type(src).__name__}: the hierarchical loss alone (with a tree's probabilities)")
+        return _RankedHeads(*lazy_ranked_heads(src, y_cal, self.score, self.k_reg, self.lam)), y_cal
 
     def _losses_at(self, loss: SetLoss, S, y, lambdas, name) -> np.ndarray:
         """Total loss over the calibration rows at each of ``lambdas`` (sorted)."""
