@@ -49,31 +49,262 @@ def _score(code, o, v, cum, v1, v2, u, k_reg, lam):
 
 
 @njit(**_JIT)
+def _walk_row(row, code, q_i, qmax, q_class, k_class, per_class, ranked, k_max, u, k_reg, lam, top1, mask_i,
+              ids, n_ids):
+    """The set of one row by walking its ranking (the exact rule every path below reproduces):
+    rank by rank, ``cum`` the sequential sum of the values so far, stop at the first score above
+    ``qmax``; a walked class is kept unless its own threshold (``q_class``) or rank limit
+    (``k_class``) excludes it.  ``ids[:n_ids]``: a prefix of the ranking already known (classes in
+    ranked order), walked first; past it the first ranks are found by selection (one pass over the
+    row per rank) and the rest after one stable sort of the row.  Returns the number kept (before
+    ``top1``)."""
+    K = row.size
+    j1 = 0
+    for c in range(1, K):
+        if row[c] > row[j1]:
+            j1 = c
+    v1 = row[j1]
+    v2 = 0.0
+    if code == MARGIN:
+        for c in range(K):
+            if c != j1 and row[c] > v2:
+                v2 = row[c]
+    lastv, lastj = np.inf, -1
+    cum = 0.0
+    kept = 0
+    order = np.empty(0, dtype=np.int64)
+    for o in range(1, k_max + 1):
+        if o <= n_ids:
+            j = ids[o - 1]
+        elif o <= _SELECT:  # the next class of the ranking: the largest value after (lastv, lastj)
+            j = -1
+            for c in range(K):
+                x = row[c]
+                if x < lastv or (x == lastv and c > lastj):
+                    if j < 0 or x > row[j]:
+                        j = c
+        else:
+            if order.size == 0:
+                order = np.argsort(-row, kind="mergesort")  # decreasing, ties by class index
+            j = order[o - 1]
+        v = row[j]
+        cum += v
+        s = _score(code, o, v, cum, v1, v2, u, k_reg, lam)
+        if s > qmax:
+            break
+        if not per_class or (s <= min(q_i, q_class[j]) and (not ranked or o <= k_class[j])):
+            mask_i[j] = True
+            kept += 1
+        lastv, lastj = v, j
+    if kept == 0 and top1:
+        mask_i[j1] = True
+    return kept
+
+
+@njit(**_JIT)
+def _k_max(k_class, K):
+    k_max = K
+    if k_class.size == K:
+        k_max = 0
+        for c in range(K):
+            if k_class[c] > k_max:
+                k_max = k_class[c]
+    return k_max
+
+
+@njit(**_JIT)
+def ranked_mask_walk(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
+    """:func:`ranked_mask` by walking every row's ranking (:func:`_walk_row`): the reference of the
+    tests, and the rule in its plainest form."""
+    n, K = Xn.shape
+    per_class = q_class.size == K
+    ranked = k_class.size == K
+    k_max = _k_max(k_class, K)
+    qc = -np.inf
+    for c in range(q_class.size):
+        if q_class[c] > qc:
+            qc = q_class[c]
+    ids = np.empty(0, dtype=np.int64)
+    for i in range(n):
+        qmax = min(q_row[i], qc) if per_class else q_row[i]
+        _walk_row(Xn[i], code, q_row[i], qmax, q_class, k_class, per_class, ranked, k_max, U[i], k_reg, lam, top1,
+                  mask[i], ids, 0)
+
+
+#: Segments of the selection at most this long are sorted and walked.
+_SMALL = 24
+
+
+@njit(**_JIT)
+def _prefix_length(buf, code, q, v1, v2, u, k_reg, lam):
+    """How many ranks of a row have a score at most ``q`` (the scores are non-decreasing along the
+    ranking), found by selection on ``buf`` (the row's values, reordered in place) with no sort:
+    a three-way partition about a pivot splits the values above, equal to and below it; the mass
+    above gives the scores at the tied ranks, which say on which side the boundary lies.
+
+    Returns ``(m, cum_m, v_m, cum_n, v_n)``: ``m``, the mass and value of rank ``m`` and of rank
+    ``m + 1`` (``v_n = -1`` when ``m = K``).  The masses are sums in another order than the walk's
+    sequential ones (the scores of the cumulative scores, APS and RAPS, are then within rounding of
+    the walk's: the caller checks the margin); the other scores do not use them and are exact."""
+    K = buf.size
+    lo, hi = 0, K
+    rank_off = 0  # ranks above the segment [lo, hi), which holds ranks rank_off + 1 .. rank_off + hi - lo
+    cum_off = 0.0
+    v_last = -1.0  # value of rank rank_off
+    v_after = -1.0  # value of rank rank_off + (hi - lo) + 1 (-1: none)
+    while True:
+        w = hi - lo
+        if w <= _SMALL:
+            seg = np.sort(buf[lo:hi])  # increasing; walked from its end
+            cum = cum_off
+            for t in range(w):
+                v = seg[w - 1 - t]
+                o = rank_off + t + 1
+                nxt = cum + v
+                if _score(code, o, v, nxt, v1, v2, u, k_reg, lam) > q:
+                    return rank_off + t, cum, v_last, nxt, v
+                cum = nxt
+                v_last = v
+            if v_after < 0.0:
+                return rank_off + w, cum, v_last, cum, -1.0
+            return rank_off + w, cum, v_last, cum + v_after, v_after
+        # pivot: median of three, moved to the front; then a branch-free partition of the rest into
+        # [> p | <= p] that counts the values equal to p (ties are rare: compacted when present)
+        i_a, i_b, i_c = lo, lo + w // 2, hi - 1
+        if buf[i_a] > buf[i_b]:
+            i_a, i_b = i_b, i_a
+        if buf[i_b] > buf[i_c]:
+            i_b = i_c
+            if buf[i_a] > buf[i_b]:
+                i_b = i_a
+        p = buf[i_b]
+        buf[i_b] = buf[lo]
+        buf[lo] = p
+        st = lo + 1
+        G = 0.0
+        ties = 0
+        for i in range(lo + 1, hi):
+            x = buf[i]
+            big = x > p
+            buf[i] = buf[st]
+            buf[st] = x
+            st += big
+            G += x if big else 0.0
+            ties += x == p
+        # [p | > p | <= p] -> [> p | p | <= p]
+        buf[lo] = buf[st - 1]
+        buf[st - 1] = p
+        gt = st - 1
+        lt = st
+        if ties:  # the other values equal to p next to it: [> p | p ... p | < p]
+            for i in range(st, hi):
+                x = buf[i]
+                eq = x == p
+                buf[i] = buf[lt]
+                buf[lt] = x
+                lt += eq
+        g = gt - lo
+        e = lt - gt
+        o1 = rank_off + g + 1
+        if _score(code, o1, p, cum_off + G + p, v1, v2, u, k_reg, lam) > q:
+            if g == 0:  # the boundary is right above the tied block
+                return rank_off, cum_off, v_last, cum_off + p, p
+            hi = gt
+            v_after = p
+            continue
+        oe = rank_off + g + e
+        if _score(code, oe, p, cum_off + G + e * p, v1, v2, u, k_reg, lam) <= q:
+            rank_off = oe
+            cum_off = cum_off + G + e * p
+            v_last = p
+            lo = lt
+            if lo == hi:
+                if v_after < 0.0:
+                    return rank_off, cum_off, v_last, cum_off, -1.0
+                return rank_off, cum_off, v_last, cum_off + v_after, v_after
+            continue
+        # the boundary is inside the tied block: ranks o1 .. o1 + j - 1 in (non-decreasing scores)
+        base = cum_off + G
+        jlo, jhi = 1, e - 1  # s(o1) <= q < s(oe): the largest j in [1, e - 1] with s(rank_off + g + j) <= q
+        while jlo < jhi:
+            mid = (jlo + jhi + 1) // 2
+            if _score(code, rank_off + g + mid, p, base + mid * p, v1, v2, u, k_reg, lam) <= q:
+                jlo = mid
+            else:
+                jhi = mid - 1
+        return rank_off + g + jlo, base + jlo * p, p, base + (jlo + 1) * p, p
+
+
+@njit(**_JIT)
+def _top_ranks(row, m, v_m, mask_i):
+    """Mark the ``m >= 1`` first ranks of ``row`` (``v_m`` the value of rank ``m``): every value
+    above ``v_m``, then the tied ones of lowest class index."""
+    K = row.size
+    above = 0
+    for c in range(K):  # branch-free: the comparison is unpredictable
+        big = row[c] > v_m
+        mask_i[c] = big
+        above += big
+    need = m - above
+    for c in range(K):
+        if need == 0:
+            break
+        if row[c] == v_m:
+            mask_i[c] = True
+            need -= 1
+
+
+@njit(**_JIT)
+def _gather_ranked(row, v_min, ids):
+    """The classes of ``row`` of value at least ``v_min`` (a prefix of the ranking) into ``ids``,
+    in ranked order (decreasing, ties by class index); returns their number."""
+    K = row.size
+    n = 0
+    for c in range(K):
+        if row[c] >= v_min:
+            ids[n] = c
+            n += 1
+    vals = np.empty(n)
+    for t in range(n):
+        vals[t] = -row[ids[t]]
+    order = np.argsort(vals, kind="mergesort")
+    tmp = ids[:n].copy()
+    for t in range(n):
+        ids[t] = tmp[order[t]]
+    return n
+
+
+@njit(**_JIT)
 def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn`` (normalised,
     float64); ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
     none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank limits).  A row with
     no class kept gets its top-ranked class when ``top1``.  ``q_row`` already holds the tolerance
-    of the comparison."""
+    of the comparison.
+
+    The sets are :func:`ranked_mask_walk`'s, bit for bit, without sorting a row: the number ``m``
+    of ranks whose score is at most ``q`` is found by selection (:func:`_prefix_length`), and the
+    set is the ``m`` largest values (ties by class index).  The cumulative scores (APS, RAPS) are
+    then sums in another order than the walk's; where the scores of ranks ``m`` and ``m + 1`` are
+    within rounding of ``q`` (``(4 K + 8)`` units of ``2**-53`` of their size), the row is walked
+    instead.  With per-class thresholds or rank limits the ``m + 1`` first ranks are sorted and
+    walked (only the set's prefix is sorted)."""
     n, K = Xn.shape
     per_class = q_class.size == K
     ranked = k_class.size == K
-    k_max = K
-    if ranked:
-        k_max = 0
-        for c in range(K):
-            if k_class[c] > k_max:
-                k_max = k_class[c]
+    k_max = _k_max(k_class, K)
+    qc = -np.inf
+    for c in range(q_class.size):
+        if q_class[c] > qc:
+            qc = q_class[c]
+    cumulative = code == APS or code == RAPS
+    rel = (4.0 * K + 8.0) * 2.220446049250313e-16
+    buf = np.empty(K)
+    ids = np.empty(K, dtype=np.int64)
     for i in range(n):
         row = Xn[i]
         u = U[i]
-        qmax = q_row[i]
-        if per_class:
-            qc = -np.inf
-            for c in range(K):
-                if q_class[c] > qc:
-                    qc = q_class[c]
-            qmax = min(qmax, qc)
+        qmax = min(q_row[i], qc) if per_class else q_row[i]
         j1 = 0
         for c in range(1, K):
             if row[c] > row[j1]:
@@ -84,33 +315,42 @@ def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
             for c in range(K):
                 if c != j1 and row[c] > v2:
                     v2 = row[c]
-        lastv, lastj = np.inf, -1
-        cum = 0.0
-        kept = 0
-        order = np.empty(0, dtype=np.int64)
-        for o in range(1, k_max + 1):
-            if o <= _SELECT:  # the next class of the ranking: the largest value after (lastv, lastj)
-                j = -1
-                for c in range(K):
-                    x = row[c]
-                    if x < lastv or (x == lastv and c > lastj):
-                        if j < 0 or x > row[j]:
-                            j = c
-            else:
-                if order.size == 0:
-                    order = np.argsort(-row, kind="mergesort")  # decreasing, ties by class index
-                j = order[o - 1]
-            v = row[j]
-            cum += v
-            s = _score(code, o, v, cum, v1, v2, u, k_reg, lam)
-            if s > qmax:
-                break
-            if not per_class or (s <= min(q_row[i], q_class[j]) and (not ranked or o <= k_class[j])):
-                mask[i, j] = True
-                kept += 1
-            lastv, lastj = v, j
-        if kept == 0 and top1:
-            mask[i, j1] = True
+        buf[:] = row
+        m, cum_m, v_m, cum_n, v_n = _prefix_length(buf, code, qmax, v1, v2, u, k_reg, lam)
+        decided = True
+        capped = m > k_max  # the walk stops at the largest rank limit
+        if capped:
+            m = k_max
+            decided = not cumulative  # rank m's score was not computed: the walk checks it
+        elif cumulative:
+            if m >= 1:
+                s = _score(code, m, v_m, cum_m, v1, v2, u, k_reg, lam)
+                decided = s <= qmax - rel * max(1.0, abs(s))
+            if decided and m < K:
+                s = _score(code, m + 1, v_n, cum_n, v1, v2, u, k_reg, lam)
+                decided = s > qmax + rel * max(1.0, abs(s))
+        if not decided or not (qmax == qmax):  # near q, or a NaN threshold: the walk decides
+            _walk_row(row, code, q_row[i], qmax, q_class, k_class, per_class, ranked, k_max, u, k_reg, lam, top1,
+                      mask[i], ids, 0)
+            continue
+        if capped and m >= 1:  # the value of rank k_max: selected
+            buf[:] = row
+            v_m = -np.partition(-buf, m - 1)[m - 1]
+        if not per_class:
+            if m >= 1:
+                _top_ranks(row, m, v_m, mask[i])
+            elif top1:
+                mask[i, j1] = True
+            continue
+        # per-class thresholds or rank limits: sort and walk the first m + 1 ranks only (m when capped)
+        if m >= K:
+            n_ids = 0  # every rank: the walk sorts the row
+        elif capped:
+            n_ids = _gather_ranked(row, v_m, ids) if m >= 1 else 0
+        else:
+            n_ids = _gather_ranked(row, v_n, ids)
+        _walk_row(row, code, q_row[i], qmax, q_class, k_class, per_class, ranked, k_max, u, k_reg, lam, top1,
+                  mask[i], ids, n_ids)
 
 
 @njit(**_JIT)
