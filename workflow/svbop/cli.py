@@ -532,13 +532,22 @@ def _stream(args) -> int:
     inputs = (("probs", "probs"), ("labels", "labels"), ("--calibration", "calibration"),
               ("--calibration-labels", "calibration_labels"))
     _check_inputs(args, inputs)
+    p.add_argument("--ordered", action="store_true",
+                   help="the test rows are in time order: adds the page's stream section (conformal test "
+                        "martingales with their alarm, and the windowed coverage of ACI, DtACI and PID)")
+    p.add_argument("--test-times", metavar="TIMES",
+                   help="with --ordered: one time per test row (numbers or ISO dates, .npy or one per line), "
+                        "checked to be in order")
+    p.add_argument("--stream-window", type=int, metavar="N",
+                   help="with --ordered: the rows of a coverage window (default 500)")
     output = _output_path(args, args.output, "--output", inputs)
     coverage_path = _output_path(args, args.coverage, "--coverage", inputs)
     if os.path.realpath(output) == os.path.realpath(coverage_path):
         raise ValueError(f"{args.coverage}: --coverage is the --output file; choose another name")
     aci = AdaptiveConformalSetPredictor(
         args.epsilon, score=args.score, step=args.step, k_reg=1 if args.k_reg is None else args.k_reg,
-        lam=args.lam, empty=args.empty, gamma=args.gamma,
+        lam=args.lam, empty=args.empty, gamma=args.gamma, method=getattr(args, "method", "aci"),
+        random_state=0 if getattr(args, "seed", None) is None else args.seed,
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
@@ -556,13 +565,25 @@ def _stream(args) -> int:
         sets = aci.update(P, y)
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
+    p.add_argument("--method", choices=("aci", "dtaci", "pid"), default="aci",
+                   help="aci (default); dtaci: experts over several steps, reweighted (Gibbs and Candes 2024); pid: "
+                        "ACI plus an integrator of the errors (Angelopoulos et al. 2023); dtaci and pid: the ranked "
+                        "scores only")
+    p.add_argument("--seed", type=int, help="dtaci: the seed of the expert drawn for each row (default 0)")
+    p.add_argument("--martingale", choices=("simple_jumper", "power"),
+                   help="also an exchangeability alarm: this conformal test martingale over the online p-values of "
+                        "the rows' LAC scores (calibration rows first); adds the columns p_value and martingale to "
+                        "--coverage and reports the first row at or above 1/--delta")
+    p.add_argument("--delta", type=float, default=0.01,
+                   help="--martingale: the alarm's level in (0, 1) (alarm at 1/delta; default 0.01)")
     save_sets(output, sets)
     hit = sets.contains(y)
     running = running_coverage(sets, y)
     with atomic_path(coverage_path) as tmp, open(tmp, "w") as fh:
-        fh.write("row\talpha\tsize\tcovered\trunning_coverage\n")
+        fh.write("row\talpha\tsize\tcovered\trunning_coverage" + ("\tp_value\tmartingale" if alarm else "") + "\n")
         for i, (a, size, h, r) in enumerate(zip(aci.alphas_, sets.sizes, hit, running)):
-            fh.write(f"{i}\t{a:.6g}\t{size}\t{int(h)}\t{r:.6f}\n")
+            extra = f"\t{p[i]:.6g}\t{path[i]:.6g}" if alarm is not None else ""
+            fh.write(f"{i}\t{a:.6g}\t{size}\t{int(h)}\t{r:.6f}{extra}\n")
     cov = float(hit.mean()) if hit.size else float("nan")
     print(f"{len(sets)} sets of adaptive conformal {aci.score} at epsilon={args.epsilon} (step {aci.step:g},"
           f" {len(y_cal)} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
@@ -587,6 +608,11 @@ def _docs(args) -> int:
     if name not in pages:
         raise ValueError(f"PAGE: no page {args.page!r}; the pages are {', '.join(pages)}")
     sys.stdout.write(pages[name][0].read_text(encoding="utf-8"))
+    alarm = None
+    if getattr(args, "martingale", None) is not None:
+        from .conformal import ExchangeabilityMartingale
+
+        alarm = ExchangeabilityMartingale(args.martingale, delta=args.delta)  # --delta checked before any work
     return 0
 
 
@@ -606,6 +632,13 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # unreadable or unwritable files: the file and the system's reason
         where = f"{exc.filename}: " if exc.filename else ""
         fix = "; free some space and rerun (finished steps are kept)" if exc.errno == errno.ENOSPC else ""
+    if alarm is not None:
+        from .conformal import online_p_values
+        from .conformal.scores import _lac_scores
+
+        p = online_p_values(np.concatenate([_lac_scores(P_cal, y_cal), _lac_scores(P, y)]), n_initial=y_cal.size,
+                            random_state=0 if args.seed is None else args.seed)
+        path = alarm.run(p)
         print(f"svbop: error: {where}{exc.strerror or exc}{fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT; nothing half-written is kept
@@ -615,3 +648,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+    if alarm is not None:
+        print(f"exchangeability ({args.martingale} martingale, delta={args.delta:g}): " + (
+            f"first alarm at row {alarm.alarm_} (martingale >= {1 / args.delta:g})" if alarm.alarm_ >= 0
+            else f"no alarm (largest martingale {float(path.max()) if path.size else 1.0:.3g} < {1 / args.delta:g})"))

@@ -650,6 +650,9 @@ def main(args) -> int:
 
     if is_top_k_run(models):  # each row's top-k classes only: the short path (svbop.report.top_k)
         return main_top_k(args, models)
+    from .stream import prepare_stream  # --ordered: the stream section's rows, read and checked now
+
+    stream = prepare_stream(args, models[0])
     out = Path(args.output).expanduser()
     _check_folder(out, workflow_root())
     for m in models:
@@ -705,3 +708,5 @@ def main(args) -> int:
     page = run_report(out, config, cores=args.cores)
     print(f"svbop report: {page} ({time.perf_counter() - t0:.0f} s)")
     return 0
+    if stream is not None:
+        stream.write(page)
