@@ -201,3 +201,29 @@ def test_svbop_imports_without_dask():
             " import numpy as np; assert not d.is_dask_array(np.ones(2));"
             " m = svbop.ConformalSetPredictor(0.1).fit(np.eye(3) * 0.9 + 0.05, [0, 1, 2]); m.predict(np.eye(3))")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("score,kw", [("lac", {}), ("aps", {}), ("topk", {"randomized": True})], ids=["lac", "aps", "topk"])
+def test_top_k_outputs_in_dask_blocks_give_the_single_process_sets(score, kw):
+    from svbop import SparseOutputs
+    from svbop.conformal.dask import SparseBlocks
+
+    P, y = _outputs(1200, 40, 8)
+    ind = np.argsort(-P, axis=1, kind="stable")[:, :6]
+    val = np.take_along_axis(P, ind, axis=1)
+    top = SparseOutputs(ind, val, 40)
+    blocks = SparseBlocks(da.from_array(ind, chunks=(150, 3)), da.from_array(val, chunks=(100, 6)), 40)
+    with dask.config.set(scheduler="synchronous"):
+        one = ConformalSetPredictor(0.1, score=score, random_state=2, **kw).fit(top.take(np.arange(800)), y[:800])
+        many = ConformalSetPredictor(0.1, score=score, random_state=2, **kw).fit(blocks[:800], y[:800])
+        assert many.quantile_ == one.quantile_
+        test = top.take(np.arange(800, 1200))
+        np.testing.assert_array_equal(many.predict_mask(blocks[800:]).compute(), one.predict_mask(test))
+        assert many.predict(blocks[800:]) == one.predict(test)
+        with pytest.raises(ValueError, match=r"^k = 6 classes per row but the model has K = 5 classes"):
+            SparseBlocks(blocks.indices, blocks.values, 5)
+        bad = ind.copy()
+        bad[810, 1] = bad[810, 0]
+        with pytest.raises(ValueError, match=r"^P rows 800:900 \(one dask block; rows below count from 800\): row 10 of"
+                                             r" indices names class \d+ twice"):
+            many.predict_mask(SparseBlocks(da.from_array(bad, chunks=100), blocks.values, 40)).compute()

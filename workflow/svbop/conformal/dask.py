@@ -14,6 +14,9 @@ methods dispatch here when ``P`` is a dask array; the functions can also be call
   over the scores' bits: a few passes of per-block histograms, then one gather of the scores left
   in the selected bin): the same ``quantile_`` as the single-process fit, bit for bit.
 * :func:`npy_rows`: a ``.npy`` file (memory-mapped on the worker that reads each block) as a dask array.
+* :class:`SparseBlocks`: top-k outputs (``indices`` and ``values``) held in dask arrays; each task
+  scores its block as :class:`svbop.SparseOutputs`, with the same sets and ``quantile_`` as the
+  single-process call on the whole :class:`svbop.SparseOutputs`.
 
 *The randomised scores' uniforms.*  A single-process call draws one uniform per row, in row order,
 from the fitted model's generator (a PCG64 stream): row ``i`` of a call gets the draw that
@@ -40,7 +43,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_array", "predict_mask", "predict_blocks", "predict", "fit", "order_statistic", "npy_rows"]
+__all__ = ["is_dask_array", "SparseBlocks", "predict_mask", "predict_blocks", "predict", "fit", "order_statistic",
+           "npy_rows"]
 
 #: At most this many scores are gathered into the calling process by :func:`order_statistic`
 #: (8 MB of float64): a bin holding more is split by a further histogram pass.
@@ -50,10 +54,84 @@ _BITS = 16
 
 
 def is_dask_array(x) -> bool:
-    """Whether ``x`` is a ``dask.array.Array`` (without importing dask: an array of that type can only
-    exist once ``dask.array`` is imported)."""
+    """Whether ``x`` is held in dask: a ``dask.array.Array``, or top-k outputs in dask arrays
+    (:class:`SparseBlocks`).  Without importing dask: such an object can only exist once
+    ``dask.array`` is imported."""
     mod = sys.modules.get("dask.array")
-    return mod is not None and isinstance(x, getattr(mod, "Array", ()))
+    return mod is not None and isinstance(x, (getattr(mod, "Array", ()), SparseBlocks))
+
+
+class SparseBlocks:
+    """A model's top-k outputs held in dask arrays (:class:`svbop.SparseOutputs` by blocks of rows).
+
+    Parameters
+    ----------
+    indices : dask array of int, shape (n, k)
+        Each row's ``k`` classes (unique within the row).
+    values : dask array of float, shape (n, k)
+        Their probabilities or logits (rechunked to the rows of ``indices``).
+    n_classes : int
+        ``K``.
+    kind : {"probabilities", "logits"}
+
+    Each task builds the :class:`svbop.SparseOutputs` of its block of rows (every check of top-k
+    outputs applies there, the error naming the block's rows) and scores it as the single-process
+    call scores top-k outputs; shapes, dtypes, ``k`` and ``K`` are checked here, before any work.
+    """
+
+    def __init__(self, indices, values, n_classes: int, kind: str = "probabilities") -> None:
+        from ..sparse_outputs import SPARSE_KINDS
+
+        _, da = _dask()
+        if kind not in SPARSE_KINDS:
+            raise ValueError(f"kind must be 'probabilities' or 'logits', got {kind!r}")
+        if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+            raise ValueError(f"n_classes (K) must be a positive integer, got {n_classes!r}")
+        for name, a in (("indices", indices), ("values", values)):
+            if not is_dask_array(a) or isinstance(a, SparseBlocks):
+                raise ValueError(f"{name} must be a dask array, got {type(a).__name__} (numpy top-k outputs:"
+                                 " svbop.SparseOutputs)")
+            if a.ndim != 2:
+                raise ValueError(f"{name} must be 2-d (n rows, k classes per row), got shape {a.shape}")
+            if any(math.isnan(c) for c in a.shape):
+                raise ValueError(f"{name} has unknown chunk sizes: call {name}.compute_chunk_sizes() first")
+        if indices.shape != values.shape:
+            raise ValueError(f"indices has shape {indices.shape} but values has {values.shape}: one value per index")
+        n, k = indices.shape
+        if k == 0:
+            raise ValueError(f"k = 0: every row needs at least one class (indices has shape {indices.shape})")
+        if k > n_classes:
+            raise ValueError(f"k = {k} classes per row but the model has K = {n_classes} classes: k must be <= K")
+        if indices.dtype.kind not in "iu":
+            raise ValueError(f"indices must be integers, got dtype {indices.dtype}")
+        if values.dtype.kind != "f":
+            raise ValueError(f"values must be floats, got dtype {values.dtype}")
+        self.indices = indices.rechunk({1: -1})
+        self.values = values.rechunk((self.indices.chunks[0], (k,)))
+        self.n_classes = int(n_classes)
+        self.kind = kind
+        self.ndim = 2
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.indices.shape[0], self.n_classes)
+
+    @property
+    def k(self) -> int:
+        return self.indices.shape[1]
+
+    @property
+    def chunks(self):
+        return (self.indices.chunks[0], (self.n_classes,))
+
+    def __getitem__(self, rows) -> "SparseBlocks":
+        """The rows ``rows`` (a slice or row indices), as top-k outputs in dask arrays."""
+        if isinstance(rows, tuple):
+            raise ValueError("SparseBlocks takes rows only (P[rows]), not a column index")
+        return SparseBlocks(self.indices[rows], self.values[rows], self.n_classes, self.kind)
+
+    def __repr__(self) -> str:
+        return f"SparseBlocks(n={self.shape[0]}, k={self.k}, K={self.n_classes}, kind={self.kind!r})"
 
 
 def _dask():
@@ -66,7 +144,12 @@ def _dask():
 
 
 def _check_matrix(P, name: str, n_classes: int | None = None):
-    """``P`` checked as a dask matrix of probabilities (shape, dtype, known chunks), one column chunk."""
+    """``P`` checked as a dask matrix of probabilities (shape, dtype, known chunks), one column chunk
+    (top-k outputs: checked when made, and against ``n_classes``)."""
+    if isinstance(P, SparseBlocks):
+        if n_classes is not None and P.shape[1] != n_classes:
+            raise ValueError(f"{name} has {P.shape[1]} classes but the predictor was calibrated on {n_classes}")
+        return P
     if P.ndim != 2:
         raise ValueError(f"{name} must be 2-D of shape (n_samples, n_classes), got a dask array of shape {P.shape}")
     if any(math.isnan(c) for c in P.shape):
@@ -80,6 +163,26 @@ def _check_matrix(P, name: str, n_classes: int | None = None):
     if P.numblocks[1] > 1:  # a row's classes in one block: the sets need the whole row
         P = P.rechunk({1: -1})
     return P
+
+
+def _parts(P) -> list:
+    """One delayed input per block of rows: a block of ``P``, or the ``(indices, values)`` of one."""
+    if isinstance(P, SparseBlocks):
+        return list(zip(P.indices.to_delayed().ravel(), P.values.to_delayed().ravel()))
+    return list(P.to_delayed().ravel())
+
+
+def _block_input(X, sparse):
+    """The block a task scores: ``X`` itself, or the :class:`svbop.SparseOutputs` of its top-k parts."""
+    if sparse is None:
+        return X
+    from ..sparse_outputs import SparseOutputs
+
+    return SparseOutputs(X[0], X[1], sparse[0], kind=sparse[1])
+
+
+def _sparse(P):
+    return (P.n_classes, P.kind) if isinstance(P, SparseBlocks) else None
 
 
 def _row_blocks(P):
@@ -135,14 +238,15 @@ def _in_block(r0: int, r1: int, name: str, fn):
         raise ValueError(f"{name} rows {r0}:{r1} (one dask block; rows below count from {r0}): {e}") from None
 
 
-def _block_call(method: str, model, X, r0: int, state, chunk_bytes: int, kw: dict):
+def _block_call(method: str, model, X, r0: int, state, chunk_bytes: int, kw: dict, sparse=None):
     m = model
     if state is not None:  # this block's uniforms: the call's stream jumped ahead to row r0
         m = copy.copy(model)
         m._test_rng = _jumped(state, r0)
     kw = {k: v for k, v in kw.items() if v is not None}
     fn = getattr(m, method)
-    return _in_block(r0, r0 + X.shape[0], "P", lambda: fn(X, chunk_bytes=chunk_bytes, **kw))
+    r1 = r0 + (X[0] if sparse else X).shape[0]
+    return _in_block(r0, r1, "P", lambda: fn(_block_input(X, sparse), chunk_bytes=chunk_bytes, **kw))
 
 
 def _block_calls(method: str, model, P, groups, weights, row_seeds, chunk_bytes, **extra):
@@ -158,9 +262,10 @@ def _block_calls(method: str, model, P, groups, weights, row_seeds, chunk_bytes,
     m = dask.delayed(model, pure=False)  # one key: the model travels once to each worker
     call = dask.delayed(_block_call, pure=True)
     out = []
-    for b, (X, (r0, _)) in enumerate(zip(P.to_delayed().ravel(), blocks)):
+    sparse = _sparse(P)
+    for b, (X, (r0, _)) in enumerate(zip(_parts(P), blocks)):
         kw = {k: (v[b] if v is not None else None) for k, v in parts.items()}
-        out.append(call(method, m, X, r0, state, int(chunk_bytes), {**kw, **extra}))
+        out.append(call(method, m, X, r0, state, int(chunk_bytes), {**kw, **extra}, sparse))
     return out, blocks, P
 
 
@@ -218,21 +323,26 @@ def _chunk(chunk_bytes):
 # --- fit: calibration scores block by block, then their exact order statistic ------------------
 
 
-def _block_scores(model, X, y, r0: int, seed: int, chunk_bytes: int) -> np.ndarray:
-    """The calibration scores of one block of rows (``X``, ``y`` starting at row ``r0``)."""
+def _block_scores(model, X, y, r0: int, seed: int, chunk_bytes: int, sparse=None) -> np.ndarray:
+    """The calibration scores of one block of rows (``X``, ``y`` starting at row ``r0``): the
+    single-process fit's (``model._scores``; top-k outputs: ``lazy_calibration_scores``)."""
     from .._prefix import as_score_matrix
     from ..metrics import check_labels
 
     def scores():
-        P = as_score_matrix(X, "P_cal")
+        P = _block_input(X, sparse) if sparse else as_score_matrix(X, "P_cal")
         yy = check_labels(y, P.shape, "y_cal")
         U = None
         if model.randomized:  # the fit's stream 0, jumped ahead to row r0
             bg = np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(0,))).advance(r0)
             U = np.random.Generator(bg).random(yy.size)
+        if sparse:
+            from .lazy import lazy_calibration_scores
+
+            return np.asarray(lazy_calibration_scores(P, yy, model.score, model.k_reg, model.lam, U), dtype=np.float64)
         return np.asarray(model._scores(P, yy, chunk_bytes, U), dtype=np.float64)
 
-    return _in_block(r0, r0 + X.shape[0], "P_cal", scores)
+    return _in_block(r0, r0 + (X[0] if sparse else X).shape[0], "P_cal", scores)
 
 
 def fit(model, P_cal, y_cal, groups=None, *, weights=None, class_weights=None, chunk_bytes: int | None = None):
@@ -259,6 +369,8 @@ def fit(model, P_cal, y_cal, groups=None, *, weights=None, class_weights=None, c
         raise ValueError(f"fit on a dask array supports the marginal threshold scores, not {why} (its calibration"
                          " needs every row in one process): compute P_cal first (P_cal.compute())")
     P = _check_matrix(P_cal, "P_cal")
+    if isinstance(P, SparseBlocks) and hasattr(model, "_lazy_refusal"):
+        model._lazy_refusal(P, groups, "calibrate")
     if P.shape[0] == 0:
         raise ValueError(f"P_cal has no rows (shape {P.shape}, dtype {P.dtype}): the calibration set is empty")
     eps = _epsilon(model.epsilon)
@@ -268,8 +380,9 @@ def fit(model, P_cal, y_cal, groups=None, *, weights=None, class_weights=None, c
     dask, _ = _dask()
     call = dask.delayed(_block_scores, pure=True)
     m = dask.delayed(model, pure=False)
-    parts = [da.from_delayed(call(m, X, ys[b], r0, seed, chunk_bytes), shape=(r1 - r0,), dtype=np.float64)
-             for b, (X, (r0, r1)) in enumerate(zip(P.to_delayed().ravel(), _row_blocks(P))) if r1 > r0]
+    sparse = _sparse(P)
+    parts = [da.from_delayed(call(m, X, ys[b], r0, seed, chunk_bytes, sparse), shape=(r1 - r0,), dtype=np.float64)
+             for b, (X, (r0, r1)) in enumerate(zip(_parts(P), _row_blocks(P))) if r1 > r0]
     s = da.concatenate(parts).persist()
     n = P.shape[0]
     k = math.ceil((n + 1) * (1 - eps))
@@ -361,10 +474,10 @@ def order_statistic(s, k: int, *, max_gather: int = MAX_GATHER) -> float:
 
 
 def _read_rows(path: str, r0: int, r1: int) -> np.ndarray:
-    mm = np.load(path, mmap_mode="r")
-    out = np.array(mm[r0:r1])  # a copy: the mapping is closed with mm, its pages not kept resident
-    del mm
-    return out
+    """Rows ``r0:r1`` of the ``.npy`` at ``path``: a view of its memory map, not a copy (the map, and
+    its pages, go with the last task that uses the block; the library reads a mapped block by
+    sub-blocks and gives their pages back, svbop._blocks)."""
+    return np.load(path, mmap_mode="r")[r0:r1]
 
 
 def npy_rows(path, chunk_rows: int):
