@@ -182,3 +182,78 @@ def test_refusals_are_one_line(call, message):
     with pytest.raises(ValueError, match=message) as e:
         call(np.array(P), np.array(y))
     assert "\n" not in str(e.value)
+
+
+def test_cli_predict_label_shift_gives_the_library_sets(tmp_path):
+    """``svbop predict --method conformal --label-shift bbse`` (and ``--class-weights``): the sets of
+    ``fit(class_weights=estimate_label_shift(...))``."""
+    from svbop.cli import main
+    from svbop.io import load_sets
+
+    P, y, Pt, _ = _shifted_split(0, _toward_errors(), n_test=400)
+    np.save(tmp_path / "cal.npy", P)
+    np.savetxt(tmp_path / "cal.txt", y, fmt="%d")
+    np.save(tmp_path / "test.npy", Pt)
+    base = ["predict", str(tmp_path / "test.npy"), "-m", "conformal", "--epsilon", "0.1", "--calibration",
+            str(tmp_path / "cal.npy"), "--calibration-labels", str(tmp_path / "cal.txt")]
+    w = estimate_label_shift(P, y, Pt, "bbse")
+    expect = ConformalSetPredictor(EPS, random_state=0).fit(P, y, class_weights=w).predict(Pt)
+    assert main([*base, "--label-shift", "bbse", "-o", str(tmp_path / "a.npz")]) == 0
+    np.savetxt(tmp_path / "w.txt", w, fmt="%.17g")
+    assert main([*base, "--class-weights", str(tmp_path / "w.txt"), "-o", str(tmp_path / "b.npz")]) == 0
+    for name in ("a.npz", "b.npz"):
+        np.testing.assert_array_equal(load_sets(tmp_path / name).to_mask(), expect.to_mask())
+    assert main([*base, "--label-shift", "bbse", "--class-weights", str(tmp_path / "w.txt"), "-o",
+                 str(tmp_path / "c.npz")]) == 2
+
+
+def test_report_config_label_shift_is_a_valid_workflow_config(tmp_path):
+    from svbop._resources import workflow_root
+    from svbop.config import check_config, load_yaml, merge_configs, validate_config
+    from svbop.report.run import report_config
+
+    for name in ("s.npy", "y.txt"):
+        (tmp_path / name).write_text("0\n")
+    config = report_config(test=(str(tmp_path / "s.npy"), str(tmp_path / "y.txt")), label_shift="em")
+    assert config["methods"]["label_shift"] == {"estimator": "em", "scores": ["lac", "aps"]}
+    check_config(validate_config(merge_configs(load_yaml(workflow_root() / "config.yaml"), config)))
+    assert "label_shift" not in report_config(test=(str(tmp_path / "s.npy"), str(tmp_path / "y.txt")))["methods"]
+
+
+def test_page_block_shows_estimated_beside_calibration_frequencies():
+    """The promises block of the page: the label-shift methods' test coverage and the table of class
+    frequencies (calibration, estimated, the test rows' own), from the records the pipeline writes."""
+    import jinja2
+
+    from svbop.evaluation import check_promise, label_shift_record
+    from svbop.report.names import DisplayNames
+    from svbop.report.promises import promises_context
+
+    P, y, Pt, yt = _shifted_split(1, _toward_errors())
+    w = estimate_label_shift(P, y, Pt, "bbse")
+    model = ConformalSetPredictor(EPS).fit(P, y, class_weights=w)
+    record = label_shift_record(method="label_shift_lac", epsilon=EPS, y_cal=y, estimator="bbse", class_weights=w,
+                                quantiles=model.quantiles_)
+    checked = check_promise(record, model.predict(Pt), yt)
+    assert checked["coverage_pct"] == pytest.approx(100 * model.predict_mask(Pt)[np.arange(yt.size), yt].mean())
+    promise = {"method": "label_shift_lac", "param": "0.1", "promise": "label_shift", **checked,
+               **{k: record[k] for k in ("estimator", "weights", "calibration_freq", "estimated_test_freq")}}
+    import json
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"dataset": "digits", "n_test": int(yt.size), "promises": [promise]}, f)
+    ctx = promises_context({"digits": f.name}, DisplayNames({"digits": "Digits"}), ["digits"])
+    freq = ctx[0]["frequencies"]
+    assert freq["estimator"] == "BBSE" and len(freq["rows"]) == 10
+    p = np.bincount(y, minlength=10) / y.size
+    assert freq["rows"][9]["calibration"] == f"{100 * p[9]:.2f}"
+    assert freq["rows"][9]["estimated"] == f"{100 * record['estimated_test_freq'][9]:.2f}"
+    assert freq["rows"][9]["observed"] == f"{100 * np.mean(yt == 9):.2f}"
+    from pathlib import Path
+
+    templates = Path(__file__).resolve().parents[1] / "report" / "templates"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    html = env.get_template("promises.html.j2").render(model={"promises": ctx})
+    assert 'class="label-shift-frequencies"' in html and "estimated test" in html and "Label-shift" in html

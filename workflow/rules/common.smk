@@ -111,6 +111,9 @@ RISK_METHODS = [f"risk_{loss}_{score}" for loss in METHODS["risk_control"]["loss
 # weighted conformal sets under covariate shift: one method weighted_<name> per conformal method of
 # methods.weighted (the weights: the model_outputs parts' weights files)
 WEIGHTED_METHODS = [f"weighted_{name}" for name in METHODS["weighted"]["scores"]]
+# conformal sets under label shift: one method label_shift_<name> per score of methods.label_shift (the class
+# weights: estimated from the test rows' outputs by methods.label_shift.estimator)
+LABEL_SHIFT_METHODS = [f"label_shift_{name}" for name in METHODS["label_shift"]["scores"]]
 # coverage in every one of overlapping groups: one method conditional_<score> per score of methods.conditional
 # (the groups: the model_outputs parts' group_columns files)
 CONDITIONAL_METHODS = [f"conditional_{score}" for score in METHODS["conditional"]["scores"]]
@@ -434,7 +437,8 @@ def beyond_predictions(dataset):
             continue
         for eps in METHOD_EPSILONS:
             out[name, eps] = f"results/{dataset}/predictions/{name}/{eps}.npz"
-    for family, names in (("weighted", WEIGHTED_METHODS), ("conditional", CONDITIONAL_METHODS)):
+    for family, names in (("weighted", WEIGHTED_METHODS), ("conditional", CONDITIONAL_METHODS),
+                          ("label_shift", LABEL_SHIFT_METHODS)):
         if family not in beyond_skipped(dataset):
             for name in names:
                 for eps in METHOD_EPSILONS:

@@ -445,6 +445,35 @@ rule predict_weighted:
         "../scripts/predict_weighted.py"
 
 
+# Conformal sets under label shift: class weights q(y)/p(y) estimated from the test rows' outputs (BBSE or EM),
+# then one weighted threshold per candidate class (Podkopaev and Ramdas 2021).
+rule predict_label_shift:
+    input:
+        scores="results/{dataset}/scores/flat.npz",
+        code=library_sources("conformal", "_prefix", "sets", "evaluation"),
+    output:
+        sets="results/{dataset}/predictions/label_shift_{lname}/{epsilon}.npz",
+        calibration="results/{dataset}/predictions/label_shift_{lname}/{epsilon}.json",
+    params:
+        epsilon=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        method=lambda wc: conformal_method(wc.lname, METHODS, config["seed"]),
+        estimator=METHODS["label_shift"]["estimator"],
+        empty=METHODS["empty"],
+    wildcard_constraints:
+        lname="(lac|(aps|raps|saps)(_deterministic)?|topk|margin)",
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
+    log:
+        "results/logs/predict_label_shift/{dataset}_{lname}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_label_shift/{dataset}_{lname}_{epsilon}.tsv",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_label_shift.py"
+
+
 # Conformal sets covering within every one of the user's overlapping groups (group indicator columns).
 rule predict_conditional:
     input:

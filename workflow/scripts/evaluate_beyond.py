@@ -42,6 +42,13 @@ for method, path in zip(snakemake.params.calibrated, snakemake.input.calibration
         extra[tuple(method)].update(checked)
         extra[tuple(method)]["calibrated"] += (f"; promise E[loss] <= {checked['target_risk']:g}: mean loss on the "
                                                f"test rows {checked['test_risk']:.4f}")
+    if method[0].startswith("label_shift_"):  # label shift: the test rows' coverage, their class frequencies
+        record = read_json_object(path, "the calibration record")
+        checked = check_promise(record, sets[tuple(method)], y)
+        promises.append({"method": method[0], "param": method[1], "promise": "label_shift", **checked,
+                         **{k: record[k] for k in ("estimator", "weights", "calibration_freq", "estimated_test_freq")}})
+        extra[tuple(method)]["calibrated"] += (f"; promise coverage >= {checked['target_pct']:.4g} % under the"
+                                               f" estimated shift: test coverage {checked['coverage_pct']:.2f} %")
     if method[0].startswith(("weighted_", "conditional_")):  # covariate shift, overlapping groups: checked here
         record = read_json_object(path, "the calibration record")
         key = "w_test" if record["promise"] == "weighted" else "Phi_test"

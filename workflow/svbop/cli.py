@@ -50,7 +50,7 @@ _METHOD_OPTIONS = {
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
                   {"score", "class_conditional", "clustered", "rc3p", "k_reg", "lam", "gamma", "empty",
                    "calibration_key", "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "randomized",
-                   "seed", "weights", "calibration_weights"}),
+                   "seed", "weights", "calibration_weights", "label_shift", "class_weights", "label_noise"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
     "risk": ({"alpha", "calibration", "calibration_labels"},
              {"loss", "cost", "score", "k_reg", "lam", "empty", "calibration_key", "hierarchy", "hierarchy_format"}),
@@ -103,7 +103,7 @@ def _conformal(args, P: np.ndarray):
         k_reg=1 if args.k_reg is None else args.k_reg, lam=args.lam,
         empty=args.empty, gamma=args.gamma, **hierarchical,
         randomized=False if args.deterministic else True if args.randomized else None,
-        random_state=0 if args.seed is None else args.seed,
+        random_state=0 if args.seed is None else args.seed, label_noise=_label_noise(args, P.shape[1]),
     )
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
@@ -117,8 +117,21 @@ def _conformal(args, P: np.ndarray):
     w_cal = _load_rows(args.calibration_weights, "--calibration-weights", P_cal.shape[0], args.calibration) \
         if weighted else None
     w_test = _load_rows(args.weights, "--weights", P.shape[0], args.probs) if weighted else None
+    shift = {}
+    if args.label_shift is not None and args.class_weights is not None:
+        raise ValueError("--label-shift estimates the class weights that --class-weights gives: pass one or the other")
+    if args.class_weights is not None:
+        shift["class_weights"] = _load_rows(args.class_weights, "--class-weights", P.shape[1], "the classes of "
+                                            + args.probs)
+    elif args.label_shift is not None:
+        from .conformal import estimate_label_shift
+
+        try:
+            shift["class_weights"] = estimate_label_shift(P_cal, y_cal, P, args.label_shift)
+        except ValueError as exc:
+            raise ValueError(f"--label-shift {args.label_shift}: {exc}") from None
     try:
-        predictor.fit(P_cal, y_cal, **({"weights": w_cal} if weighted else {}))
+        predictor.fit(P_cal, y_cal, **({"weights": w_cal} if weighted else {}), **shift)
     except ValueError as exc:
         raise ValueError(f"{args.calibration}: {exc}") from None
     try:
@@ -132,9 +145,29 @@ def _conformal(args, P: np.ndarray):
         what += f" over at most {predictor.max_nodes} node(s) of {args.hierarchy}"
     if weighted:
         what += " weighted for covariate shift"
+    if shift:
+        w = shift["class_weights"]
+        what += (f" under label shift (class weights {'by ' + args.label_shift.upper() if args.label_shift else 'given'}"
+                 f", {w.min():.3g}..{w.max():.3g})")
+    if predictor.label_noise is not None:
+        what += " covering the clean label (noisy calibration labels)"
     calibrated = (f"{'delta' if predictor.score == 'credal' else 'beta'} = {predictor.parameter_:.6g}"
                   if hasattr(predictor, "parameter_") else f"q = {predictor.quantile_:.6g}")
     return sets, f"{what} at epsilon={args.epsilon} ({calibrated}, {len(y_cal)} calibration rows)"
+
+
+def _label_noise(args, K: int):
+    """``--label-noise``: a uniform noise rate (a number), or a file of the ``K x K`` transition matrix."""
+    if args.label_noise is None:
+        return None
+    from .conformal.label_noise import check_label_noise
+
+    try:
+        rate = float(args.label_noise)
+    except ValueError:
+        M = _load_rows(args.label_noise, "--label-noise", K, "the classes of " + args.probs)
+        return check_label_noise(M, f"{args.label_noise}: --label-noise")
+    return check_label_noise(rate, "--label-noise")
 
 
 def _load_rows(path: str, option: str, n: int, beside: str) -> np.ndarray:
@@ -248,6 +281,7 @@ def _hierarchical(args, P: np.ndarray, u):
 _PREDICT_INPUTS = (("probs", "probs"), ("--calibration", "calibration"),
                    ("--calibration-labels", "calibration_labels"), ("--hierarchy", "hierarchy"),
                    ("--weights", "weights"), ("--calibration-weights", "calibration_weights"), ("--cost", "cost"),
+                   ("--class-weights", "class_weights"),
                    ("--group-columns", "group_columns"), ("--calibration-group-columns", "calibration_group_columns"))
 
 
@@ -411,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--weights", help="conformal, covariate shift: the test rows' likelihood ratios (one per line or "
                                      ".npy), with --calibration-weights")
     g.add_argument("--calibration-weights", help="conformal, covariate shift: the calibration rows' likelihood ratios")
+    g.add_argument("--label-shift", choices=("bbse", "em"),
+                   help="conformal, label shift: estimate the class weights q(y)/p(y) from the rows of probs (BBSE or "
+                        "EM) and calibrate one weighted threshold per class (Podkopaev and Ramdas 2021)")
+    g.add_argument("--class-weights", help="conformal, label shift: the class weights q(y)/p(y), one per class (one "
+                                           "per line or .npy)")
+    g.add_argument("--label-noise", help="conformal, noisy calibration labels: a uniform noise rate in [0, 1), or a "
+                                         "file of the K x K transition matrix P(noisy l | clean k); the sets cover the "
+                                         "clean label")
     g = p.add_argument_group("risk control and group columns")
     g.add_argument("--alpha", type=float, help="risk: the level of the expected loss")
     g.add_argument("--loss", choices=("miscoverage", "class_cost", "hierarchical"),
@@ -482,9 +524,22 @@ def build_parser() -> argparse.ArgumentParser:
                            else f"as --{option}, for the --{part} rows")
     p.add_argument("--epsilon", type=float, action="append",
                    help="significance level of the conformal methods (repeatable; default 0.1)")
+    p.add_argument("--label-shift", choices=("bbse", "em"),
+                   help="label shift: estimate the class weights q(y)/p(y) from the test rows' outputs (bbse: "
+                        "Lipton et al. 2018; em: Saerens et al. 2002) and add LAC and APS sets calibrated under them "
+                        "(Podkopaev and Ramdas 2021); the page shows the estimated class frequencies beside the "
+                        "calibration ones")
     p.add_argument("--name", action="append",
                    help="the model's key in the report (default: model); once per --test, in the same order")
     p.add_argument("--title", help="the dataset's title in the report")
+    p.add_argument("--ordered", action="store_true",
+                   help="the test rows are in time order: adds the page's stream section (conformal test "
+                        "martingales with their alarm, and the windowed coverage of ACI, DtACI and PID)")
+    p.add_argument("--test-times", metavar="TIMES",
+                   help="with --ordered: one time per test row (numbers or ISO dates, .npy or one per line), "
+                        "checked to be in order")
+    p.add_argument("--stream-window", type=int, metavar="N",
+                   help="with --ordered: the rows of a coverage window (default 500)")
     p.add_argument("--cores", type=int, default=1, help="Snakemake's --cores, >= 1 (default 1)")
     p.add_argument("--output", "-o", required=True, metavar="DIR",
                    help="folder for report.html, tables/, figures/, svbop_report.log and .yaml; the workflow's "
@@ -509,6 +564,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--score", choices=("lac", "aps", "raps", "saps", "topk", "margin", "fbeta", "credal"),
                    default="lac", help="conformity score (default lac; deterministic: the level adapts)")
     p.add_argument("--step", type=float, default=0.02, help="the level's learning rate in (0, 1] (default 0.02)")
+    p.add_argument("--method", choices=("aci", "dtaci", "pid"), default="aci",
+                   help="aci (default); dtaci: experts over several steps, reweighted (Gibbs and Candes 2024); pid: "
+                        "ACI plus an integrator of the errors (Angelopoulos et al. 2023); dtaci and pid: the ranked "
+                        "scores only")
+    p.add_argument("--seed", type=int, help="dtaci: the seed of the expert drawn for each row (default 0)")
+    p.add_argument("--martingale", choices=("simple_jumper", "power"),
+                   help="also an exchangeability alarm: this conformal test martingale over the online p-values of "
+                        "the rows' LAC scores (calibration rows first); adds the columns p_value and martingale to "
+                        "--coverage and reports the first row at or above 1/--delta")
+    p.add_argument("--delta", type=float, default=0.01,
+                   help="--martingale: the alarm's level in (0, 1) (alarm at 1/delta; default 0.01)")
     p.add_argument("--k-reg", type=int, help="raps: ranks not penalised (default 1)")
     p.add_argument("--lam", type=float, help="raps: penalty per rank beyond --k-reg (default 0); "
                                              "saps: the weight of a rank (default 0.2)")
@@ -532,14 +598,6 @@ def _stream(args) -> int:
     inputs = (("probs", "probs"), ("labels", "labels"), ("--calibration", "calibration"),
               ("--calibration-labels", "calibration_labels"))
     _check_inputs(args, inputs)
-    p.add_argument("--ordered", action="store_true",
-                   help="the test rows are in time order: adds the page's stream section (conformal test "
-                        "martingales with their alarm, and the windowed coverage of ACI, DtACI and PID)")
-    p.add_argument("--test-times", metavar="TIMES",
-                   help="with --ordered: one time per test row (numbers or ISO dates, .npy or one per line), "
-                        "checked to be in order")
-    p.add_argument("--stream-window", type=int, metavar="N",
-                   help="with --ordered: the rows of a coverage window (default 500)")
     output = _output_path(args, args.output, "--output", inputs)
     coverage_path = _output_path(args, args.coverage, "--coverage", inputs)
     if os.path.realpath(output) == os.path.realpath(coverage_path):
@@ -549,6 +607,11 @@ def _stream(args) -> int:
         lam=args.lam, empty=args.empty, gamma=args.gamma, method=getattr(args, "method", "aci"),
         random_state=0 if getattr(args, "seed", None) is None else args.seed,
     )
+    alarm = None
+    if getattr(args, "martingale", None) is not None:
+        from .conformal import ExchangeabilityMartingale
+
+        alarm = ExchangeabilityMartingale(args.martingale, delta=args.delta)  # --delta checked before any work
     P_cal = load_scores(args.calibration, key=args.calibration_key)
     y_cal = _load_labels(args.calibration_labels)
     check_labels(y_cal, P_cal.shape, name=args.calibration_labels)
@@ -565,20 +628,16 @@ def _stream(args) -> int:
         sets = aci.update(P, y)
     except ValueError as exc:
         raise ValueError(f"{args.probs}: {exc}") from None
-    p.add_argument("--method", choices=("aci", "dtaci", "pid"), default="aci",
-                   help="aci (default); dtaci: experts over several steps, reweighted (Gibbs and Candes 2024); pid: "
-                        "ACI plus an integrator of the errors (Angelopoulos et al. 2023); dtaci and pid: the ranked "
-                        "scores only")
-    p.add_argument("--seed", type=int, help="dtaci: the seed of the expert drawn for each row (default 0)")
-    p.add_argument("--martingale", choices=("simple_jumper", "power"),
-                   help="also an exchangeability alarm: this conformal test martingale over the online p-values of "
-                        "the rows' LAC scores (calibration rows first); adds the columns p_value and martingale to "
-                        "--coverage and reports the first row at or above 1/--delta")
-    p.add_argument("--delta", type=float, default=0.01,
-                   help="--martingale: the alarm's level in (0, 1) (alarm at 1/delta; default 0.01)")
     save_sets(output, sets)
     hit = sets.contains(y)
     running = running_coverage(sets, y)
+    if alarm is not None:
+        from .conformal import online_p_values
+        from .conformal.scores import _lac_scores
+
+        p = online_p_values(np.concatenate([_lac_scores(P_cal, y_cal), _lac_scores(P, y)]), n_initial=y_cal.size,
+                            random_state=0 if args.seed is None else args.seed)
+        path = alarm.run(p)
     with atomic_path(coverage_path) as tmp, open(tmp, "w") as fh:
         fh.write("row\talpha\tsize\tcovered\trunning_coverage" + ("\tp_value\tmartingale" if alarm else "") + "\n")
         for i, (a, size, h, r) in enumerate(zip(aci.alphas_, sets.sizes, hit, running)):
@@ -589,6 +648,10 @@ def _stream(args) -> int:
           f" {len(y_cal)} calibration rows) -> {args.output}; coverage {cov:.4f} (target {1 - args.epsilon:.4f}),"
           f" mean size {sets.sizes.mean() if len(sets) else float('nan'):.3f}, final level {aci.alpha_:.4f};"
           f" running coverage -> {args.coverage}")
+    if alarm is not None:
+        print(f"exchangeability ({args.martingale} martingale, delta={args.delta:g}): " + (
+            f"first alarm at row {alarm.alarm_} (martingale >= {1 / args.delta:g})" if alarm.alarm_ >= 0
+            else f"no alarm (largest martingale {float(path.max()) if path.size else 1.0:.3g} < {1 / args.delta:g})"))
     return 0
 
 
@@ -608,11 +671,6 @@ def _docs(args) -> int:
     if name not in pages:
         raise ValueError(f"PAGE: no page {args.page!r}; the pages are {', '.join(pages)}")
     sys.stdout.write(pages[name][0].read_text(encoding="utf-8"))
-    alarm = None
-    if getattr(args, "martingale", None) is not None:
-        from .conformal import ExchangeabilityMartingale
-
-        alarm = ExchangeabilityMartingale(args.martingale, delta=args.delta)  # --delta checked before any work
     return 0
 
 
@@ -632,13 +690,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # unreadable or unwritable files: the file and the system's reason
         where = f"{exc.filename}: " if exc.filename else ""
         fix = "; free some space and rerun (finished steps are kept)" if exc.errno == errno.ENOSPC else ""
-    if alarm is not None:
-        from .conformal import online_p_values
-        from .conformal.scores import _lac_scores
-
-        p = online_p_values(np.concatenate([_lac_scores(P_cal, y_cal), _lac_scores(P, y)]), n_initial=y_cal.size,
-                            random_state=0 if args.seed is None else args.seed)
-        path = alarm.run(p)
         print(f"svbop: error: {where}{exc.strerror or exc}{fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's status for SIGINT; nothing half-written is kept
@@ -648,7 +699,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-    if alarm is not None:
-        print(f"exchangeability ({args.martingale} martingale, delta={args.delta:g}): " + (
-            f"first alarm at row {alarm.alarm_} (martingale >= {1 / args.delta:g})" if alarm.alarm_ >= 0
-            else f"no alarm (largest martingale {float(path.max()) if path.size else 1.0:.3g} < {1 / args.delta:g})"))

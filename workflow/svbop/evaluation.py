@@ -27,7 +27,7 @@ from .utilities import Utility, utility
 __all__ = ["BEYOND_COLUMNS", "BEYOND_PAPER_METHODS", "CONDITIONAL_COLUMNS",
            "METHODS", "PAPER_FULL", "SVBOP_METHODS", "SUMMARY_KEYS",
            "beyond_method", "calibration_record", "dataset_summary", "evaluate_beyond", "evaluate_methods",
-           "not_calibrated_text", "read_calibration", "read_seconds", "risk_record", "test_risk", "promise_record", "check_promise", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
+           "not_calibrated_text", "read_calibration", "read_seconds", "risk_record", "test_risk", "promise_record", "label_shift_record", "check_promise", "read_threshold_tuning", "target_coverage_pct", "timing_columns",
            "unreachable_record"]
 
 #: Methods of the paper's Tables 3 and 4, in the order the report lists them.
@@ -373,6 +373,23 @@ def promise_record(*, method: str, epsilon: float, y_cal, weights=None, group_co
     return record
 
 
+def label_shift_record(*, method: str, epsilon: float, y_cal, estimator: str, class_weights,
+                       quantiles) -> dict[str, object]:
+    """What a label-shift conformal method calibrated on, as JSON (the file beside its sets): the
+    estimator, the class weights ``w(y)``, the calibration class frequencies ``p(y)`` and the estimated
+    test ones ``q(y) = p(y) w(y)`` (normalised), and each class's threshold (``None``: every row keeps it).
+    """
+    y_cal = np.asarray(y_cal)
+    w = np.asarray(class_weights, dtype=np.float64)
+    p = np.bincount(y_cal, minlength=w.size) / max(1, y_cal.size)
+    q = p * w
+    q = q / q.sum() if q.sum() > 0 else q
+    return {"method": method, "epsilon": float(epsilon), "promise": "label_shift", "estimator": str(estimator),
+            "n_calibration": int(y_cal.size), "weights": w.tolist(), "calibration_freq": p.tolist(),
+            "estimated_test_freq": q.tolist(),
+            "quantiles": [float(v) if np.isfinite(v) else None for v in np.asarray(quantiles, dtype=np.float64)]}
+
+
 def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weights=None,
                   group_columns=None) -> dict[str, object]:
     """The promise of a weighted or conditional method (its :func:`promise_record`) checked on the test rows.
@@ -385,6 +402,9 @@ def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weig
     rows are themselves drawn from the target distribution.
     Conditional (``group_columns``: the test rows' indicators): the coverage in every group, with its
     test rows (NaN where a group has none), against ``1 - epsilon`` in each.
+    Label shift (:func:`label_shift_record`): the test rows are the shifted distribution, so the check
+    is their plain coverage ``coverage_pct``; ``test_freq``, their class frequencies, shows how well
+    the weights were estimated.
 
     Returns
     -------
@@ -395,6 +415,11 @@ def check_promise(record: Mapping[str, object], sets: SetPredictions, y, *, weig
     """
     covered = sets.contains(np.asarray(y)).astype(np.float64)
     target = 100.0 * (1.0 - float(record["epsilon"]))
+    if record["promise"] == "label_shift":  # the test rows are the shifted distribution: their plain coverage
+        K = len(record["weights"])
+        observed = np.bincount(np.asarray(y), minlength=K) / max(1, len(y))
+        return {"target_pct": target, "coverage_pct": float(100.0 * covered.mean()) if covered.size else float("nan"),
+                "test_freq": observed.tolist()}
     if record["promise"] == "weighted":
         from .conformal.weighted import effective_size
 
@@ -444,6 +469,10 @@ def read_calibration(path: str | os.PathLike) -> dict[str, object]:
         return {"calibrated": f"weighted quantile per test row (effective calibration rows "
                               f"{float(record['n_effective']):,.0f} of {int(record['n_calibration']):,})",
                 "reached": True}
+    if record.get("promise") == "label_shift":  # one weighted threshold per candidate class
+        w = np.asarray(record["weights"], dtype=np.float64)
+        return {"calibrated": f"one q per class, label-shift weights by {str(record['estimator']).upper()} "
+                              f"({w.min():.3g}..{w.max():.3g})", "reached": True}
     if record.get("promise") == "conditional":  # one cutoff per pattern of the test row's groups
         small = min(record["groups"], key=lambda g: g["n_calibration"])
         return {"calibrated": f"augmented quantile regression over {len(record['groups'])} groups (fewest "

@@ -30,6 +30,7 @@ BEYOND_FAMILIES = (
     ("risk", "Conformal risk control (E[loss] <= alpha)"),
     ("weighted", "Weighted conformal (covariate shift)"),
     ("conditional", "Conditional conformal (overlapping groups)"),
+    ("label_shift", "Label-shift conformal (estimated class weights)"),
     ("hierarchical", "Hierarchy-restricted"),
 )
 
@@ -45,7 +46,7 @@ def method_family(method: str) -> str:
         return method
     if method.startswith("conformal_"):
         return "class_conditional" if method.endswith(("_cc", "_clustered", "_rc3p")) else "conformal"
-    for family in ("coverage", "hierarchical", "mondrian", "risk", "weighted", "conditional"):
+    for family in ("coverage", "hierarchical", "mondrian", "risk", "weighted", "conditional", "label_shift"):
         if method.startswith(family + "_"):
             return family
     raise ValueError(f"unknown method {method!r} of the section beyond the paper")

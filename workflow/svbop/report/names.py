@@ -161,6 +161,8 @@ def method_name(method: str, param: object) -> str:
         score = method.removeprefix("weighted_")
         kind = "_cc" if score.endswith("_cc") else ""
         return f"Weighted {_KIND_NAMES.get(kind, '').lower()}{_score_name(score.removesuffix(kind))}{eps}"
+    if method.startswith("label_shift_"):  # conformal under label shift (class weights estimated from the test rows)
+        return f"Label-shift {_score_name(method.removeprefix('label_shift_'))}{eps}"
     if method.startswith("conditional_"):  # coverage in every one of the user's overlapping groups
         return f"Conditional {_score_name(method.removeprefix('conditional_'))} over groups{eps}"
     if method.startswith("coverage_"):

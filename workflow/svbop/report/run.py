@@ -59,6 +59,9 @@ DEFAULT_METHODS = {"conformal": ["aps", "aps_top1", "raps"], "class_conditional"
 WEIGHTED_METHODS = ("lac", "aps")
 #: With ``--group-columns``: conformal sets covering in every group (methods.conditional.scores).
 CONDITIONAL_METHODS = ("lac", "aps")
+#: With ``--label-shift``: conformal sets under label shift, class weights estimated from the test rows
+#: (methods.label_shift.scores).
+LABEL_SHIFT_METHODS = ("lac", "aps")
 #: svbop report's options of per-row files beside the scores, by the parts' key; the test part's is the bare name.
 ROW_OPTIONS = {"weights": "weights", "group_columns": "group-columns"}
 
@@ -96,6 +99,7 @@ def report_config(
     name: str = "model",
     title: str | None = None,
     repeats: int = 3,
+    label_shift: str | None = None,
 ) -> dict:
     """The workflow config of one ``model_outputs`` dataset made of these files.
 
@@ -152,6 +156,8 @@ def report_config(
         methods["weighted"] = {"scores": list(WEIGHTED_METHODS)}
     if rows["group_columns"]:  # overlapping groups: sets covering in every group, each group's coverage
         methods["conditional"] = {"scores": list(CONDITIONAL_METHODS)}
+    if label_shift is not None:  # label shift: class weights estimated from the test rows (bbse or em)
+        methods["label_shift"] = {"estimator": label_shift, "scores": list(LABEL_SHIFT_METHODS)}
     return {
         "run": [name],
         "timing": {"repeats": int(repeats)},
@@ -690,7 +696,7 @@ def main(args) -> int:
         groups=groups, weights=rows["weights"], group_columns=rows["group_columns"], outputs=outputs,
         calibrate=args.calibrate, class_names=args.class_names, hierarchy=args.hierarchy,
         hierarchy_format=args.hierarchy_format or "edges", epsilons=args.epsilon or [0.1], name=m["name"],
-        title=args.title if len(models) == 1 else None,
+        title=args.title if len(models) == 1 else None, label_shift=getattr(args, "label_shift", None),
     ) for m, outputs in zip(models, found)]
     config = configs[0]
     if len(configs) > 1:  # one model_outputs dataset per model, on the same rows
