@@ -15,7 +15,7 @@ distributed = pytest.importorskip("distributed", reason="dask.distributed is not
 import dask.array as da  # noqa: E402
 
 from svbop import ConformalSetPredictor  # noqa: E402
-from svbop.conformal import RiskControlSetPredictor  # noqa: E402
+from svbop.conformal import LearnThenTest, RiskControlSetPredictor  # noqa: E402
 from svbop.conformal.dask import npy_rows, order_statistic  # noqa: E402
 
 
@@ -152,8 +152,24 @@ def test_risk_control_sets_of_a_dask_array_equal_the_single_process():
         assert isinstance(mask, da.Array)
         np.testing.assert_array_equal(mask.compute(), rc.predict_mask(P[1000:]))
         assert rc.predict(Pd) == rc.predict(P[1000:])
-        with pytest.raises(ValueError, match=r"^RiskControlSetPredictor\.fit takes numpy-like arrays only"):
-            RiskControlSetPredictor(0.1).fit(da.from_array(P, chunks=100), y)
+        with pytest.raises(ValueError, match=r"^RiskControlSetPredictor\.fit on a dask array takes loss='miscoverage'"
+                                             r" on a dask matrix .*not loss 'class_cost'"):
+            RiskControlSetPredictor(0.1, loss="class_cost", cost=np.ones(9)).fit(da.from_array(P, chunks=100), y)
+        with pytest.raises(ValueError, match=r"^LearnThenTest\.fit takes numpy-like arrays only"):
+            LearnThenTest().fit(da.from_array(P, chunks=100), y)
+
+
+@pytest.mark.parametrize("n,alpha", [(1000, 0.1), (40, 0.02), (9, 0.1), (30, 0.99), (500, 0.5)])
+def test_risk_control_fit_on_dask_gives_the_single_process_lambda(n, alpha):
+    P, y = _outputs(n, 6, 9)
+    P[: n // 3] = np.round(P[: n // 3], 1) + 0.01  # tied scores
+    with dask.config.set(scheduler="synchronous"):
+        for score in ("lac", "aps"):
+            one = RiskControlSetPredictor(alpha, score=score).fit(P, y)
+            many = RiskControlSetPredictor(alpha, score=score).fit(da.from_array(P, chunks=7), da.from_array(y, chunks=5))
+            assert (many.lambda_, many.calibration_risk_, many.B_, many.n_classes_) == \
+                (one.lambda_, one.calibration_risk_, one.B_, one.n_classes_)
+            np.testing.assert_array_equal(many.predict_mask(da.from_array(P, chunks=50)).compute(), one.predict_mask(P))
 
 
 def _peak_rss_reset():

@@ -60,16 +60,20 @@ def _inverse(M, out):
 
 
 @njit(nogil=True, cache=True)
-def warm_cutoffs(AT, S, B0, B1, phis, basis, status, max_iter, out, flag):
+def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
     """The cutoff ``min phi^T y`` of each pattern ``k`` (``b = B0[k]``, perturbation ``B1[k] = -phi``,
     ``phis[k] = phi``) into ``out[k]``, with ``flag[k]`` one of SOLVED, INFEASIBLE, UNSETTLED.
 
-    ``AT`` is ``A`` transposed (n x r: a column of ``A`` is a contiguous row).  ``basis`` (r column
-    indices) and ``status`` (n: 0 at 0, 1 at 1, 2 basic) start dual feasible and carry each
+    Column ``j`` of ``A`` is ``U[pid[j]]``: ``U`` (m x r) holds the calibration rows' distinct
+    patterns, so a pivot's products with ``A`` cost ``O(m r + n)``, not ``O(n r)``.  ``basis`` (r
+    column indices) and ``status`` (n: 0 at 0, 1 at 1, 2 basic) start dual feasible and carry each
     pattern's final basis to the next."""
-    n, r = AT.shape
-    A = AT  # A[q, j] is AT[j, q]
+    n = pid.size
+    m, r = U.shape
     upper = np.zeros(r)  # A times the variables at 1
+    counts = np.zeros(m)
+    alphas = np.empty(m)
+    fits = np.empty(m)
     tol, lex_tol, piv_tol = 1e-9, 1e-12, 1e-9
     Bm = np.empty((r, r))
     Binv = np.empty((r, r))
@@ -80,15 +84,19 @@ def warm_cutoffs(AT, S, B0, B1, phis, basis, status, max_iter, out, flag):
     for k in range(B0.shape[0]):
         flag[k] = UNSETTLED
         out[k] = np.nan
-        upper[:] = 0.0  # recomputed for every pattern: no drift from the updates below
+        counts[:] = 0.0  # recomputed for every pattern: no drift from the updates below
         for j in range(n):
             if status[j] == 1:
+                counts[pid[j]] += 1.0
+        upper[:] = 0.0
+        for u in range(m):
+            if counts[u] > 0.0:
                 for q in range(r):
-                    upper[q] += A[j, q]
+                    upper[q] += counts[u] * U[u, q]
         for _ in range(max_iter):
             for i in range(r):
                 for q in range(r):
-                    Bm[q, i] = A[basis[i], q]
+                    Bm[q, i] = U[pid[basis[i]], q]
             if not _inverse(Bm, Binv):
                 break
             for q in range(r):
@@ -129,22 +137,26 @@ def warm_cutoffs(AT, S, B0, B1, phis, basis, status, max_iter, out, flag):
                 flag[k] = SOLVED
                 break
             # the entering variable: the dual ratio test on row p of B^-1 A
+            for u in range(m):
+                a = 0.0
+                f = 0.0
+                for q in range(r):
+                    a += Binv[p, q] * U[u, q]
+                    f += y[q] * U[u, q]
+                alphas[u] = a
+                fits[u] = f
             enter, best, best_alpha = -1, np.inf, 0.0
             for j in range(n):
                 st = status[j]
                 if st == 2:
                     continue
-                alpha = 0.0
-                for q in range(r):
-                    alpha += Binv[p, q] * A[j, q]
+                alpha = alphas[pid[j]]
                 if abs(alpha) <= piv_tol:
                     continue
                 # x_p = ... - alpha x_j: below its lower bound it must rise (x_j rises from 0 where
                 # alpha < 0, falls from 1 where alpha > 0); above its upper bound, the converse
                 if up == ((st == 0) == (alpha > 0)):
-                    dj = S[j]
-                    for q in range(r):
-                        dj -= y[q] * A[j, q]
+                    dj = S[j] - fits[pid[j]]
                     ratio = max(dj if st == 0 else -dj, 0.0) / abs(alpha)
                     if ratio < best - 1e-12 or (ratio <= best + 1e-12 and abs(alpha) > abs(best_alpha)):
                         enter, best, best_alpha = j, ratio, alpha
@@ -157,10 +169,10 @@ def warm_cutoffs(AT, S, B0, B1, phis, basis, status, max_iter, out, flag):
             status[leave] = 1 if up else 0
             if up:
                 for q in range(r):
-                    upper[q] += A[leave, q]
+                    upper[q] += U[pid[leave], q]
             if status[enter] == 1:
                 for q in range(r):
-                    upper[q] -= A[enter, q]
+                    upper[q] -= U[pid[enter], q]
             basis[p] = enter
             status[enter] = 2
     return out, flag

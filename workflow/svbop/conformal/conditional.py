@@ -38,9 +38,10 @@ row of ``Phi_test`` (``2^d`` patterns at most for ``d`` groups).
 *Many patterns.*  A fresh programme per pattern costs tens of milliseconds (2^16 patterns of 16
 groups: hours).  The patterns differ only in the dual's right-hand side, so they are solved by one
 bounded dual simplex, warm-started from the previous pattern's optimal basis (it stays dual
-feasible), in Gray-code order (neighbours differ in one group): a few pivots of ``O(d n)`` each per
-pattern (2^16 patterns over 2,000 calibration rows: about 25 s).  The smallest fit over the optimal
-face is that simplex's optimum for the right-hand side perturbed by ``-t phi(x)``, ``t -> 0+``
+feasible), in Gray-code order (neighbours differ in one group): a few pivots of ``O(d m + n)``
+each per pattern, ``m`` the calibration rows' distinct patterns (2^16 patterns over 2,000
+calibration rows: about 25 s on a loaded 2-core machine).  The smallest fit over the optimal face
+is that simplex's optimum for the right-hand side perturbed by ``-t phi(x)``, ``t -> 0+``
 (lexicographic values).  A pattern the simplex leaves unsettled (rounding in a degenerate basis) is
 solved on its own by HiGHS as above, which ``tests/test_hostile_issue56_library.py`` also checks
 the simplex against.
@@ -180,8 +181,10 @@ class ConditionalSetPredictor:
             reduced = self.scores_ - A.T @ y
             status = np.where(reduced >= 0, 0, 1).astype(np.int8)
             status[basis] = 2
-            self._simplex = (cols, C, np.ascontiguousarray(A.T), A.sum(axis=1), basis, status)
-        cols, C, AT, N, basis, status = self._simplex
+            U, pid = np.unique(A.T, axis=0, return_inverse=True)  # the calibration rows' distinct patterns
+            self._simplex = (cols, C, np.ascontiguousarray(U), pid.reshape(-1).astype(np.int64), A.sum(axis=1), basis,
+                             status)
+        cols, C, U, pid, N, basis, status = self._simplex
         phi = np.concatenate([np.ones((patterns.shape[0], 1)), patterns.astype(np.float64)], axis=1)
         consistent = np.all(np.abs(phi[:, cols] @ C - phi) <= 1e-7, axis=1)
         consistent &= ~np.any(patterns & (self.group_counts_ == 0), axis=1)
@@ -196,7 +199,7 @@ class ConditionalSetPredictor:
             which = which[np.argsort(code, kind="stable")]
         if which.size:
             phis = np.ascontiguousarray(phi[which][:, cols])
-            values, flags = warm_cutoffs(AT, self.scores_, tau * (N + phis), -phis, phis, basis, status,
+            values, flags = warm_cutoffs(U, pid, self.scores_, tau * (N + phis), -phis, phis, basis, status,
                                          max(1000, 4 * self.scores_.size), np.empty(which.size),
                                          np.empty(which.size, dtype=np.int8))
             out[which] = values

@@ -30,9 +30,13 @@ the same sets (the state is fixed when the call is made).  ``row_seeds=`` (one i
 numpy or dask array) works as in the single-process call.  The calibration rows' uniforms are
 drawn the same way from the fit's stream 0.
 
+:func:`fit_risk` is :meth:`RiskControlSetPredictor.fit` for ``loss="miscoverage"``, whose
+``lambda_`` is an order statistic of the label scores.
+
 Refused on dask arrays (one line, before any work): ``fit`` with ``groups``, ``weights``,
-``class_weights``, ``label_noise``, ``class_conditional`` or the Bayes-optimal families (``fbeta``, ``credal``), whose calibration
-needs every row in one process (compute ``P_cal`` first); :meth:`RiskControlSetPredictor.fit`.
+``class_weights``, ``label_noise``, ``class_conditional`` or the Bayes-optimal families
+(``fbeta``, ``credal``), whose calibration needs every row in one process (compute ``P_cal``
+first); :meth:`RiskControlSetPredictor.fit` with another loss, and :meth:`LearnThenTest.fit`.
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["is_dask_array", "SparseBlocks", "predict_mask", "predict_blocks", "predict", "fit", "order_statistic",
-           "npy_rows"]
+__all__ = ["is_dask_array", "SparseBlocks", "predict_mask", "predict_blocks", "predict", "fit", "fit_risk",
+           "order_statistic", "npy_rows"]
 
 #: At most this many scores are gathered into the calling process by :func:`order_statistic`
 #: (8 MB of float64): a bin holding more is split by a further histogram pass.
@@ -502,3 +506,70 @@ def npy_rows(path, chunk_rows: int):
     parts = [da.from_delayed(read(path, r0, min(n, r0 + chunk_rows)), shape=(min(n, r0 + chunk_rows) - r0, K),
                              dtype=dtype) for r0 in range(0, n, int(chunk_rows))]
     return da.concatenate(parts, axis=0) if parts else da.zeros((0, K), dtype=dtype)
+
+
+# --- conformal risk control: the miscoverage loss's lambda is an order statistic -----------------
+
+
+def _risk_block_scores(model, X, y, r0: int, chunk_bytes: int) -> np.ndarray:
+    """The label scores of one block of calibration rows, as ``RiskControlSetPredictor.fit`` computes them."""
+    from .._prefix import as_score_matrix, row_stats
+    from ..metrics import check_labels
+    from .scores import _calibration_scores
+
+    def scores():
+        P = as_score_matrix(X, "P_cal")
+        yy = check_labels(y, P.shape, "y_cal")
+        if model.score == "lac":
+            return 1.0 - P[np.arange(yy.size), yy] / row_stats(P, 0, "P_cal")[1]
+        return _calibration_scores(P, yy, model.score, model.k_reg, model.lam, chunk_bytes)
+
+    return _in_block(r0, r0 + X.shape[0], "P_cal", scores)
+
+
+def fit_risk(model, P_cal, y_cal, *, chunk_bytes: int | None = None):
+    """``RiskControlSetPredictor.fit`` on a dask array, for ``loss="miscoverage"``: the total loss at
+    ``lambda`` is the number of label scores above it, so ``lambda_`` (the smallest candidate whose
+    total is within ``alpha (n+1) - 1``) is the ``(n - L)``-th smallest label score,
+    ``L = floor(alpha (n+1) - 1)`` (``-inf`` when ``L >= n``, ``inf`` when ``L < 0``), selected
+    exactly by :func:`order_statistic`; ``calibration_risk_`` is counted on the workers.  The same
+    ``lambda_`` and ``calibration_risk_`` as the single-process fit."""
+    from fractions import Fraction
+
+    from .risk import _check_level
+
+    _, da = _dask()
+    name = type(model).__name__
+    loss = getattr(model, "loss_", None)
+    if getattr(loss, "name", None) != "miscoverage" or isinstance(P_cal, SparseBlocks):
+        what = "top-k outputs in dask arrays" if isinstance(P_cal, SparseBlocks) else f"loss {getattr(loss, 'name', loss)!r}"
+        raise ValueError(f"{name}.fit on a dask array takes loss='miscoverage' on a dask matrix (its lambda_ is an order"
+                         f" statistic of the label scores), not {what}: compute P_cal first (P_cal.compute())")
+    P = _check_matrix(P_cal, "P_cal")
+    n = P.shape[0]
+    if n == 0:
+        raise ValueError(f"P_cal has no rows (shape {P.shape}, dtype {P.dtype}): the calibration set is empty")
+    ys = _per_block(y_cal, P, "y_cal", integer=True)
+    chunk_bytes = _chunk(chunk_bytes)
+    dask, _ = _dask()
+    call = dask.delayed(_risk_block_scores, pure=True)
+    m = dask.delayed(model, pure=False)
+    parts = [da.from_delayed(call(m, X, ys[b], r0, chunk_bytes), shape=(r1 - r0,), dtype=np.float64)
+             for b, (X, (r0, r1)) in enumerate(zip(_parts(P), _row_blocks(P))) if r1 > r0]
+    s = da.concatenate(parts).persist()
+    alpha = _check_level(model.alpha, "alpha", loss.bound)
+    # RiskControlSetPredictor.fit's test, total <= limit, in its arithmetic; totals are counts here
+    budget = alpha * (n + 1) - Fraction(loss.bound)
+    limit = float(budget) * (1 + 8 * np.finfo(np.float64).eps) if budget > 0 else float(budget)
+    L = math.floor(limit)
+    lowest = order_statistic(s, 1)  # every score computed (and every row checked) whatever L
+    if L < 0:  # no lambda qualifies: every class (the miscoverage of the full set is 0)
+        lam, risk = math.inf, 0.0
+    elif L >= n:  # the empty sets already qualify
+        lam, risk = -math.inf, 1.0
+    else:
+        lam = lowest if n - L == 1 else order_statistic(s, n - L)
+        risk = int((s > lam).sum().compute()) / n
+    model.n_classes_ = P.shape[1]
+    model.lambda_, model.calibration_risk_, model.B_ = float(lam), float(risk), loss.bound
+    return model

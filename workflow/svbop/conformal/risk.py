@@ -523,7 +523,12 @@ class RiskControlSetPredictor(_NestedSets):
         self.empty = _check_empty(empty)
 
     def fit(self, P_cal, y_cal, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> "RiskControlSetPredictor":
-        """Choose ``lambda_`` on the calibration probabilities ``P_cal`` (n, K) and labels ``y_cal``."""
+        """Choose ``lambda_`` on the calibration probabilities ``P_cal`` (n, K) and labels ``y_cal`` (a dask
+        array with ``loss="miscoverage"``: :func:`svbop.conformal.dask.fit_risk`, the same ``lambda_``)."""
+        if is_dask_array(P_cal):
+            from .dask import fit_risk
+
+            return fit_risk(self, P_cal, y_cal, chunk_bytes=chunk_bytes)
         S, y = self._calibration(P_cal, y_cal, chunk_bytes, [self.loss_])
         n, loss = y.size, self.loss_
         B = loss.bound
