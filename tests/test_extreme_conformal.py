@@ -374,3 +374,25 @@ def test_risk_losses_that_need_every_class_are_refused_on_lazy_sources():
     with pytest.raises(ValueError, match="SparseOutputs: this loss weighs every class that enters a set before the label"):
         RiskControlSetPredictor(0.2, loss="hierarchical", hierarchy=binary_tree(9)).fit(
             _top_k(model.predict_proba(X), 3), y)
+
+
+def test_long_searches_are_rerun_in_bounded_batches(monkeypatch):
+    """Rows whose search outgrows the first buffer are searched again in batches of bounded buffers
+    (one row held every class's buffer at once before); the classes and values are the same."""
+    from svbop import hf
+
+    model = random_model(binary_tree(37), D, 1, scale=3.0)
+    X = queries(D, 200, 3)
+    ref = hf.enumerate_leaves(model, X, p_min=0.001)
+    monkeypatch.setattr(hf, "_FIRST_CAP", 2)
+    monkeypatch.setattr(hf, "_LONG_ENTRIES", 7)
+    small = hf.enumerate_leaves(model, X, p_min=0.001)
+    for a, b in zip(ref, small):
+        np.testing.assert_array_equal(a, b)
+    assert np.diff(ref[0]).max() > 7  # some rows needed more than one batch's buffer
+    # every class of every row, in decreasing probability: the dense ranking
+    full = hf.enumerate_leaves(model, X)
+    P = model.predict_proba(X)
+    order = np.argsort(-P, axis=1, kind="stable")
+    np.testing.assert_array_equal(full[1].reshape(P.shape), order)
+    np.testing.assert_allclose(np.exp(full[2]).reshape(P.shape), np.take_along_axis(P, order, axis=1), rtol=1e-12)

@@ -662,7 +662,7 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
 @njit(**_JIT)
 def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat, schild,
                  sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, n_classes, root, p_min,
-                 p_below_top, mass_max, rank_max, target, min_n, out_cls, out_logp, out_n, out_mass):
+                 p_below_top, mass_max, rank_max, target, min_n, out_cls, out_logp, out_n, out_mass, out_target):
     """The leaves of a probabilistic tree in decreasing probability, for the CSR rows ``rows``, until
     every class left is known to be outside a conformal set (the same best-first search as
     :func:`hf_search`, Algorithm 1 left out).
@@ -677,7 +677,8 @@ def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, 
 
     ``out_cls[r, :cap]``/``out_logp[r, :cap]`` receive the first leaves and their log-probabilities,
     ``out_n[r]`` how many came out (callers rerun rows with more than ``cap``), ``out_mass[r]`` their
-    summed probability.  Leaves come out as :func:`hf_search` delivers them: exactly decreasing
+    summed probability.  ``out_target[r]``: the target's rank (1-based), its log-probability and the
+    mass of the leaves out up to it, itself included (summed in the order they came out).  Leaves come out as :func:`hf_search` delivers them: exactly decreasing
     log-probability, ties by class id.
     """
     n_nodes = child_ptr.size - 1
@@ -724,6 +725,9 @@ def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, 
                 mass += p
                 if node == target[r]:
                     found = True
+                    out_target[r, 0] = n
+                    out_target[r, 1] = key
+                    out_target[r, 2] = mass
                 if n >= K:
                     break
                 continue

@@ -69,6 +69,9 @@ _SCAN_MAX = 4
 NODE_SPARSE, NODE_DENSE, NODE_DIRECT = _kernels.NODE_SPARSE, _kernels.NODE_DENSE, _kernels.NODE_DIRECT
 #: Rows per task given to a thread.
 _ROWS_PER_TASK = 256
+#: :func:`enumerate_leaves` searches rows with more classes than its first buffer again, in batches whose
+#: buffers hold at most this many classes (one row at a time past it): 64 MB of ids and log-probabilities.
+_LONG_ENTRIES = 1 << 22
 
 
 def _smallest_int(top: int, signed: bool = False):
@@ -384,6 +387,7 @@ def enumerate_leaves(
     rank_max=None,
     target=None,
     min_n: int = 1,
+    keep: bool = True,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The classes of every row in decreasing tree probability, up to a stop: the best-first search
@@ -396,11 +400,17 @@ def enumerate_leaves(
     ``rank_max`` are out.  A node's probability bounds every class below it, so the classes left
     out are exactly those the stop says.  Each stop is a scalar or one value per row.
 
+    ``keep=False``: only each row's first two classes are kept (and, with ``target``, the target's rank,
+    log-probability and the mass down to it): what a calibration score needs, in memory bounded by the
+    rows whatever the ranks.
+
     Returns
     -------
     indptr (n + 1,), classes, log_proba (each ``indptr[-1]``), mass (n,)
         Row ``i``'s classes are ``classes[indptr[i]:indptr[i+1]]`` with their ``log P(c|x)``
         (the same search, and the same values, as :func:`predict_sets_hf`); ``mass[i]`` their sum.
+        ``keep=False``: ``(counts, first, log_first, mass, target)``, ``first``/``log_first`` of shape
+        (n, 2) (``-1``/``-inf`` past a row's count) and ``target`` (n, 3): rank, log-probability, mass.
     """
     lay = model if isinstance(model, TreeSearchLayout) else _layout(model)
     K = lay.n_classes
@@ -419,12 +429,14 @@ def enumerate_leaves(
     xptr, xind, xval = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
     counts = np.zeros(n, dtype=np.int64)
     mass = np.zeros(n)
+    found = np.zeros((n, 3))
 
     def run(rows: np.ndarray, cap: int):
-        cls = np.zeros((rows.size, cap), dtype=np.int64)
-        logp = np.zeros((rows.size, cap))
+        cls = np.full((rows.size, cap), -1, dtype=np.int64)
+        logp = np.full((rows.size, cap), -np.inf)
         cnt = np.zeros(rows.size, dtype=np.int64)
         ms = np.zeros(rows.size)
+        tg = np.zeros((rows.size, 3))
 
         def task(lo: int, hi: int) -> None:
             r = rows[lo:hi]
@@ -433,19 +445,42 @@ def enumerate_leaves(
                 lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval, lay.vptr,
                 lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, K, lay.root, p_min[r], p_below_top[r],
                 mass_max[r], rank_max[r], target[r], int(min_n), cls[lo:hi], logp[lo:hi], cnt[lo:hi], ms[lo:hi],
+                tg[lo:hi],
             )
 
         _kernels.run_blocks(task, rows.size, _ROWS_PER_TASK, n_jobs)
-        counts[rows], mass[rows] = cnt, ms
+        counts[rows], mass[rows], found[rows] = cnt, ms, tg
         return cls, logp
 
     rows = np.arange(n, dtype=np.int64)
+    if not keep:
+        cls, logp = run(rows, min(2, K))
+        return counts, cls, logp, mass, found
     cap = min(_FIRST_CAP, K)
     cls, logp = run(rows, cap)
     long_rows = np.flatnonzero(counts > cap)
-    longer = run(long_rows, int(counts[long_rows].max())) if long_rows.size else (None, None)
-    classes, indptr = _kernels.ragged_sets(counts, cls, long_rows, longer[0])
-    log_proba, _ = _kernels.ragged_sets(counts, logp, long_rows, longer[1])
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    classes = np.empty(int(indptr[-1]), dtype=np.int64)
+    log_proba = np.empty(int(indptr[-1]))
+    short = counts <= cap
+    fits = np.arange(cap) < counts[short][:, None]
+    at = (indptr[:-1][short][:, None] + np.arange(cap))[fits]
+    classes[at], log_proba[at] = cls[short][fits], logp[short][fits]
+    del cls, logp
+    # the long rows again, in batches of similar length whose buffers stay within _LONG_ENTRIES
+    order = long_rows[np.argsort(counts[long_rows], kind="stable")]
+    lo = 0
+    while lo < order.size:
+        width = int(counts[order[lo]])
+        hi = lo + 1
+        while hi < order.size and (hi - lo + 1) * int(counts[order[hi]]) <= max(_LONG_ENTRIES, width):
+            hi += 1
+        batch = order[lo:hi]
+        c, lp = run(batch, int(counts[batch].max()))
+        for j, i in enumerate(batch.tolist()):
+            a, b = indptr[i], indptr[i + 1]
+            classes[a:b], log_proba[a:b] = c[j, : b - a], lp[j, : b - a]
+        lo = hi
     return indptr, classes, log_proba, mass
 
 

@@ -102,11 +102,33 @@ def lazy_calibration_scores(src, y: np.ndarray, score: str, k_reg: int, lam: flo
         return out
     from ..hf import enumerate_leaves
 
-    indptr, cls, logp, _ = enumerate_leaves(src.model, src.X, target=y, min_n=2 if score == "margin" else 1,
-                                            n_jobs=src.n_jobs)
-    V = np.exp(logp)
-    S, cum = _scores(indptr, V, score, k_reg, lam, U)
-    return _label_scores(indptr, cls, V, S, cum, y, score, k_reg, lam, U, K)
+    # each row searched down to its label; only its first two classes and the label's rank, probability
+    # and mass kept (memory bounded by the rows, whatever the labels' ranks)
+    _, _, first, _, found = enumerate_leaves(src.model, src.X, target=y, min_n=2 if score == "margin" else 1,
+                                             keep=False, n_jobs=src.n_jobs)
+    return _searched_label_scores(found[:, 0].astype(np.int64), np.exp(found[:, 1]), found[:, 2], np.exp(first),
+                                  score, k_reg, lam, U)
+
+
+def _searched_label_scores(o, py, cum, first, score, k_reg, lam, U):
+    """The label's score from its rank ``o``, probability ``py``, the mass down to it ``cum`` and the row's
+    first two probabilities: the arithmetic of :func:`svbop.conformal._prefix_kernels.ragged_scores` at
+    the label's entry."""
+    v0 = first[:, 0]
+    v1 = first[:, 1] if first.shape[1] > 1 else np.zeros(o.size)
+    if score == "lac":
+        return 1.0 - py
+    if score == "topk":
+        return o.astype(np.float64) if U is None else o - U
+    if score == "margin":
+        return np.where(o == 1, v1 - v0, v0 - py)
+    if score == "saps":
+        u = np.ones(o.size) if U is None else U
+        return np.where(o == 1, u * v0, v0 + lam * ((o - 2) + u))
+    s = cum if U is None else cum - U * py
+    if score == "raps":
+        s = s + lam * np.maximum(0, o - k_reg)
+    return s
 
 
 def lazy_ranked_heads(src, y: np.ndarray, score: str, k_reg: int, lam: float):
