@@ -46,8 +46,18 @@ SCORES = [
 ]
 
 
-@pytest.mark.parametrize("score,kw", SCORES, ids=[s for s, _ in SCORES])
+@pytest.mark.parametrize("score,kw", SCORES[:2], ids=[s for s, _ in SCORES[:2]])
 def test_dask_fit_and_sets_equal_the_single_process_on_a_local_cluster(client, score, kw):
+    _same_as_one_process(score, kw)
+
+
+@pytest.mark.parametrize("score,kw", SCORES[2:], ids=[s for s, _ in SCORES[2:]])
+def test_dask_fit_and_sets_equal_the_single_process_on_threads(score, kw):
+    with dask.config.set(scheduler="threads"):
+        _same_as_one_process(score, kw)
+
+
+def _same_as_one_process(score, kw):
     P, y = _outputs(3000, 17, 1)
     cal, test = slice(0, 2000), slice(2000, None)
     one = ConformalSetPredictor(0.1, score=score, random_state=7, **kw).fit(P[cal], y[cal])
@@ -65,6 +75,30 @@ def test_dask_fit_and_sets_equal_the_single_process_on_a_local_cluster(client, s
     seeds = np.arange(1000) * 7919 + 3
     np.testing.assert_array_equal(many.predict_mask(Pd[test], row_seeds=da.from_array(seeds, chunks=250)).compute(),
                                   one.predict_mask(P[test], row_seeds=seeds))
+
+
+def test_groups_and_weights_of_a_dask_array_give_the_single_process_sets():
+    from svbop.conformal.mondrian import GroupCalibrationWarning
+
+    P, y = _outputs(2000, 8, 10)
+    g = np.arange(2000) % 3
+    w = np.exp(np.random.default_rng(1).normal(size=2000) * 0.3)
+    with dask.config.set(scheduler="synchronous"):
+        grouped = ConformalSetPredictor(0.1, score="aps", random_state=4).fit(P[:1000], y[:1000], groups=g[:1000])
+        with pytest.warns(GroupCalibrationWarning, match="1 group"):  # group 3: not seen in fit
+            want = grouped.predict_mask(P[1000:], groups=g[1000:] + (g[1000:] == 2))
+        grouped = ConformalSetPredictor(0.1, score="aps", random_state=4).fit(P[:1000], y[:1000], groups=g[:1000])
+        with pytest.warns(GroupCalibrationWarning):
+            got = grouped.predict_mask(da.from_array(P[1000:], chunks=300),
+                                       groups=da.from_array(g[1000:] + (g[1000:] == 2), chunks=100)).compute()
+        np.testing.assert_array_equal(got, want)
+        weighted, twin = (ConformalSetPredictor(0.1, score="raps", lam=0.1, random_state=5)
+                          .fit(P[:1000], y[:1000], weights=w[:1000]) for _ in range(2))  # randomised: a call each
+        np.testing.assert_array_equal(
+            weighted.predict_mask(da.from_array(P[1000:], chunks=128), weights=w[1000:]).compute(),
+            twin.predict_mask(P[1000:], weights=w[1000:]))
+        assert weighted.predict(da.from_array(P[1000:], chunks=128), weights=da.from_array(w[1000:], chunks=99)) == \
+            twin.predict(P[1000:], weights=w[1000:])
 
 
 def test_randomised_sets_do_not_depend_on_the_chunking():
