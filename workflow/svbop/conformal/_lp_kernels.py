@@ -73,6 +73,7 @@ def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
     upper = np.zeros(r)  # A times the variables at 1
     counts = np.zeros(m)
     alphas = np.empty(m)
+    w = np.empty(r)
     fits = np.empty(m)
     tol, lex_tol, piv_tol = 1e-9, 1e-12, 1e-9
     Bm = np.empty((r, r))
@@ -93,12 +94,15 @@ def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
             if counts[u] > 0.0:
                 for q in range(r):
                     upper[q] += counts[u] * U[u, q]
+        fresh = False  # B^-1 is computed anew for every pattern, then updated by each pivot (O(r^2))
         for _ in range(max_iter):
-            for i in range(r):
-                for q in range(r):
-                    Bm[q, i] = U[pid[basis[i]], q]
-            if not _inverse(Bm, Binv):
-                break
+            if not fresh:
+                for i in range(r):
+                    for q in range(r):
+                        Bm[q, i] = U[pid[basis[i]], q]
+                if not _inverse(Bm, Binv):
+                    break
+                fresh = True
             for q in range(r):
                 rhs[q] = B0[k, q] - upper[q]
             for i in range(r):
@@ -175,4 +179,21 @@ def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
                     upper[q] -= U[pid[enter], q]
             basis[p] = enter
             status[enter] = 2
+            # B^-1 of the new basis: column p of B is now A_enter (w = B^-1 A_enter, pivot on w[p])
+            for i in range(r):
+                s = 0.0
+                for q in range(r):
+                    s += Binv[i, q] * U[pid[enter], q]
+                w[i] = s
+            if abs(w[p]) < 1e-9:
+                fresh = False  # computed anew from the basis on the next step
+                continue
+            inv = 1.0 / w[p]
+            for q in range(r):
+                Binv[p, q] *= inv
+            for i in range(r):
+                if i != p and w[i] != 0.0:
+                    f = w[i]
+                    for q in range(r):
+                        Binv[i, q] -= f * Binv[p, q]
     return out, flag
