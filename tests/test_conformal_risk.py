@@ -197,3 +197,68 @@ def test_hoeffding_bentkus_p_values_match_mapie():
     r = np.linspace(0, 0.3, 31)
     theirs = np.ravel(fn(r, 500, 0.1))
     np.testing.assert_allclose(hoeffding_bentkus_p_values(r, 500, 0.1), theirs, rtol=1e-9, atol=1e-12)
+
+
+def _binomial_tail(count: int, n: int, level: float) -> float:
+    """P(Binomial(n, level) <= count), summed term by term (the brute force)."""
+    return math.fsum(math.comb(n, k) * level**k * (1 - level) ** (n - k) for k in range(count + 1))
+
+
+def test_binary_bentkus_p_values_are_the_binomial_tail_and_mapies():
+    """Issue 58: for 0/1 losses the Bentkus term is P(Binomial(n, level) <= count), no factor e; it
+    equals a term-by-term sum and MAPIE's binary=True wherever MAPIE's ceil of the float count is the
+    count, and is never above MAPIE's."""
+    n, level = 300, 0.1
+    counts = np.arange(0, 61)
+    r = counts / n
+    ours = hoeffding_bentkus_p_values(r, n, level, binary=True)
+    for c, p in zip(counts.tolist(), ours.tolist()):
+        a = min(c / n, level)
+        h = (a * math.log(a / level) if a > 0 else 0.0) + (1 - a) * math.log((1 - a) / (1 - level))
+        assert p == pytest.approx(min(1.0, math.exp(-n * h), _binomial_tail(c, n, level)), rel=1e-9, abs=1e-300)
+    assert np.all(ours <= hoeffding_bentkus_p_values(r, n, level) * (1 + 1e-12))
+    methods = pytest.importorskip("mapie.risk_control.methods", reason="MAPIE (optional) cross-checks the p-values")
+    theirs = np.ravel(methods.compute_hoeffding_bentkus_p_value(r, n, level, binary=True))
+    exact = np.ceil(n * r) == counts  # MAPIE's ceil of the float product is the count
+    np.testing.assert_allclose(ours[exact], theirs[exact], rtol=1e-9, atol=1e-300)
+    assert np.all(ours <= theirs * (1 + 1e-12))
+    assert (~exact).any() and np.all(ours[~exact] < theirs[~exact])  # 0.07 * 300 = 21.000000000000004: 22
+
+
+def test_learn_then_test_picks_the_binary_p_value_for_0_1_losses():
+    P, y = _pool(np.random.default_rng(5), 2000)
+    auto = LearnThenTest(["miscoverage"], [0.1], delta=0.1).fit(P, y)
+    hb = LearnThenTest(["miscoverage"], [0.1], delta=0.1, p_value="hoeffding_bentkus").fit(P, y)
+    assert auto.p_value_ == "binary_bentkus" and hb.p_value_ == "hoeffding_bentkus"
+    assert auto.procedure_ == "fixed_sequence"
+    assert np.all(auto.p_values_ <= hb.p_values_ * (1 + 1e-12))
+    assert auto.lambda_ <= hb.lambda_  # sets no larger
+    assert auto.predict_mask(P).sum() <= hb.predict_mask(P).sum()
+    # a callable 0/1 loss is recognised from its values; a loss with other values is not binary
+    miss = lambda mask, y: (~mask[np.arange(y.size), y]).astype(float)  # noqa: E731
+    assert LearnThenTest([miss], [0.1], delta=0.1).fit(P, y).p_value_ == "binary_bentkus"
+    half = lambda mask, y: 0.5 * (~mask[np.arange(y.size), y])  # noqa: E731
+    assert LearnThenTest([half], [0.1], delta=0.1).fit(P, y).p_value_ == "hoeffding_bentkus"
+    cost = np.ones(P.shape[1])
+    cost[0] = 0.5
+    assert LearnThenTest([set_loss("class_cost", cost=cost)], [0.1]).fit(P, y).p_value_ == "hoeffding_bentkus"
+    with pytest.raises(ValueError, match="p_value='binary_bentkus' needs losses of 0 or their bound; loss 'class_cost'"):
+        LearnThenTest([set_loss("class_cost", cost=cost)], [0.1], p_value="binary_bentkus").fit(P, y)
+    with pytest.raises(ValueError, match="p_value must be None or one of hoeffding_bentkus, binary_bentkus"):
+        LearnThenTest(["miscoverage"], [0.1], p_value="exact")
+
+
+def test_binary_learn_then_test_controls_miscoverage_with_probability_1_minus_delta():
+    """The binary p-value keeps the LTT promise: over 300 splits the true miscoverage exceeds the
+    level in at most delta of them (+ 3 standard errors)."""
+    rng = np.random.default_rng(12)
+    P, y = _pool(rng, 3000, scales=(2, 4, 8))
+    P_big, y_big = _pool(rng, 4000, scales=(2, 4, 8))
+    delta, failures = 0.1, 0
+    for _ in range(300):
+        cal = rng.choice(y.size, 400, replace=False)
+        model = LearnThenTest(["miscoverage"], [0.1], delta=delta).fit(P[cal], y[cal])
+        mask = model.predict_mask(P_big)
+        failures += 1 - mask[np.arange(y_big.size), y_big].mean() > 0.1
+    assert model.p_value_ == "binary_bentkus"
+    assert failures / 300 <= delta + 3 * math.sqrt(delta * (1 - delta) / 300)

@@ -34,7 +34,11 @@ from .lazy import is_lazy, lazy_mask
 from .scores import RANKED_SCORES, _calibration_scores, _mask_sets
 
 __all__ = ["RiskControlSetPredictor", "LearnThenTest", "SetLoss", "set_loss", "hoeffding_bentkus_p_values",
-           "SET_LOSSES", "FWER_PROCEDURES"]
+           "SET_LOSSES", "FWER_PROCEDURES", "P_VALUES"]
+
+#: The p-values of :class:`LearnThenTest`: Hoeffding-Bentkus (any loss in ``[0, B]``), and its binary
+#: form (losses that are 0 or ``B``, the exact binomial tail: MAPIE's ``binary=True``).
+P_VALUES = ("hoeffding_bentkus", "binary_bentkus")
 
 #: The losses named by a string (``set_loss(name, ...)``).
 SET_LOSSES = ("miscoverage", "class_cost", "hierarchical", "size_above")
@@ -46,13 +50,15 @@ class SetLoss:
     """A loss of a set and its label: ``loss(mask, y) -> (n,)`` values in ``[0, bound]``.
 
     ``monotone``: known to be non-increasing as a set grows (``None``: unknown, checked on the
-    calibration rows).  The named losses also compute their exact step function along the nested
-    sets (``steps``), without building any mask.
+    calibration rows).  ``binary``: known to take only the values 0 and ``bound`` (``None``:
+    unknown, checked on the calibration rows by :class:`LearnThenTest`).  The named losses also
+    compute their exact step function along the nested sets (``steps``), without building any mask.
     """
 
     def __init__(self, name: str, fn, bound: float, monotone: bool | None, steps=None,
-                 label_only: bool = False) -> None:
+                 label_only: bool = False, binary: bool | None = None) -> None:
         self.name = name
+        self.binary = binary
         self.fn = fn
         self.bound = float(bound)
         self.monotone = monotone
@@ -104,26 +110,27 @@ def set_loss(loss="miscoverage", *, cost=None, hierarchy=None, max_size=None, bo
     if wanted is not None and given[wanted] is None:
         raise ValueError(f"loss={loss!r} needs {wanted}=")
     if loss == "miscoverage":
-        return SetLoss("miscoverage", _miscoverage, 1.0, True, _miscoverage_steps, label_only=True)
+        return SetLoss("miscoverage", _miscoverage, 1.0, True, _miscoverage_steps, label_only=True, binary=True)
     if loss == "class_cost":
         c = np.asarray(cost, dtype=np.float64)
         if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)) or np.any(c < 0):
             raise ValueError(f"cost must be one finite, non-negative cost per class, got {np.asarray(cost)!r:.80}")
         return SetLoss("class_cost", lambda m, y: _class_cost(m, y, c), float(c.max()), True,
-                       lambda s, y: _class_cost_steps(s, y, c), label_only=True)
+                       lambda s, y: _class_cost_steps(s, y, c), label_only=True,
+                       binary=bool(np.all((c == 0) | (c == c.max()))))
     if loss == "size_above":
         if isinstance(max_size, (bool, np.bool_)) or not isinstance(max_size, (int, np.integer)) or max_size < 0:
             raise ValueError(f"max_size must be an integer >= 0, got {max_size!r}")
         m = int(max_size)
         return SetLoss(f"size_above_{m}", lambda mask, y: (mask.sum(axis=1) > m).astype(np.float64), 1.0, False,
-                       lambda S, y: _size_above_steps(S, m))
+                       lambda S, y: _size_above_steps(S, m), binary=True)
     from ..datasets.base import Hierarchy
 
     if not isinstance(hierarchy, Hierarchy):
         raise ValueError(f"loss='hierarchical' needs hierarchy= (a svbop.datasets.Hierarchy whose leaves are the"
                          f" classes), got {type(hierarchy).__name__}")
     tree = _TreeDistance(hierarchy)
-    return SetLoss("hierarchical", tree.loss, 1.0, True, tree.steps)
+    return SetLoss("hierarchical", tree.loss, 1.0, True, tree.steps, binary=False)
 
 
 def _bound(bound) -> float:
@@ -454,13 +461,20 @@ class _NestedSets:
             raise ValueError(f"{type(src).__name__}: the hierarchical loss alone (with a tree's probabilities)")
         return _RankedHeads(*lazy_ranked_heads(src, y_cal, self.score, self.k_reg, self.lam)), y_cal
 
-    def _losses_at(self, loss: SetLoss, S, y, lambdas, name) -> np.ndarray:
-        """Total loss over the calibration rows at each of ``lambdas`` (sorted)."""
+    def _losses_at(self, loss: SetLoss, S, y, lambdas, name, binary: list | None = None) -> np.ndarray:
+        """Total loss over the calibration rows at each of ``lambdas`` (sorted); a callable loss
+        appends to ``binary`` (when given) whether every value it returned was 0 or its bound."""
         if loss.steps is not None:
             if S.ndim == 2 and loss.label_only:
                 return _total_losses(*loss.steps(S[np.arange(y.size), y], y), lambdas)
             return _total_losses(*loss.steps(S, y), lambdas)
-        return np.array([_loss_values(loss, threshold_mask(S, t, False), y, name).sum() for t in lambdas])
+        totals = np.empty(len(lambdas))
+        for i, t in enumerate(lambdas):
+            v = _loss_values(loss, threshold_mask(S, t, False), y, name)
+            if binary is not None:
+                binary.append(bool(np.all((v == 0) | (v == loss.bound))))
+            totals[i] = v.sum()
+        return totals
 
 
 class RiskControlSetPredictor(_NestedSets):
@@ -599,16 +613,26 @@ class RiskControlSetPredictor(_NestedSets):
         return np.array([cand[lo]]), np.array([at(lo).sum()])
 
 
-def hoeffding_bentkus_p_values(risk: np.ndarray, n: int, level: float) -> np.ndarray:
+def hoeffding_bentkus_p_values(risk: np.ndarray, n: int, level: float, *, binary: bool = False) -> np.ndarray:
     r"""Hoeffding-Bentkus p-values of ``H0: risk > level`` from mean losses ``risk`` in [0, 1] of
     ``n`` rows (Bates et al. 2021, Angelopoulos et al. 2021):
     ``min(exp(-n h(min(risk, level), level)), e P(Binomial(n, level) <= ceil(n risk)))``,
-    ``h(a, b) = a log(a/b) + (1-a) log((1-a)/(1-b))``."""
-    r = np.minimum(np.asarray(risk, dtype=np.float64), level)
+    ``h(a, b) = a log(a/b) + (1-a) log((1-a)/(1-b))``.
+
+    ``binary=True``: every loss is 0 or 1, so ``n risk`` is a count, Binomial(n, risk) under the
+    null's boundary, and the Bentkus term is the exact binomial tail without the factor ``e``:
+    ``P(Binomial(n, level) <= n risk)`` (section 3.2 of Learn then Test; MAPIE's ``binary=True``).
+    The count is ``n risk`` rounded to the nearest integer (MAPIE takes the ``ceil`` of the float
+    product, one more than the count when it rounds up: a larger p-value)."""
+    risk = np.asarray(risk, dtype=np.float64)
+    r = np.minimum(risk, level)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.where(r > 0, r * np.log(r / level), 0.0) + np.where(r < 1, (1 - r) * np.log((1 - r) / (1 - level)), 0.0)
     hoeffding = np.exp(-n * h)
-    bentkus = math.e * binom.cdf(np.ceil(n * np.asarray(risk, dtype=np.float64) - 1e-9), n, level)
+    if binary:
+        bentkus = binom.cdf(np.rint(n * risk), n, level)
+    else:
+        bentkus = math.e * binom.cdf(np.ceil(n * risk - 1e-9), n, level)
     return np.minimum(1.0, np.minimum(hoeffding, bentkus))
 
 
@@ -636,6 +660,12 @@ class LearnThenTest(_NestedSets):
     non-increasing (the named losses but ``"size_above"``), else ``"bonferroni"``; the procedure
     used is ``procedure_``.
 
+    ``p_value=None`` (default) is ``"binary_bentkus"`` when every loss takes only the values 0 and
+    its bound on the calibration rows (miscoverage, ``size_above``, a ``class_cost`` of one cost, a
+    callable that returned nothing else), the exact binomial tail (``binary=True`` of
+    :func:`hoeffding_bentkus_p_values`), else ``"hoeffding_bentkus"``; the p-value used is
+    ``p_value_``.  ``"binary_bentkus"`` asked of a loss with other values is refused at ``fit``.
+
     Every rejected ``lambda`` has all its risks below their levels, jointly with probability at
     least ``1 - delta``; ``lambda_`` is the smallest of them (the smallest sets), ``valid_lambdas_``
     all of them.  The losses need not be monotone (``"size_above"`` grows with the sets).  When no
@@ -648,7 +678,7 @@ class LearnThenTest(_NestedSets):
 
     def __init__(self, losses=("miscoverage",), levels=(0.1,), delta: float = 0.1, score: str = "lac", *,
                  procedure: str | None = None, lambdas=None, k_reg: int = 1, lam=None,
-                 empty: str = "keep") -> None:
+                 empty: str = "keep", p_value: str | None = None) -> None:
         if isinstance(losses, (str, SetLoss)) or callable(losses):
             losses = [losses]
         losses = list(losses)
@@ -663,6 +693,9 @@ class LearnThenTest(_NestedSets):
         _check_level(delta, "delta")
         if procedure is not None and procedure not in FWER_PROCEDURES:
             raise ValueError(f"procedure must be None or one of {', '.join(FWER_PROCEDURES)}, got {procedure!r}")
+        if p_value is not None and p_value not in P_VALUES:
+            raise ValueError(f"p_value must be None or one of {', '.join(P_VALUES)}, got {p_value!r}")
+        self.p_value = p_value
         self.k_reg, self.lam = _check_score(score, k_reg, lam)
         if lambdas is not None:
             lambdas = np.unique(np.asarray(lambdas, dtype=np.float64))
@@ -688,10 +721,22 @@ class LearnThenTest(_NestedSets):
         n = y.size
         grid = self._grid(self.n_classes_)
         risks = np.empty((len(self.losses_), grid.size))
+        binary = []
         for j, loss in enumerate(self.losses_):
-            risks[j] = self._losses_at(loss, S, y, grid, f"loss {loss.name!r}") / n / loss.bound
+            seen = [] if loss.binary is None else None
+            risks[j] = self._losses_at(loss, S, y, grid, f"loss {loss.name!r}", seen) / n / loss.bound
+            binary.append(all(seen) if seen is not None else bool(loss.binary))
+        p_value = self.p_value
+        if p_value is None:
+            p_value = "binary_bentkus" if all(binary) else "hoeffding_bentkus"
+        elif p_value == "binary_bentkus" and not all(binary):
+            name = self.losses_[binary.index(False)].name
+            raise ValueError(f"p_value='binary_bentkus' needs losses of 0 or their bound; loss {name!r} takes other"
+                             " values: use p_value='hoeffding_bentkus' (or None)")
+        self.p_value_ = p_value
         levels = np.array([float(lv) for lv in self.levels])
-        p = np.max([hoeffding_bentkus_p_values(risks[j], n, levels[j] / self.losses_[j].bound)
+        p = np.max([hoeffding_bentkus_p_values(risks[j], n, levels[j] / self.losses_[j].bound,
+                                               binary=p_value == "binary_bentkus")
                     for j in range(levels.size)], axis=0)
         delta = float(_check_level(self.delta, "delta"))
         procedure = self.procedure
