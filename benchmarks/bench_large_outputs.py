@@ -75,7 +75,8 @@ def _rule_rows(bench_dir: Path) -> list[dict]:
 
 def _tree_peaks(root: int, peaks: dict, stop) -> None:
     """Every 0.2 s, the peak resident memory (VmHWM: it never misses a spike) of ``root`` and each of its
-    descendants, by pid: ``peaks[pid] = [name, MB]``."""
+    descendants, by pid, and the largest private memory seen (RssAnon: not the mapped input files' pages,
+    sampled): ``peaks[pid] = [name, MB, private MB]``."""
     while not stop.is_set():
         children: dict[int, list[int]] = {}
         for entry in os.scandir("/proc"):
@@ -92,7 +93,9 @@ def _tree_peaks(root: int, peaks: dict, stop) -> None:
             todo.extend(children.get(pid, ()))
             try:
                 with open(f"/proc/{pid}/status") as fh:
-                    hwm = next((int(ln.split()[1]) / 1024 for ln in fh if ln.startswith("VmHWM:")), None)
+                    status = {ln.split(":")[0]: ln.split()[1:] for ln in fh}
+                hwm = int(status["VmHWM"][0]) / 1024 if "VmHWM" in status else None
+                anon = int(status["RssAnon"][0]) / 1024 if "RssAnon" in status else 0.0
                 with open(f"/proc/{pid}/cmdline", "rb") as fh:
                     cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
@@ -100,19 +103,20 @@ def _tree_peaks(root: int, peaks: dict, stop) -> None:
             if hwm is not None:
                 name = ("svbop report" if pid == root else "snakemake" if "-m snakemake" in cmd and "--configfile" in cmd
                         else next((w.rsplit("/", 1)[-1] for w in cmd.split() if w.endswith(".py")), cmd[:60]))
-                if hwm > peaks.get(pid, ["", 0.0])[1]:
-                    peaks[pid] = [name, hwm]
+                old = peaks.get(pid, ["", 0.0, 0.0])
+                peaks[pid] = [name, max(hwm, old[1]), max(anon, old[2])]
         stop.wait(0.2)
 
 
-def run_report(folder: Path, cores: int) -> dict:
+def run_report(folder: Path, cores: int, validation: bool = False) -> dict:
     import threading
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
+    more = ["--validation", "val_logits.npy", "val_labels.npy"] if validation else []
     proc = subprocess.Popen([sys.executable, "-m", "svbop", "report", "--test", "test_logits.npy", "test_labels.npy",
-                             "--cores", str(cores), "-o", "page"], cwd=folder, stdout=subprocess.PIPE,
+                             *more, "--cores", str(cores), "-o", "page"], cwd=folder, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     peaks: dict = {}
     stop = threading.Event()
@@ -126,12 +130,13 @@ def run_report(folder: Path, cores: int) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"svbop report failed:\n{err[-3000:]}")
     jobs = _rule_rows(folder / "page" / ".svbop" / "results" / "benchmarks")
-    processes = sorted(([name, round(mb, 1)] for name, mb in peaks.values()), key=lambda r: -r[1])
+    processes = sorted(([name, round(mb, 1)] for name, mb, _ in peaks.values()), key=lambda r: -r[1])
+    private = sorted(([name, round(mb, 1)] for name, _, mb in peaks.values()), key=lambda r: -r[1])
     return {"wall_s": round(wall, 1), "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1),
             "peak_rss_mb_any_process": round(after.ru_maxrss / 1024, 1),
-            "peak_rss_mb_svbop_report": round(next((mb for n, mb in peaks.values() if n == "svbop report"), 0.0), 1),
-            "peak_rss_mb_snakemake": round(max((mb for n, mb in peaks.values() if n == "snakemake"), default=0.0), 1),
-            "processes_vmhwm_mb": processes, "load_before": round(load, 2),
+            "peak_rss_mb_svbop_report": round(next((mb for n, mb, _ in peaks.values() if n == "svbop report"), 0.0), 1),
+            "peak_rss_mb_snakemake": round(max((mb for n, mb, _ in peaks.values() if n == "snakemake"), default=0.0), 1),
+            "processes_vmhwm_mb": processes, "processes_private_mb": private, "load_before": round(load, 2),
             "load_after": round(os.getloadavg()[0], 2), "jobs": jobs}
 
 
@@ -206,6 +211,9 @@ def main() -> None:
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the inputs and the report's folder")
     ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--validation-rows", type=int, default=0,
+                    help="also give --validation of this many rows (the calibration rows are then split off the test "
+                         "rows alone, as issue 56 measured); default none")
     args = ap.parse_args()
     n, K = (int(v) for v in args.shape.lower().split("x"))
     folder = Path(args.folder) if args.folder else Path(tempfile.mkdtemp(prefix=f"bench_large_{args.shape}_"))
@@ -213,6 +221,13 @@ def main() -> None:
     t0 = time.perf_counter()
     if not (folder / "test_logits.npy").is_file():
         generate(folder, n, K)
+    if args.validation_rows and not (folder / "val_logits.npy").is_file():
+        val_folder = folder / "val"
+        val_folder.mkdir(exist_ok=True)
+        generate(val_folder, args.validation_rows, K, seed=1)
+        (val_folder / "test_logits.npy").rename(folder / "val_logits.npy")
+        (val_folder / "test_labels.npy").rename(folder / "val_labels.npy")
+        val_folder.rmdir()
     print(f"inputs in {folder} ({n:,} x {K:,} float32, {(folder / 'test_logits.npy').stat().st_size / 1e9:.1f} GB; "
           f"{time.perf_counter() - t0:.0f} s)", flush=True)
     if args.generate_only:
@@ -221,11 +236,12 @@ def main() -> None:
     try:
         for what in args.what or ["report", "library"]:
             if what == "report":
-                results["report"] = rec = run_report(folder, args.cores)
+                results["report"] = rec = run_report(folder, args.cores, validation=bool(args.validation_rows))
                 print(f"svbop report: wall {rec['wall_s']} s, CPU {rec['cpu_s']} s, peak of any process "
                       f"{rec['peak_rss_mb_any_process']} MB (the svbop report process {rec['peak_rss_mb_svbop_report']} MB, "
                       f"Snakemake {rec['peak_rss_mb_snakemake']} MB), load {rec['load_before']} -> {rec['load_after']}")
                 print("  largest processes (VmHWM, polled):", rec["processes_vmhwm_mb"][:8])
+                print("  largest private memory (RssAnon, polled):", rec["processes_private_mb"][:8])
                 print("  every job (Snakemake's benchmark files, max_rss):")
                 for job in rec["jobs"]:
                     print(f"    {job['job']}: {job['max_rss_mb']} MB, {job['wall_s']} s")

@@ -448,3 +448,60 @@ def test_an_edges_csv_with_quoted_names_and_a_labels_file_with_a_byte_order_mark
     labels = tmp_path / "y.txt"
     labels.write_text("".join(f"{v}\n" for v in np.load(files[1])), encoding="utf-8-sig")
     assert check_model_outputs({"test": {"scores": files[0], "labels": str(labels)}})["rows"] == {"test": 20}
+
+
+# --- memory of the calibration rows split off the test rows ------------------------------------------------------
+
+def _probabilities(n: int, K: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, K)).astype(np.float32)
+    y = rng.integers(0, K, n)
+    Z[np.arange(n), y] += 3
+    P = np.exp(Z - Z.max(axis=1, keepdims=True))
+    return (P / P.sum(axis=1, keepdims=True)).astype(np.float32), y
+
+
+def test_the_family_calibration_keeps_float32_rows_as_float32_and_never_copies_the_matrix(tmp_path):
+    """Bayes-optimal sets with coverage (F-beta, credal) sort every calibration row once: 10^5 rows x 1,000
+    classes held 800 MB as float64, and rows whose label has probability 0 were first gathered into a copy of
+    the matrix.  Now float32 rows stay float32 (widened chunk by chunk, exactly) and are read where they are."""
+    import tracemalloc
+
+    from svbop.conformal.family import _RankedCalibration
+
+    n, K = 20000, 300
+    P, y = _probabilities(n, K)
+    P[:25, :] = 0  # rows whose label has probability 0 (and no other mass where it is): left out, not copied
+    P[np.arange(25), (y[:25] + 1) % K] = 1
+    np.save(tmp_path / "P.npy", P)
+    mapped = np.load(tmp_path / "P.npy", mmap_mode="r")
+    labelled = np.flatnonzero(P[np.arange(n), y] != 0)
+    tracemalloc.start()
+    try:
+        rc = _RankedCalibration(mapped, y, 1 << 20, labelled)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rc.V.dtype == np.float32 and rc.V.shape == (labelled.size, K)
+    assert peak < 1.15 * labelled.size * K * 4  # the sorted rows, float32, and one chunk
+    order = np.argsort(-P[labelled], axis=1, kind="stable")
+    assert np.array_equal(rc.V, np.take_along_axis(P[labelled], order, axis=1))
+    assert np.array_equal(rc.pos, np.argmax(order == y[labelled, None], axis=1))
+
+
+@pytest.mark.parametrize("score, options, epsilon", [("fbeta", {}, 0.1), ("credal", {"gamma": 0.6}, 0.3)])
+def test_family_sets_calibrated_on_mapped_float32_rows_equal_those_on_float64_copies(tmp_path, score, options,
+                                                                                      epsilon):
+    from svbop.conformal import ConformalSetPredictor
+
+    n, K = 4000, 60
+    P, y = _probabilities(n, K, seed=3)
+    P[:7, :] = 0
+    P[np.arange(7), (y[:7] + 1) % K] = 1
+    np.save(tmp_path / "P.npy", P)
+    mapped = np.load(tmp_path / "P.npy", mmap_mode="r")
+    fitted = ConformalSetPredictor(epsilon, score=score, **options).fit(mapped, y, chunk_bytes=1 << 16)
+    wide = ConformalSetPredictor(epsilon, score=score, **options).fit(P.astype(np.float64), y)
+    assert fitted.parameter_ == wide.parameter_ and fitted.quantile_ == wide.quantile_
+    a, b = fitted.predict(mapped), wide.predict(P.astype(np.float64))
+    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.indptr, b.indptr)

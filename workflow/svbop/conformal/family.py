@@ -24,13 +24,14 @@ def _family_utility(score: str, parameter: float, gamma: float | None) -> Utilit
     return utility(f"credal:delta={float(parameter)!r},gamma={float(gamma)!r}")
 
 
-def _covered(P: np.ndarray, y: np.ndarray, u: Utility) -> np.ndarray:
-    """Whether ``y[i]`` is in the Bayes-optimal set of row ``i`` (``svbop.predict_sets``)."""
+def _covered(P: np.ndarray, y: np.ndarray, u: Utility, rows: np.ndarray | None = None) -> np.ndarray:
+    """Whether ``y[i]`` is in the Bayes-optimal set of row ``i`` (``svbop.predict_sets``), for every row or
+    for ``rows`` only (indices into ``P``, increasing: the rows are read where they are, never copied)."""
     sets = predict_sets(P, u)
-    rows = np.repeat(np.arange(y.size), sets.sizes)
+    at = np.repeat(np.arange(y.size), sets.sizes)
     out = np.zeros(y.size, dtype=bool)
-    out[rows[sets.indices == y[rows]]] = True
-    return out
+    out[at[sets.indices == y[at]]] = True
+    return out if rows is None else out[rows]
 
 
 def _float_between(a: float, b: float) -> float | None:
@@ -66,20 +67,29 @@ def _credal_delta_max(gamma: float, K: int) -> float:
 
 
 class _RankedCalibration:
-    """Every calibration row sorted once (the engine's order and float64 values) and the rank of its
-    label, so that the coverage of many members of a family is counted without sorting again."""
+    """Every calibration row sorted once (the engine's order, the values in the scores' own float dtype:
+    float32 scores are kept as float32, half the memory, and widened to float64 chunk by chunk, exactly)
+    and the rank of its label, so that the coverage of many members of a family is counted without
+    sorting again.  ``rows`` (increasing indices into ``P``): only those rows, read block by block where
+    they are, never gathered into a copy of the matrix."""
 
-    def __init__(self, P: np.ndarray, y: np.ndarray, chunk_bytes: int) -> None:
+    def __init__(self, P: np.ndarray, y: np.ndarray, chunk_bytes: int, rows: np.ndarray | None = None) -> None:
         n, K = P.shape
-        self.V = np.empty((n, K))
-        self.pos = np.empty(n, dtype=np.int64)
+        keep = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+        kind = np.result_type(P.dtype, np.float32) if P.dtype.kind == "f" else np.dtype(np.float64)
+        self.V = np.empty((keep.size, K), dtype=kind)
+        self.pos = np.empty(keep.size, dtype=np.int64)
         self.rows = max(1, int(chunk_bytes) // max(1, K * 8))
-        for row0, _, X in row_blocks(P, self.rows):  # a mapped matrix: one chunk resident
+        for row0, row1, X in row_blocks(P, self.rows):  # a mapped matrix: one chunk resident
             X = np.ascontiguousarray(X)
             row_stats(X, row0, "P_cal")
+            a, b = np.searchsorted(keep, (row0, row1))
+            if a == b:
+                continue
+            X = X[keep[a:b] - row0] if b - a < X.shape[0] else X
             order = np.argsort(-X, axis=1, kind="stable")  # decreasing, ties by class index
-            self.V[row0 : row0 + X.shape[0]] = np.take_along_axis(X, order, axis=1)
-            self.pos[row0 : row0 + X.shape[0]] = np.argmax(order == y[row0 : row0 + X.shape[0], None], axis=1)
+            self.V[a:b] = np.take_along_axis(X, order, axis=1)
+            self.pos[a:b] = np.argmax(order == y[keep[a:b], None], axis=1)
 
     def covered(self, rows: np.ndarray, u: Utility, early_stop: bool = False) -> np.ndarray:
         """Whether the label of each of ``rows`` is in its Bayes-optimal set under ``u``: Algorithm
@@ -98,12 +108,12 @@ class _RankedCalibration:
                 r = rows[j]
                 pos = self.pos[r]
                 W = int(pos.max()) + 1
-                ok = _scan(self.V[r, :W], np.full(r.size, W), g, TIE_RTOL)[3]
+                ok = _scan(self.V[r, :W].astype(np.float64), np.full(r.size, W), g, TIE_RTOL)[3]
                 out[j] = (ok | (np.arange(W) > pos[:, None])).all(axis=1)
             return out
         for i in range(0, rows.size, self.rows):
             r = rows[i : i + self.rows]
-            ok = _scan(self.V[r], np.full(r.size, K), g, TIE_RTOL)[3]
+            ok = _scan(self.V[r].astype(np.float64), np.full(r.size, K), g, TIE_RTOL)[3]
             out[i : i + r.size] = K - np.argmax(ok[:, ::-1], axis=1) > self.pos[r]
         return out
 
@@ -189,8 +199,14 @@ def _family_scores(rc: _RankedCalibration, score: str, gamma: float | None, lo: 
     out = np.full(n, np.inf if grows else -np.inf)
     todo = np.flatnonzero(label > 0)
 
-    def covered(rows, t):
-        return _family_sizes(rc.V[rows], _family_values(score, t, gamma, K), grows) > rc.pos[rows]
+    def covered(rows, t):  # chunk by chunk: a few rows' float64 copies at a time
+        t = np.broadcast_to(np.asarray(t, dtype=np.float64), rows.shape)
+        out = np.empty(rows.size, dtype=bool)
+        for i in range(0, rows.size, rc.rows):
+            r = rows[i : i + rc.rows]
+            V = rc.V[r].astype(np.float64)
+            out[i : i + r.size] = _family_sizes(V, _family_values(score, t[i : i + r.size], gamma, K), grows) > rc.pos[r]
+        return out
 
     small_end, large_end = (lo, hi) if grows else (hi, lo)
     at_small = covered(todo, np.full(todo.size, small_end))

@@ -718,21 +718,23 @@ class ConformalSetPredictor:
         self._group_small = np.zeros(labels.size, dtype=bool)
         self._group_small[small] = True
 
-    def _bisect(self, P, y, k, lo, hi, chunk_bytes):
-        """``_calibrate_parameter`` on the once-sorted calibration rows; if ``predict_sets`` at the
-        result covers fewer than ``k`` labels (rounding made the two scans disagree, or coverage
-        not monotone in the last bits of the parameter), again with ``predict_sets`` itself,
-        counting every row at every step: its result's count is then one evaluated (``>= k``)."""
-        n = y.size
-        fast = _RankedCalibration(P, y, chunk_bytes)
+    def _bisect(self, P, y, k, lo, hi, chunk_bytes, rows=None):
+        """``_calibrate_parameter`` on the once-sorted calibration rows (``rows`` of ``P`` only, when
+        given); if ``predict_sets`` at the result covers fewer than ``k`` labels (rounding made the two
+        scans disagree, or coverage not monotone in the last bits of the parameter), again with
+        ``predict_sets`` itself, counting every row at every step: its result's count is then one
+        evaluated (``>= k``)."""
+        n = y.size if rows is None else rows.size
+        fast = _RankedCalibration(P, y, chunk_bytes, rows)
         # F-beta is (1/x)-convex and decreasing for every beta (the paper's Section 2.2; its
         # properties hold with equality), so predict_sets stops early and so can the count
         early = self.score == "fbeta"
         t = _calibrate_parameter(lambda r, u: fast.covered(r, u, early), n, k, self.score, self.gamma, lo, hi)
         del fast
-        if _covered(P, y, _family_utility(self.score, t, self.gamma)).sum() < k:
+        if _covered(P, y, _family_utility(self.score, t, self.gamma), rows).sum() < k:
+            at = np.arange(n) if rows is None else rows
             t = _calibrate_parameter(
-                lambda r, u: _covered(P[r], y[r], u), n, k, self.score, self.gamma, lo, hi, verified=True
+                lambda r, u: _covered(P[at[r]], y[at[r]], u), n, k, self.score, self.gamma, lo, hi, verified=True
             )
         return t
 
@@ -743,13 +745,12 @@ class ConformalSetPredictor:
         # its coverage need not be monotone in the parameter: its score is taken as never covered
         # (F-beta: +inf; credal: -inf), and only the other rows are bisected on.
         labelled = np.flatnonzero(P[np.arange(n), y] != 0)
-        if labelled.size < n:
-            P, y = P[labelled], y[labelled]
+        rows = labelled if labelled.size < n else None  # read where they are: no copy of the rows
         if self.score == "fbeta":
             if k > labelled.size:  # the k-th smallest score is +inf: only every class covers
                 quantile, parameter = math.inf, _FBETA_EVERY_CLASS
             else:
-                parameter = quantile = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes)
+                parameter = quantile = self._bisect(P, y, k, 0.0, _FBETA_EVERY_CLASS, chunk_bytes, rows)
             return _Calibration(quantile, parameter=parameter, utility=_family_utility("fbeta", parameter, None))
         else:
             gamma = self.gamma
@@ -759,14 +760,14 @@ class ConformalSetPredictor:
                     " infinite, i.e. every class, which no credal utility predicts); add rows or raise epsilon"
                 )
             delta_max = _credal_delta_max(gamma, K)
-            if not (k <= labelled.size and _covered(P, y, _family_utility("credal", gamma, gamma)).sum() >= k):
+            if not (k <= labelled.size and _covered(P, y, _family_utility("credal", gamma, gamma), rows).sum() >= k):
                 zeros = f" ({n - labelled.size} of them have a label of probability 0)" if labelled.size < n else ""
                 raise ValueError(
                     f"score='credal' with gamma={gamma}: even the largest credal sets (delta = gamma) contain the"
                     f" label of fewer than {k} of the {n} calibration rows{zeros} needed for epsilon={self.epsilon};"
                     " use score='fbeta' or a larger epsilon"
                 )
-            parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes)
+            parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes, rows)
             return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
 
     def _lazy_refusal(self, P, groups, what: str) -> None:
