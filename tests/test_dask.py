@@ -101,6 +101,22 @@ def test_groups_and_weights_of_a_dask_array_give_the_single_process_sets():
             twin.predict(P[1000:], weights=w[1000:])
 
 
+def test_hierarchical_sets_and_their_nodes_of_a_dask_array():
+    from svbop.datasets.base import Hierarchy
+
+    h = Hierarchy(np.array([8, 8, 10, 10, 10, 8, 8, 10, 9, 11, 11, -1]), n_classes=8)
+    P, y = _outputs(900, 8, 11)
+    with dask.config.set(scheduler="synchronous"):
+        one = ConformalSetPredictor(0.1, score="hierarchical", hierarchy=h, max_nodes=2).fit(P[:600], y[:600])
+        many = ConformalSetPredictor(0.1, score="hierarchical", hierarchy=h, max_nodes=2).fit(
+            da.from_array(P[:600], chunks=70), y[:600])
+        assert many.quantile_ == one.quantile_
+        sets, nodes = many.predict(da.from_array(P[600:], chunks=64), return_nodes=True)
+        want_sets, want_nodes = one.predict(P[600:], return_nodes=True)
+        assert sets == want_sets and len(nodes) == 300
+        assert all(np.array_equal(a, b) for a, b in zip(nodes, want_nodes))
+
+
 def test_randomised_sets_do_not_depend_on_the_chunking():
     P, y = _outputs(2500, 12, 2)
     masks = []
@@ -270,6 +286,8 @@ def test_top_k_outputs_in_dask_blocks_give_the_single_process_sets(score, kw):
         test = top.take(np.arange(800, 1200))
         np.testing.assert_array_equal(many.predict_mask(blocks[800:]).compute(), one.predict_mask(test))
         assert many.predict(blocks[800:]) == one.predict(test)
+        with pytest.raises(ValueError, match=r"^SparseBlocks takes no groups"):
+            many.predict_mask(blocks[800:], groups=np.zeros(400, dtype=int))
         with pytest.raises(ValueError, match=r"^k = 6 classes per row but the model has K = 5 classes"):
             SparseBlocks(blocks.indices, blocks.values, 5)
         bad = ind.copy()

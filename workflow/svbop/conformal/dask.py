@@ -259,6 +259,8 @@ def _block_calls(method: str, model, P, groups, weights, row_seeds, chunk_bytes,
     if not hasattr(model, "n_classes_"):
         raise ValueError(f"{type(model).__name__} is not fitted: call fit(P_cal, y_cal) first")
     P = _check_matrix(P, "P", model.n_classes_)
+    if isinstance(P, SparseBlocks) and hasattr(model, "_lazy_refusal"):  # what top-k outputs cannot do, now
+        model._lazy_refusal(P, groups, "predict")
     blocks = _row_blocks(P)
     parts = {"groups": _per_block(groups, P, "groups"), "weights": _per_block(weights, P, "weights"),
              "row_seeds": _per_block(row_seeds, P, "row_seeds", integer=True)}
