@@ -51,6 +51,8 @@ def test_the_section_goes_on_the_page_with_its_figure_and_replaces_itself(shifte
     assert 'src="figures/stream.svg"' in text and (tmp_path / "figures" / "stream.svg").stat().st_size > 10_000
     for name in ("ACI", "DtACI", "PID"):
         assert name in text
+    add_stream_section(page, stream_summary(P_cal, y_cal, P, y, offset=600))  # a stream after 600 file rows
+    assert f"First alarm: test row {s['alarms']['simple_jumper'] + 600:,}" in page.read_text(encoding="utf-8")
 
 
 def test_times_out_of_order_are_refused_naming_the_row():

@@ -63,9 +63,10 @@ def _window_coverage(hit: np.ndarray, window: int) -> np.ndarray:
 
 
 def stream_summary(P_cal, y_cal, P, y, *, epsilon: float = 0.1, score: str = "lac", window: int = 500,
-                   delta: float = 0.01, seed: int = 0) -> dict:
+                   delta: float = 0.01, seed: int = 0, offset: int = 0) -> dict:
     """The stream section's numbers for the test rows ``P``, ``y`` in order (probabilities), with
-    ``P_cal``, ``y_cal`` the calibration rows.
+    ``P_cal``, ``y_cal`` the calibration rows; ``offset``: the file row of the stream's first row
+    (the page and the figure count rows as the file does).
 
     Returns a dict: ``martingales`` (method -> path over the test rows), ``alarms`` (method ->
     first test row at or above ``1/delta``, or -1), ``coverage`` (method -> per-row hit), ``windows``
@@ -85,7 +86,8 @@ def stream_summary(P_cal, y_cal, P, y, *, epsilon: float = 0.1, score: str = "la
     scores = np.concatenate([_lac_scores(P_cal, y_cal), _lac_scores(P, y)])
     p = online_p_values(scores, n_initial=y_cal.size, random_state=seed)
     out: dict = {"epsilon": float(epsilon), "delta": float(delta), "window": int(window), "score": score,
-                 "n": int(y.size), "n_calibration": int(y_cal.size), "martingales": {}, "alarms": {},
+                 "n": int(y.size), "n_calibration": int(y_cal.size), "offset": int(offset), "martingales": {},
+                 "alarms": {},
                  "coverage": {}, "windows": {}, "worst": {}, "size": {}}
     for method in ("simple_jumper", "power"):
         m = ExchangeabilityMartingale(method, delta=delta)
@@ -118,14 +120,14 @@ def stream_figure(summary: dict, path) -> Path:
 
     path = Path(path)
     fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, constrained_layout=True)
-    rows = np.arange(summary["n"])
+    rows = np.arange(summary["n"]) + summary.get("offset", 0)
     k = max(1, summary["n"] // 2000)  # at most about 2,000 points a line: a light SVG
     for method, m in summary["martingales"].items():
         a.plot(rows[::k], np.maximum(m, 1e-300)[::k], label=_NAMES[method], lw=1.2)
     a.axhline(1 / summary["delta"], color="crimson", ls="--", lw=1, label=f"alarm 1/δ = {1 / summary['delta']:g}")
     for method, at in summary["alarms"].items():
         if at >= 0:
-            a.axvline(at, color="crimson", alpha=0.35, lw=1)
+            a.axvline(at + summary.get("offset", 0), color="crimson", alpha=0.35, lw=1)
     a.set_yscale("log")
     a.set_ylabel("martingale")
     a.set_title("exchangeability: conformal test martingales")
@@ -135,7 +137,7 @@ def stream_figure(summary: dict, path) -> Path:
         b.plot(rows[w - 1 :][::k], summary["windows"][method][::k], label=_NAMES[method], lw=1.1)
     b.axhline(1 - summary["epsilon"], color="black", ls="--", lw=1, label=f"1 - ε = {1 - summary['epsilon']:g}")
     b.set_ylabel(f"coverage of the last {w} rows")
-    b.set_xlabel("test row (file order)")
+    b.set_xlabel("test row (the file's order and numbering)")
     b.legend(fontsize=8, loc="lower left")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -149,7 +151,8 @@ def stream_html(summary: dict, figure: str) -> str:
     alarms = [(m, at) for m, at in summary["alarms"].items() if at >= 0]
     if alarms:
         m, at = min(alarms, key=lambda x: x[1])
-        alarm = (f"<p class=\"stream-alarm\"><strong>First alarm: test row {at:,}</strong> ({html.escape(_NAMES[m])}"
+        row = at + summary.get("offset", 0)
+        alarm = (f"<p class=\"stream-alarm\"><strong>First alarm: test row {row:,}</strong> ({html.escape(_NAMES[m])}"
                  f" martingale at or above 1/δ = {1 / summary['delta']:g}): the rows stopped being exchangeable with"
                  " the calibration rows there; a split-conformal guarantee no longer holds after it.</p>")
     else:
@@ -222,7 +225,8 @@ class StreamPlan:
         self.epsilon, self.window, self.split = epsilon, window, split
 
     def write(self, page) -> Path:
-        summary = stream_summary(self.P_cal, self.y_cal, self.P, self.y, epsilon=self.epsilon, window=self.window)
+        summary = stream_summary(self.P_cal, self.y_cal, self.P, self.y, epsilon=self.epsilon, window=self.window,
+                                 offset=self.y_cal.size if self.split else 0)
         summary["split"] = self.split
         return add_stream_section(page, summary)
 
