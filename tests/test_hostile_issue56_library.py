@@ -278,3 +278,20 @@ def test_shared_simplex_gives_every_per_pattern_cutoff(case):
         assert same.all(), (trial, patterns[~same].astype(int).tolist(), q[~same], ref[~same])
         if case in ("complementary", "empty group", "small groups"):
             assert np.isinf(q).any()
+
+
+def test_a_singular_basis_stops_the_shared_simplex_for_a_fresh_start():
+    """The kernel reports how far it went: a basis that rounding made singular leaves its pattern
+    unsettled (solved on its own by the caller) and stops there, so the caller starts afresh
+    instead of leaving every later pattern to a programme of its own."""
+    from svbop.conformal._lp_kernels import UNSETTLED, warm_cutoffs
+
+    U = np.array([[1.0, 0.0], [1.0, 1.0]])
+    pid = np.array([0, 0, 1, 1, 0])
+    S = np.array([0.1, 0.5, 0.2, 0.7, 0.9])
+    phis = np.array([[1.0, 1.0], [1.0, 0.0]])
+    basis = np.array([0, 1])  # two copies of one column: singular
+    status = np.array([2, 2, 0, 0, 0], dtype=np.int8)
+    out, flag = np.empty(2), np.empty(2, dtype=np.int8)
+    done = warm_cutoffs(U, pid, S, 0.9 * (np.array([5.0, 2.0]) + phis), -phis, phis, basis, status, 100, out, flag)
+    assert done == 1 and flag[0] == UNSETTLED

@@ -62,7 +62,9 @@ def _inverse(M, out):
 @njit(nogil=True, cache=True)
 def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
     """The cutoff ``min phi^T y`` of each pattern ``k`` (``b = B0[k]``, perturbation ``B1[k] = -phi``,
-    ``phis[k] = phi``) into ``out[k]``, with ``flag[k]`` one of SOLVED, INFEASIBLE, UNSETTLED.
+    ``phis[k] = phi``) into ``out[k]``, with ``flag[k]`` one of SOLVED, INFEASIBLE, UNSETTLED;
+    returns how many patterns it went through (fewer than all after a basis that rounding made
+    singular: that pattern is UNSETTLED, and the basis must be started anew).
 
     Column ``j`` of ``A`` is ``U[pid[j]]``: ``U`` (m x r) holds the calibration rows' distinct
     patterns, so a pivot's products with ``A`` cost ``O(m r + n)``, not ``O(n r)``.  ``basis`` (r
@@ -101,7 +103,7 @@ def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
                     for q in range(r):
                         Bm[q, i] = U[pid[basis[i]], q]
                 if not _inverse(Bm, Binv):
-                    break
+                    return k + 1  # a singular basis: the caller starts the next patterns afresh
                 fresh = True
             for q in range(r):
                 rhs[q] = B0[k, q] - upper[q]
@@ -196,4 +198,4 @@ def warm_cutoffs(U, pid, S, B0, B1, phis, basis, status, max_iter, out, flag):
                     f = w[i]
                     for q in range(r):
                         Binv[i, q] -= f * Binv[p, q]
-    return out, flag
+    return B0.shape[0]

@@ -176,15 +176,10 @@ class ConditionalSetPredictor:
             # constraints inconsistent (an unbounded fit: the cutoff is infinite)
             C = np.linalg.lstsq(X[:, cols], X, rcond=None)[0]
             A = np.ascontiguousarray(X[:, cols].T)  # r x n
-            basis = np.sort(qr(A, mode="r", pivoting=True)[1][:rank]).astype(np.int64)
-            y = np.linalg.solve(A[:, basis].T, self.scores_[basis])
-            reduced = self.scores_ - A.T @ y
-            status = np.where(reduced >= 0, 0, 1).astype(np.int8)
-            status[basis] = 2
             U, pid = np.unique(A.T, axis=0, return_inverse=True)  # the calibration rows' distinct patterns
-            self._simplex = (cols, C, np.ascontiguousarray(U), pid.reshape(-1).astype(np.int64), A.sum(axis=1), basis,
-                             status)
-        cols, C, U, pid, N, basis, status = self._simplex
+            self._simplex = [cols, C, np.ascontiguousarray(U), pid.reshape(-1).astype(np.int64), A.sum(axis=1),
+                             *self._start_basis(A)]
+        cols, C, U, pid, N = self._simplex[:5]
         phi = np.concatenate([np.ones((patterns.shape[0], 1)), patterns.astype(np.float64)], axis=1)
         consistent = np.all(np.abs(phi[:, cols] @ C - phi) <= 1e-7, axis=1)
         consistent &= ~np.any(patterns & (self.group_counts_ == 0), axis=1)
@@ -197,15 +192,31 @@ class ConditionalSetPredictor:
                 code ^= code >> shift
                 shift *= 2
             which = which[np.argsort(code, kind="stable")]
-        if which.size:
-            phis = np.ascontiguousarray(phi[which][:, cols])
-            values, flags = warm_cutoffs(U, pid, self.scores_, tau * (N + phis), -phis, phis, basis, status,
-                                         max(1000, 4 * self.scores_.size), np.empty(which.size),
-                                         np.empty(which.size, dtype=np.int8))
-            out[which] = values
-            for k in np.flatnonzero((flags != SOLVED) & (flags != INFEASIBLE)):
-                out[which[k]] = self._cutoff(patterns[which[k]])
+        phis = np.ascontiguousarray(phi[which][:, cols])
+        values, flags = np.empty(which.size), np.empty(which.size, dtype=np.int8)
+        start = 0
+        while start < which.size:
+            basis, status = self._simplex[5:]
+            start += warm_cutoffs(U, pid, self.scores_, tau * (N + phis[start:]), -phis[start:], phis[start:], basis,
+                                  status, max(1000, 4 * self.scores_.size), values[start:], flags[start:])
+            if start < which.size:  # rounding made the basis singular: start the next patterns afresh
+                self._simplex[5:] = self._start_basis(np.ascontiguousarray(U[pid].T))
+        out[which] = values
+        for k in np.flatnonzero((flags != SOLVED) & (flags != INFEASIBLE)):
+            out[which[k]] = self._cutoff(patterns[which[k]])
         return out.tolist()
+
+    def _start_basis(self, A: np.ndarray) -> list[np.ndarray]:
+        """A dual feasible start of the simplex over the constraint columns ``A`` (r x n, rank r):
+        ``r`` independent columns as the basis, every other variable at the bound its reduced cost
+        asks for (0 when non-negative, else 1)."""
+        from scipy.linalg import qr
+
+        basis = np.sort(qr(A, mode="r", pivoting=True)[1][: A.shape[0]]).astype(np.int64)
+        y = np.linalg.solve(A[:, basis].T, self.scores_[basis])
+        status = np.where(self.scores_ - A.T @ y >= 0, 0, 1).astype(np.int8)
+        status[basis] = 2
+        return [basis, status]
 
     def _cutoff(self, row: np.ndarray) -> float:
         """``S* = phi^T beta_inf`` for the test pattern ``row`` (the smallest over the optimal face)."""
