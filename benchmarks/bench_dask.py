@@ -143,7 +143,8 @@ def main() -> None:
           " | rows per CPU second | CPU / one process |")
     print("|---|---|---|---|---|---|---|---|")
     for name, w, tf, tp, cp in rows:
-        print(f"| {name} | {w} | {tf:.1f} | {tp:.1f} | {cp:.1f} | {n / tp / w:,.0f} | {n / cp:,.0f} | {cp / c_pred1:.2f} |")
+        print(f"| {name} | {w} | {tf:.1f} | {tp:.1f} | {cp:.1f} | {n / tp / w:,.0f} | {n / cp:,.0f}"
+              f" | {cp / c_pred1:.2f} |")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-dask = pytest.importorskip("dask", reason="dask is not installed (pip install 'svbop[dask]'): the dask path is untested")
+dask = pytest.importorskip("dask", reason="dask is not installed (pip install 'svbop[dask]'): the dask path is"
+                                          " untested")
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install 'svbop[dask]')")
 import dask.array as da  # noqa: E402
 
@@ -216,7 +217,8 @@ def test_risk_control_fit_on_dask_gives_the_single_process_lambda(n, alpha):
     with dask.config.set(scheduler="synchronous"):
         for score in ("lac", "aps"):
             one = RiskControlSetPredictor(alpha, score=score).fit(P, y)
-            many = RiskControlSetPredictor(alpha, score=score).fit(da.from_array(P, chunks=7), da.from_array(y, chunks=5))
+            many = RiskControlSetPredictor(alpha, score=score).fit(da.from_array(P, chunks=7),
+                                                                   da.from_array(y, chunks=5))
             assert (many.lambda_, many.calibration_risk_, many.B_, many.n_classes_) == \
                 (one.lambda_, one.calibration_risk_, one.B_, one.n_classes_)
             np.testing.assert_array_equal(many.predict_mask(da.from_array(P, chunks=50)).compute(), one.predict_mask(P))
@@ -263,13 +265,15 @@ def test_each_worker_holds_a_block_not_the_array(client, tmp_path):
 
 
 def test_svbop_imports_without_dask():
-    code = ("import sys; sys.modules['dask'] = None; import svbop, svbop.conformal; from svbop.conformal import dask as d;"
+    code = ("import sys; sys.modules['dask'] = None; import svbop, svbop.conformal;"
+            " from svbop.conformal import dask as d;"
             " import numpy as np; assert not d.is_dask_array(np.ones(2));"
             " m = svbop.ConformalSetPredictor(0.1).fit(np.eye(3) * 0.9 + 0.05, [0, 1, 2]); m.predict(np.eye(3))")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("score,kw", [("lac", {}), ("aps", {}), ("topk", {"randomized": True})], ids=["lac", "aps", "topk"])
+@pytest.mark.parametrize("score,kw", [("lac", {}), ("aps", {}), ("topk", {"randomized": True})],
+                         ids=["lac", "aps", "topk"])
 def test_top_k_outputs_in_dask_blocks_give_the_single_process_sets(score, kw):
     from svbop import SparseOutputs
     from svbop.conformal.dask import SparseBlocks

@@ -544,9 +544,10 @@ def fit_risk(model, P_cal, y_cal, *, chunk_bytes: int | None = None):
     name = type(model).__name__
     loss = getattr(model, "loss_", None)
     if getattr(loss, "name", None) != "miscoverage" or isinstance(P_cal, SparseBlocks):
-        what = "top-k outputs in dask arrays" if isinstance(P_cal, SparseBlocks) else f"loss {getattr(loss, 'name', loss)!r}"
-        raise ValueError(f"{name}.fit on a dask array takes loss='miscoverage' on a dask matrix (its lambda_ is an order"
-                         f" statistic of the label scores), not {what}: compute P_cal first (P_cal.compute())")
+        what = "top-k outputs in dask arrays" if isinstance(P_cal, SparseBlocks) \
+            else f"loss {getattr(loss, 'name', loss)!r}"
+        raise ValueError(f"{name}.fit on a dask array takes loss='miscoverage' on a dask matrix (its lambda_ is an"
+                         f" order statistic of the label scores), not {what}: compute P_cal first (P_cal.compute())")
     P = _check_matrix(P_cal, "P_cal")
     n = P.shape[0]
     if n == 0:
