@@ -327,9 +327,14 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
             X = np.ascontiguousarray(X)
             _, total = row_stats(X, row0, "P")
             X = X.astype(np.float64, copy=False)
-            mask = 1.0 - X / total[:, None] <= q_row[row0 : row0 + X.shape[0], None]
-            if top1:
-                mask[np.arange(X.shape[0]), X.argmax(axis=1)] |= ~mask.any(axis=1)
+            T = np.divide(X, total[:, None])  # 1 - X/total <= q in one buffer (fresh temporaries page-fault)
+            np.subtract(1.0, T, out=T)
+            mask = np.less_equal(T, q_row[row0 : row0 + X.shape[0], None])
+            del T
+            if top1:  # the top class of the empty rows only
+                empty = np.flatnonzero(~mask.any(axis=1))
+                if empty.size:
+                    mask[empty, X[empty].argmax(axis=1)] = True
             yield row0, mask, X
         return
     q_row = _with_tolerance(q_row, K) if q_row.size else q_row
