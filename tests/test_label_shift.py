@@ -257,3 +257,17 @@ def test_page_block_shows_estimated_beside_calibration_frequencies():
                              undefined=jinja2.StrictUndefined)
     html = env.get_template("promises.html.j2").render(model={"promises": ctx})
     assert 'class="label-shift-frequencies"' in html and "estimated test" in html and "Label-shift" in html
+
+
+def test_label_shift_methods_are_known_to_the_pages_table():
+    """The pipeline's method names ``label_shift_<score>`` are rows of the table beyond the paper, with
+    the coverage they promise (a name outside it failed the workflow's evaluate_beyond)."""
+    from svbop.evaluation import beyond_method, target_coverage_pct
+    from svbop.report.beyond import method_family
+    from svbop.report.names import DisplayNames
+
+    for name in ("label_shift_lac", "label_shift_aps", "label_shift_raps_deterministic"):
+        assert beyond_method(name) and method_family(name) == "label_shift"
+        assert target_coverage_pct(name, "0.1") == pytest.approx(90.0)
+        assert DisplayNames({}).method(name, "0.1").startswith("Label-shift ")
+    assert not beyond_method("label_shift_fbeta")

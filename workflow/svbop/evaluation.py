@@ -52,14 +52,16 @@ BEYOND_PAPER_METHODS = ("svbop_full", "threshold", "top_s", "icp")
 #: :mod:`svbop.conformal.methods`) and ``coverage_<family>`` (``fbeta``, ``credal``) with ``param`` =
 #: epsilon, ``hierarchical_<max_nodes>`` with ``param`` = the utility label the sets optimise;
 #: ``weighted_<name>`` (a conformal method under covariate shift, :mod:`svbop.conformal.weighted`) and
-#: ``conditional_<score>`` (coverage in every group, :mod:`svbop.conformal.conditional`), ``param`` = epsilon.
+#: ``conditional_<score>`` (coverage in every group, :mod:`svbop.conformal.conditional`), ``param`` = epsilon;
+#: ``label_shift_<name>`` (a conformal method under label shift, :mod:`svbop.conformal.label_shift`).
 _SCORES = r"(aps|raps|saps)(_deterministic)?|(aps|raps)_top1|topk|margin"
 _BEYOND = re.compile(rf"(conformal_((lac|{_SCORES})_(cc|clustered|rc3p)|{_SCORES}|hierarchical_[1-9][0-9]*)"
                      r"|coverage_(fbeta|credal)|hierarchical_[1-9][0-9]*"
                      r"|mondrian_(lac|aps|raps|saps|topk|margin)_(predicted_class|predicted_top_node|group_column)"
                      r"|risk_(miscoverage|class_cost|hierarchical)_(lac|aps|raps|saps|topk|margin)"
                      rf"|weighted_((lac|{_SCORES})_cc|lac|{_SCORES})"
-                     r"|conditional_(lac|aps|raps|saps|topk|margin))\Z")
+                     r"|conditional_(lac|aps|raps|saps|topk|margin)"
+                     rf"|label_shift_(lac|{_SCORES}))\Z")
 
 #: Columns of ``results/<dataset>/beyond.tsv`` (:func:`evaluate_beyond`), before one
 #: ``<label>_pct`` per utility and the optional ``calibrated``.
@@ -76,7 +78,7 @@ def target_coverage_pct(method: str, param: str) -> float:
     """The coverage a method guarantees, in percent: 100 (1 - epsilon) for ICP and the conformal and
     coverage methods (``param`` = epsilon), NaN for the others."""
     if method == "icp" or method.startswith(("conformal_", "coverage_", "mondrian_", "risk_miscoverage_",
-                                            "weighted_", "conditional_")):
+                                            "weighted_", "conditional_", "label_shift_")):
         try:
             return 100.0 * (1.0 - float(param))
         except ValueError:
