@@ -99,9 +99,17 @@ _COLLECT = """<script>window.addEventListener("load", function () { setTimeout(f
     if (head) {
       for (i = 0; i < head.cells.length; i++) { columns += head.cells[i].colSpan || 1; headers.push(squash(head.cells[i].innerText)); }
     }
+    var box = t.getBoundingClientRect(), tallest = 0, words = 0;
+    Array.prototype.forEach.call(t.querySelectorAll("td"), function (c) {
+      var h = c.getBoundingClientRect().height;
+      if (h > tallest) { tallest = h; words = squash(c.innerText).split(" ").length; }
+    });
     return {"class": t.getAttribute("class") || "", "id": t.id || "", "rows": rows, "columns": columns,
-            "headers": headers, "dataset": t.getAttribute("data-dataset") || ""};
+            "headers": headers, "dataset": t.getAttribute("data-dataset") || "",
+            "left": box.left, "right": box.right, "visible": !!t.getClientRects().length,
+            "tallest_cell_px": tallest, "tallest_cell_words": words};
   });
+  var bodyBox = document.body.getBoundingClientRect(), bodyStyle = getComputedStyle(document.body);
   /* every rendered text node: its computed font size, and the prose outside NOT_PROSE */
   var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   var prose = [], fonts = [], node;
@@ -130,6 +138,8 @@ _COLLECT = """<script>window.addEventListener("load", function () { setTimeout(f
     "prose": squash(prose.join(" ")),
     "smallest_fonts": fonts.slice(0, 20),
     "tables": tables,
+    "column": {"left": bodyBox.left + parseFloat(bodyStyle.paddingLeft),
+               "right": bodyBox.right - parseFloat(bodyStyle.paddingRight), "window": window.innerWidth},
     "sections": Array.prototype.map.call(document.querySelectorAll("section[id]"), function (s) { return s.id; }),
     "banner": (function () {
       var b = document.getElementById("compared");
@@ -214,7 +224,9 @@ def inspect_page(
     = that x displayed / natural width), ``broken_images`` (alt, or else src prefix, of images not
     complete or with naturalWidth 0), ``tables`` (``class``, ``id``, ``dataset`` (its
     ``data-dataset``), ``rows`` = tbody rows, ``columns`` = header cells, ``headers`` = the
-    rendered text of the first header row's cells), ``banner`` (the ``#compared`` box at the top of
+    rendered text of the first header row's cells, ``left``/``right`` its box in px, ``visible``, and its
+    tallest ``td``'s height ``tallest_cell_px`` and word count ``tallest_cell_words``), ``column`` (the page's
+    column: ``left``/``right`` of the body's content box, and the ``window``'s width), ``banner`` (the ``#compared`` box at the top of
     the report: ``text``, ``top``, ``height``, ``visible``; None without one), ``sections`` (ids of
     <section>), ``section_boxes`` (``id``,
     ``top``, ``height`` in px), ``headings`` (text of <h2>), ``prose`` (the rendered text outside

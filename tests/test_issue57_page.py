@@ -98,3 +98,63 @@ def test_the_pipelines_aps_top1_is_the_calibrated_variant_and_named_deterministi
     assert beyond_method("conformal_aps_top1")
     assert method_name("conformal_aps_top1", "0.10") == "APS (deterministic, top class kept)_{ε=0.10}"
     assert method_name("conformal_aps", "0.10") == "APS_{ε=0.10}"
+
+
+def test_a_method_that_cannot_be_reached_says_what_the_command_line_can_do():
+    """Item 6: svbop report's page names its options, never the library's arguments; the paper's page keeps
+    the library's text (its users write configs and code)."""
+    from svbop.report.html import _calibrated_text
+
+    library = ("not reachable: score='credal' with gamma=1.2: even the largest credal sets (delta = gamma) contain "
+               "the label of fewer than 271 of the 300 calibration rows needed for epsilon=0.1; use score='fbeta' or "
+               "a larger epsilon")
+    text = _calibrated_text(library, paper=False)
+    assert "score=" not in text and "gamma=" not in text and "--epsilon" in text and "\n" not in text
+    assert _calibrated_text(library, paper=True) == library
+    few = "not reachable: score='credal': 5 calibration rows are too few for epsilon=0.01 (the quantile is infinite)"
+    assert "--calibration" in _calibrated_text(few, paper=False)
+
+
+def test_the_default_title_names_the_scores_file_not_model(tmp_path):
+    """Item 9: "Set-valued predictions of model" said nothing; without --name or --title the page is titled by
+    the test scores' file."""
+    from svbop.report.run import report_config
+
+    rng = np.random.default_rng(0)
+    for name in ("resnet20_test_logits.npy", "t.npy"):
+        np.save(tmp_path / name, rng.normal(size=(40, 3)).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.integers(0, 3, 40))
+    config = report_config(test=[str(tmp_path / "resnet20_test_logits.npy"), str(tmp_path / "y.npy")])
+    assert config["report"]["title"] == "Set-valued predictions of resnet20_test_logits.npy"
+    named = report_config(test=[str(tmp_path / "t.npy"), str(tmp_path / "y.npy")], name="resnet20")
+    assert named["report"]["title"] == "Set-valued predictions of resnet20"
+
+
+def test_uncalibrated_input_says_so_what_it_costs_and_how_to_calibrate():
+    """Item 7: with --calibrate none there is no before and after; the page says the input was not calibrated,
+    its ECE, the utility under which a set built for another utility beats SVBOP-Full, and the option to use."""
+    from pathlib import Path
+
+    import jinja2
+    import pandas as pd
+
+    from svbop.report.html import _uncalibrated_costs
+
+    frame = pd.DataFrame({"dataset": ["m"] * 3, "method": ["svbop_full", "svbop_full", "icp"],
+                          "param": ["fbeta_1", "fbeta_5", "0.10"],
+                          "fbeta_1_pct": [76.19, 76.66, 70.0], "fbeta_5_pct": [80.0, 85.0, 60.0]})
+    costs = _uncalibrated_costs(frame, "m", ["fbeta_1", "fbeta_5"])
+    assert [(str(c["utility"]), c["value"], c["own"]) for c in costs] == [("u<sub>F1</sub>", "76.66", "76.19")]
+    d = {"id": "m", "title": "model m", "model_outputs": True, "not_fitted": "", "method": "none", "temperature": "1",
+         "at_bound": False, "outputs": "probabilities", "origin": {}, "sets": [], "calibrated": False,
+         "test_ece": "13.95", "costs": costs,
+         "metrics": [{"part": "test", "rows": 5000, "nll": ("1.2", "1.2"), "ece": ("13.95", "13.95"), "top1": "70"}]}
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parents[1] / "report" /
+                                                                 "templates")), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    page = env.get_template("model/calibration.html.j2").render(calibration={"datasets": [d], "figure": "x",
+                                                                              "bins": 15})
+    assert "not calibrated" in page and "13.95 %" in page and "--calibrate temperature" in page
+    assert "76.66" in page and "76.19" in page
+    assert "<th>NLL before</th>" not in page and "<th>ECE % after</th>" not in page
+    assert "before and after calibration" not in page

@@ -112,7 +112,8 @@ def test_ten_thousand_rows_of_a_hundred_classes_fit_the_budget():
     y = np.array([rng.choice(K, p=p) for p in P])
     data = live_data(P[:2000], y[:2000], P[2000:], y[2000:], utilities=["fbeta:beta=1"])
     assert "too_large" not in data
-    size = sum(len(v) for m in data["methods"] for v in m.values() if isinstance(v, str)) + len(data["top"]["p"])
+    size = sum(len(v) for m in data["methods"] for v in m.values() if isinstance(v, str)) \
+        + sum(len(u["size"]) + len(u["cov"]) for u in data["utilities"])
     assert size < BUDGET_BYTES
     small = live_data(P[:2000], y[:2000], P[2000:], y[2000:], budget_bytes=1000)
     assert "too_large" in small and "10,000 test rows x 100 classes" in small["too_large"]
@@ -155,3 +156,28 @@ def test_class_names_cannot_break_out_of_the_embedded_data(tmp_path):
     assert len(scripts) == 1 and "</script" not in scripts[0] and "<!--" not in scripts[0]
     assert json.loads(scripts[0])["class_names"] == names  # raw text in a <script>: no entity is decoded
     assert 'option value="fbeta:beta=1"' in page
+
+
+def test_the_pages_svbop_full_is_the_librarys_with_no_cap_on_a_sets_size():
+    """Issue 57 item 3: the page's SVBOP-Full is svbop.predict_sets' (what the tables show), every row's set
+    size and coverage, and the example rows' classes, including rows whose set passes ten classes (the page
+    used to look at each row's ten most probable classes only)."""
+    from svbop import predict_sets, utility
+
+    rng = np.random.default_rng(11)
+    K = 40
+    logits = rng.normal(size=(900, K)) * rng.uniform(0.2, 3, size=(900, 1))
+    P = np.exp(logits - logits.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    y = np.array([rng.choice(K, p=p) for p in P])
+    specs = ["fbeta:beta=1", "fbeta:beta=5", "credal:delta=1.6,gamma=0.6"]
+    data = live_data(P[:300], y[:300], P[300:], y[300:], utilities=specs, examples=[0, 5, 17])
+    large = 0
+    for spec, enc in zip(specs, data["utilities"]):
+        sets = predict_sets(P[300:], utility(spec, K))
+        size = np.frombuffer(base64.b64decode(enc["size"]), dtype=enc["size_type"])
+        cov = np.frombuffer(base64.b64decode(enc["cov"]), dtype="<u1")
+        assert np.array_equal(size, sets.sizes) and np.array_equal(cov.astype(bool), sets.contains(y[300:]))
+        assert enc["examples"] == [list(map(int, sets[r])) for r in (0, 5, 17)]
+        large += int((sets.sizes > 10).sum())
+    assert large > 20  # the rows the ten-class cap got wrong

@@ -161,6 +161,10 @@ function state() {
           utility: (document.getElementById("live-utility") || {}).value,
           points: document.querySelectorAll("svg.live-svg circle.live-point").length,
           note: document.getElementById("live-note").textContent,
+          compare: Array.prototype.map.call(document.querySelectorAll("#models-live td[data-model]"), function (td) {
+            return [td.parentNode.getAttribute("data-goal"), td.parentNode.getAttribute("data-measure"),
+                    td.getAttribute("data-model"), td.getAttribute("data-method") || "", td.getAttribute("data-param") || "",
+                    td.textContent]; }),
           errors: (window.__liveErrors || [])};
 }
 """
@@ -262,7 +266,7 @@ def test_a_fragment_the_page_cannot_read_falls_back_and_says_so(two_models, frag
     first, moved, utility, hashed = states
     assert all(not s["errors"] for s in states), [s["errors"] for s in states]
     assert said in first["note"], first["note"]
-    level = "0.02" if "0.015" in fragment else "0.10"
+    level = {"epsilon=0.015": "0.02", "epsilon=0.05&utility=%E0%A4%A": "0.05"}.get(fragment, "0.10")
     _check_against_library(two_models, first["rows"], float(level), level)
     assert first["examples"] and first["points"] == 2 * 4
     _check_against_library(two_models, moved["rows"], 0.2, "0.20")
@@ -270,3 +274,87 @@ def test_a_fragment_the_page_cannot_read_falls_back_and_says_so(two_models, frag
     assert utility["hash"] == "#epsilon=0.2&utility=fbeta:beta=5"
     assert "not a level" in hashed["note"] and hashed["rows"]
     _check_against_library(two_models, hashed["rows"], 0.1, "0.10")
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 1400, 1920])
+def test_no_table_passes_the_pages_column(two_models, width):
+    """Issue 57 item 5: every table (the every-kind-of-set table with its calibrated column, the live tables)
+    stays within the page's column, a wider one scrolling inside it; no cell is squeezed to a word a line."""
+    from browser import inspect_page
+
+    seen = inspect_page(two_models / "report.html", width=width)
+    assert not seen["errors"], seen["errors"]
+    right = seen["column"]["right"]
+    tables = [t for t in seen["tables"] if t["visible"]]
+    assert any("beyond" in t["class"] for t in tables) and any("live-choice" in t["class"] for t in tables)
+    wide = [(t["class"], t["dataset"], t["right"]) for t in tables if t["right"] > right + 0.5]
+    assert not wide, (right, wide)
+    squeezed = [(t["class"], t["tallest_cell_px"], t["tallest_cell_words"]) for t in tables
+                if t["tallest_cell_px"] > 160]
+    assert not squeezed, squeezed
+
+
+def test_the_models_are_compared_by_name_on_the_same_rows(two_models):
+    """Issue 57 item 4: the comparison's method cells name the method with its level or utility (not a key),
+    the worst-covered class is named, and both models show the same example rows."""
+    page = (two_models / "report.html").read_text()
+    section = re.search(r'<section id="models">.*?</section>', page, re.S).group(0)
+    cells = re.findall(r'<td class="text" data-model="[ab]" data-method="([^"]*)" data-param="([^"]*)">'
+                       r'(?:<strong>)?([^<]*)', section)
+    assert cells
+    for method, param, text in cells:
+        assert text.strip() and text.strip() != method and "_" not in text, (method, param, text)
+        if method == "icp" or method.startswith(("conformal_", "coverage_")):
+            assert f"ε={param}" in text, text
+        elif method.startswith(("svbop_", "threshold")):
+            assert "-u" in text, text
+    worst = re.findall(r'<tr data-goal="[^"]*" data-measure="worst".*?</tr>', section, re.S)
+    assert worst and all(re.search(r"[0-9.]+ \(class \d+\)", w) for w in worst), worst
+    rows = {m: [(e["kind"], e["row"]) for e in json.loads(
+        (two_models / ".svbop" / "results" / m / "examples.json").read_text())["rows"]] for m in ("a", "b")}
+    assert rows["a"] == rows["b"] and rows["a"]
+
+
+@needs_chromium
+def test_the_side_by_side_comparison_follows_the_controls(two_models):
+    states = _browse(two_models / "report.html", "", [
+        'var e = document.getElementById("live-epsilon"); e.value = "0.2"; e.dispatchEvent(new Event("input"))',
+        'var u = document.getElementById("live-utility"); u.value = "fbeta:beta=5"; u.dispatchEvent(new Event("change"))',
+    ])
+    first, moved, utility = states
+    assert all(not s["errors"] for s in states), [s["errors"] for s in states]
+    for state, level in ((first, "0.10"), (moved, "0.20")):
+        chosen = [c for c in state["compare"] if c[0] == "coverage" and c[1] == "method"]
+        assert {c[2] for c in chosen} == {"a", "b"} and all(c[4] == level for c in chosen), state["compare"]
+        for model, method in ((c[2], c[3]) for c in chosen):  # the chosen method's numbers are the live table's
+            live = [r for r in state["rows"] if r["model"] == model and r["method"] == method and r["rank"] == "1"
+                    or r["model"] == model and r["method"] == method]
+            cover = [c[5] for c in state["compare"] if c[0] == "coverage" and c[1] == "coverage" and c[2] == model]
+            assert cover and abs(float(cover[0]) - 100 * float(live[0]["coverage"])) < 0.006
+        worst = [c[5] for c in state["compare"] if c[1] == "worst"]
+        assert worst and all("(class " in w for w in worst)
+    full = [c for c in utility["compare"] if c[0] == "utility" and c[1] == "method"]
+    assert full and all(c[5].startswith(("SVBOP-Full for uF5", "LAC", "APS", "class-conditional")) for c in full)
+
+
+@needs_chromium
+def test_the_live_svbop_full_equals_the_static_tables(two_models):
+    """Issue 57 item 3: for every utility, the page's SVBOP-Full (coverage, mean size, mean utility) is the
+    table of every kind of set's, on the same rows (the page used to look at each row's ten classes only)."""
+    states = _browse(two_models / "report.html", "", [
+        f'var u = document.getElementById("live-utility"); u.value = "{spec}"; u.dispatchEvent(new Event("change"))'
+        for spec in ("fbeta:beta=1", "fbeta:beta=5", "credal:delta=1.6,gamma=0.6")])
+    seen = 0
+    for state in states[1:]:
+        assert not state["errors"], state["errors"]
+        for r in state["rows"]:
+            if r["method"] != "svbop_full":
+                continue
+            table = pd.read_csv(two_models / ".svbop" / "results" / r["model"] / "beyond.tsv", sep="\t",
+                                dtype={"param": str})
+            row = table[(table["method"] == "svbop_full") & (table["param"] == r["param"])].iloc[0]
+            assert abs(100 * float(r["coverage"]) - row["coverage_pct"]) < 1e-9, (r, row["coverage_pct"])
+            assert abs(float(r["size"]) - row["mean_size"]) < 1e-9, (r, row["mean_size"])
+            seen += 1
+    assert seen >= 2 * 3  # two models, three utilities

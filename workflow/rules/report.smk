@@ -200,6 +200,9 @@ rule describe_model:
         split="data/{dataset}/split.npz",
         sets=lambda wc: [*beyond_compared(wc.dataset).values(), *beyond_predictions(wc.dataset).values()],
         calibration=lambda wc: list(beyond_calibration(wc.dataset).values()),
+        # several models on the same rows (svbop report): every model shows the example rows of the first
+        shared=lambda wc: [] if config["report"].get("examples_from", "") in ("", wc.dataset)
+                          else [f"results/{config['report']['examples_from']}/examples.json"],
         code=library_sources("report/model", "report/names", "metrics", "io"),
     output:
         classes="results/tables/class_coverage_{dataset}.tsv",
@@ -207,6 +210,7 @@ rule describe_model:
     params:
         methods=lambda wc: [*beyond_compared(wc.dataset), *beyond_predictions(wc.dataset)],
         calibrated=lambda wc: list(beyond_calibration(wc.dataset)),
+        picked_on=lambda wc: config["report"].get("examples_from", ""),
     resources:
         mem_mb=lambda wc: dataset_config(wc)["scores"]["mem_mb"],
         runtime=lambda wc: dataset_config(wc)["scores"]["runtime"],
@@ -221,12 +225,13 @@ rule describe_model:
 
 
 # The level chosen in the browser: the calibration and test rows as the page's script needs them to compute
-# LAC (ICP), deterministic APS and class-conditional LAC at any level from 0.01 to 0.30 (svbop/report/live.py).
+# LAC (ICP), deterministic APS and class-conditional LAC at any level from 0.01 to 0.30, and SVBOP-Full's own sets
+# (svbop/report/live.py).
 rule live_data:
     input:
         scores="results/{dataset}/scores/flat.npz",
         examples="results/{dataset}/examples.json",
-        code=library_sources("report/live", "conformal", "_prefix", "utilities"),
+        code=library_sources("report/live", "conformal", "_prefix", "utilities", "search"),
     output:
         "results/{dataset}/live.json",
     params:

@@ -29,7 +29,14 @@ methods = [tuple(m) for m in snakemake.params.methods]
 not_calibrated = {tuple(m) for m, path in zip(snakemake.params.calibrated, snakemake.input.calibration)
                   if not read_calibration(path)["reached"]}  # no sets to show: the page says why
 sets = SetFiles({m: f for m, f in zip(methods, snakemake.input.sets) if m not in not_calibrated})
-classes, examples = describe_model(P, y, sets, y_calibration=y_cal, class_names=names, file_rows=file_rows)
+picks, picked_on = None, None
+if snakemake.input.shared:  # several models on the same rows: the first model's example rows for every model
+    from svbop.report.model import read_examples
+
+    picks = {e["kind"]: e["row"] for e in read_examples(snakemake.input.shared[0])["rows"]}
+    picked_on = snakemake.params.picked_on
+classes, examples = describe_model(P, y, sets, y_calibration=y_cal, class_names=names, file_rows=file_rows,
+                                   picks=picks, picked_on=picked_on)
 examples["class_names"] = names if len(names) <= 100_000 else None
 write_class_coverage(snakemake.output.classes, classes, snakemake.wildcards.dataset)
 with atomic_path(snakemake.output.examples) as tmp:

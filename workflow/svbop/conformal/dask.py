@@ -1,4 +1,4 @@
-"""Conformal sets of outputs held in a :mod:`dask.array`, block by block (``pip install "svbop[dask]"``).
+"""Conformal sets of outputs held in a :mod:`dask.array`, block by block (``pip install -e ".[dask]"`` in a checkout).
 
 A fitted :class:`~svbop.conformal.ConformalSetPredictor` (or
 :class:`~svbop.conformal.RiskControlSetPredictor`) given a dask array scores it one block of rows
@@ -143,7 +143,7 @@ def _dask():
         import dask
         import dask.array as da
     except ImportError:  # pragma: no cover - only reached with a dask array, so dask is there
-        raise ImportError('svbop\'s dask path needs dask: pip install "svbop[dask]"') from None
+        raise ImportError('svbop\'s dask path needs dask: pip install -e ".[dask]" in a checkout') from None
     return dask, da
 
 

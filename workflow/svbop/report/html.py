@@ -296,11 +296,20 @@ def _context_table4(t4: pd.DataFrame, names: DisplayNames) -> list[dict[str, obj
     return out
 
 
-def _calibrated_text(text: str) -> str:
-    """``"beta = 1.87"`` -> ``"β = 1.87"`` (the calibrated parameter's symbol); other texts as they are."""
+def _calibrated_text(text: str, paper: bool = True) -> str:
+    """``"beta = 1.87"`` -> ``"β = 1.87"`` (the calibrated parameter's symbol); other texts as they are, but on
+    a model's page (``paper=False``, svbop report) a method that could not be calibrated says what its command
+    line can do instead of the library's arguments (``score='credal' with gamma=...``)."""
     for name, symbol in (("beta = ", "β = "), ("delta = ", "δ = ")):
         if text.startswith(name):
             return symbol + text[len(name):]
+    if not paper and text.startswith("not reachable:"):
+        if "too few for epsilon" in text:
+            return ("not reachable: too few calibration rows for this ε (every class would be needed); give more "
+                    "rows with --calibration, or a larger --epsilon")
+        return ("not reachable at this ε: even the largest sets of this family hold the true class of too few "
+                "calibration rows; a larger --epsilon (or a better calibrated model: --calibrate temperature) may "
+                "reach it, and SVBOP-uFβ-coverage, beside it, always can")
     return text
 
 
@@ -344,7 +353,7 @@ def _context_beyond(beyond: object, figure: object, skipped: Mapping[str, Mappin
                 {"text": _fmt(r["empty_pct"]), "cls": "num"},
             ]
             cells += [{"text": _fmt(r[c]), "cls": "num worst-group"} for c in group_cols]
-            cells += [{"text": _calibrated_text(r["calibrated"]), "cls": "text"}]
+            cells += [{"text": _calibrated_text(r["calibrated"], paper), "cls": "text prose-cell"}]
             rows.append({"name": html_name(r["method"]), "key": r["key"], "family": r["family"], "cells": cells})
         groups = group_coverage_table(t)  # methods.mondrian.by: group_column - every group's coverage, by name
         if groups is not None:
@@ -411,11 +420,35 @@ def _read_calibration(source: object) -> dict[str, object]:
     return record
 
 
+def _uncalibrated_costs(frame: pd.DataFrame | None, dataset: str, labels: Sequence[str]) -> list[dict[str, str]]:
+    """What uncalibrated probabilities cost on a dataset's test rows: each utility under which SVBOP-Full's set of
+    another utility scores more than SVBOP-Full's own (Bayes-optimal only for calibrated probabilities)."""
+    if frame is None or not len(frame):
+        return []
+    rows = frame[(frame["dataset"].astype(str) == str(dataset)) & (frame["method"] == "svbop_full")]
+    by_param = {str(p): r for p, r in zip(rows["param"], rows.to_dict("records"))}
+    out = []
+    for lab in labels:
+        own = by_param.get(str(lab))
+        if own is None or f"{lab}_pct" not in own:
+            continue
+        others = [(float(r[f"{lab}_pct"]), p) for p, r in by_param.items() if p != str(lab)]
+        if others and max(others)[0] > float(own[f"{lab}_pct"]):
+            value, p = max(others)
+            out.append({"utility": html_name(utility_name(lab)), "by": html_name(f"SVBOP-Full-{utility_name(p)}"),
+                        "full": html_name(f"SVBOP-Full-{utility_name(lab)}"), "own": _fmt(own[f"{lab}_pct"]),
+                        "value": _fmt(value)})
+    return out
+
+
 def _context_calibration(calibration: Mapping[str, object] | None, names: DisplayNames,
-                         order: Sequence[str]) -> dict[str, object] | None:
+                         order: Sequence[str], frame: pd.DataFrame | None = None,
+                         labels: Sequence[str] = ()) -> dict[str, object] | None:
     """The section "Calibration of the probabilities": per dataset, the temperature, ECE and NLL before
     and after (validation and test rows), where its rows came from (a model's outputs), and what
-    calibration changed in SVBOP-Full's sets; one reliability figure. None without records."""
+    calibration changed in SVBOP-Full's sets; one reliability figure. None without records.  Not calibrated
+    (``calibrate: none``): the ECE as given and what it costs on the test rows (``frame``, every kind of set:
+    a utility under which a set built for another utility beats SVBOP-Full's, ``costs``)."""
     if not calibration:
         return None
     from .figures import plot_reliability
@@ -444,7 +477,9 @@ def _context_calibration(calibration: Mapping[str, object] | None, names: Displa
                     "at_bound": bool(r.get("at_bound")), "outputs": r.get("outputs", ""),
                     "model_outputs": bool(r.get("model_outputs")), "origin": dict(r.get("origin") or {}),
                     "metrics": metrics, "sets": sets,
-                    "calibrated": T != 1.0 or r.get("method") == "venn_abers", "not_fitted": r.get("not_fitted") or ""})
+                    "calibrated": T != 1.0 or r.get("method") == "venn_abers", "not_fitted": r.get("not_fitted") or "",
+                    "test_ece": _fmt(100 * r["test"]["before"]["ece"], 2) if r.get("test") else "",
+                    "costs": _uncalibrated_costs(frame, d, labels) if r.get("method", "none") == "none" else []})
     figure = plot_reliability(records, {d: names.dataset(d) for d in keys})
     return {"datasets": out, "figure": _data_uri(_png_bytes("reliability", figure)), "bins": records[keys[0]].get("ece_bins", 15)}
 
@@ -919,7 +954,12 @@ def build_report(
         "genreject_figure": genreject_figure,
         "downloads": downloads,
     }
-    context["calibration"] = _context_calibration(calibration, names, dataset_ids)
+    frame_for_calibration = None
+    if model is not None and beyond is not None:  # what uncalibrated probabilities cost (calibrate: none)
+        from .beyond import read_beyond
+
+        frame_for_calibration = beyond if isinstance(beyond, pd.DataFrame) else read_beyond(beyond, labels)
+    context["calibration"] = _context_calibration(calibration, names, dataset_ids, frame_for_calibration, labels)
     context["model_outputs"] = [{"id": d["id"], "title": d["title"]} for d in datasets
                                 if d["summary"].get("model_outputs") is True]
     context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids,
@@ -939,7 +979,7 @@ def build_report(
 
         context["model"]["compare"] = compare_models(frame, labels, dataset_ids, model.get("epsilons") or [],
                                                      titles={d: names.dataset(d) for d in dataset_ids},
-                                                     calibration=records)
+                                                     calibration=records, class_coverage=model.get("classes"))
         context["model"]["live"] = live_context(model.get("live"), frame, labels, names, dataset_ids,
                                                 model.get("epsilons") or [])
         from .promises import promises_context  # weighted and conditional sets' promises, checked on the test rows

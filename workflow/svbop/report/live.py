@@ -23,9 +23,10 @@ A set left empty becomes the row's top class (the library's ``empty="top1"``).  
 level in the range can reach are embedded (a class beyond ``k(0.01)`` is in no set of the range,
 unless its group's ``q`` is ``inf``, which the page knows from the group's size).
 
-The Bayes-optimal sets of each utility (SVBOP-Full, which depend on no level) are computed in the
-page from each row's :data:`TOP` most probable classes (float32): they are shown beside, not
-checked for equality.
+The Bayes-optimal sets of each utility (SVBOP-Full, which depend on no level) are the library's own
+(:func:`svbop.predict_sets` on the same test rows, as the pipeline's SVBOP-Full): each row's set size and
+whether it holds the true class are embedded per utility, and each example row's classes, so the page's
+SVBOP-Full equals the tables' for the same utility, with no cap on a set's size.
 
 Everything is base64 of little-endian arrays; :func:`live_data` refuses (returns ``too_large``)
 when the encoding would pass ``budget_bytes``, and the page then says what it shows instead.
@@ -39,7 +40,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["EPSILON_RANGE", "LIVE_METHODS", "TOP", "BUDGET_BYTES", "live_data", "needs", "sets_at"]
+__all__ = ["EPSILON_RANGE", "LIVE_METHODS", "BUDGET_BYTES", "live_data", "needs", "sets_at", "bayes_sets"]
 
 #: The levels the page's control offers.
 EPSILON_RANGE = (0.01, 0.30)
@@ -51,8 +52,6 @@ LIVE_METHODS = {
 }
 #: Their short names (the figure's legend, the example rows' columns).
 LIVE_SHORT = {"icp": "LAC (ICP)", "conformal_aps_top1": "APS (deterministic)", "conformal_lac_cc": "class-conditional LAC"}
-#: Classes per row embedded for the Bayes-optimal sets.
-TOP = 10
 #: The most the embedded data may take (base64 characters, every model of the page together).
 BUDGET_BYTES = 7_500_000
 
@@ -151,6 +150,16 @@ def sets_at(found: dict[str, np.ndarray], epsilon) -> np.ndarray:
     return mask
 
 
+def bayes_sets(P_test, spec: str):
+    """SVBOP-Full's sets of the utility ``spec`` on the test rows: :func:`svbop.predict_sets`, as the pipeline's
+    rule ``predict_svbop_full_probabilities`` computes them (the page embeds their sizes and coverage)."""
+    from ..search import predict_sets
+    from ..utilities import utility
+
+    P_test = np.asarray(P_test)
+    return predict_sets(P_test, utility(spec, K=P_test.shape[1]))
+
+
 def _encode_method(method: str, found: dict[str, np.ndarray], y: np.ndarray) -> dict[str, object]:
     """The needs a level in :data:`EPSILON_RANGE` can reach, row by row, and the labels' needs."""
     n_g = found["n"]
@@ -210,14 +219,19 @@ def live_data(P_cal, y_cal, P_test, y_test, *, utilities: Sequence[str] = (), ex
                                  "embedded in the page"}
         out["methods"].append(enc)
     Xn = _normalised(P_test)
-    T = min(TOP, K)
-    order = np.argsort(-Xn, axis=1, kind="stable")[:, :T]
-    out["top"] = {"T": int(T), "p": _b64(np.take_along_axis(Xn, order, axis=1), "<f4"),
-                  "c": _b64(order, _uint(K))}
     out["utilities"] = []
     for spec in utilities:
         u = utility(spec, K)
-        out["utilities"].append({"spec": spec, "label": u.label, "g": [float(v) for v in u.values(K)]})
+        sets = bayes_sets(P_test, spec)
+        enc = {"spec": spec, "label": u.label, "g": [float(v) for v in u.values(K)],
+               "size_type": _uint(K + 1), "size": _b64(sets.sizes, _uint(K + 1)),
+               "cov": _b64(sets.contains(y), "<u1"),
+               "examples": [[int(c) for c in sets[int(r)]] for r in examples]}
+        size += len(enc["size"]) + len(enc["cov"])
+        if size > budget_bytes:
+            return {"too_large": f"{n:,} test rows x {K:,} classes need more than {budget_bytes / 1e6:g} MB "
+                                 "embedded in the page"}
+        out["utilities"].append(enc)
     out["examples"] = []
     for r in examples:
         rank = np.argsort(-Xn[r], kind="stable")

@@ -306,7 +306,8 @@ def _pick_examples(P: np.ndarray, y: np.ndarray) -> dict[str, int]:
 
 def describe_model(P, y, sets: Mapping[tuple[str, str], object], *, y_calibration=None,
                    class_names: Sequence[str] | None = None, file_rows=None, top: int = 5,
-                   shown: int = 12) -> tuple[pd.DataFrame, dict[str, object]]:
+                   shown: int = 12, picks: Mapping[str, int] | None = None,
+                   picked_on: str | None = None) -> tuple[pd.DataFrame, dict[str, object]]:
     """Every method's coverage of each class, and a handful of example rows with every kind of set.
 
     Parameters
@@ -327,6 +328,11 @@ def describe_model(P, y, sets: Mapping[tuple[str, str], object], *, y_calibratio
         Classes listed per example row (the most probable).
     shown : int
         Classes listed of each example set (the most probable of it; the size says how many more).
+    picks : mapping, optional
+        The example rows, kind -> row (another model's, on the same rows: every model of a page then shows the
+        same rows); default: this model's own (the most uncertain row, the most confident wrong one, ...).
+    picked_on : str, optional
+        The model ``picks`` were chosen on (each row's description says so).
 
     Returns
     -------
@@ -349,13 +355,20 @@ def describe_model(P, y, sets: Mapping[tuple[str, str], object], *, y_calibratio
     n_cal = (np.bincount(np.asarray(y_calibration, dtype=np.int64), minlength=K) if y_calibration is not None
              else np.zeros(K, dtype=np.int64))
     classes = pd.DataFrame({"class": np.arange(K), "name": names, "n_test": n_test, "n_calibration": n_cal[:K]})
-    picks = _pick_examples(P, y)
+    if picks is None:
+        picks = _pick_examples(P, y)
+    else:
+        picks = {str(k): int(r) for k, r in picks.items()}
+        bad = [r for r in picks.values() if not 0 <= r < n]
+        if bad or any(k not in EXAMPLES for k in picks):
+            raise ValueError(f"picks: rows 0 to {n - 1} of the kinds {', '.join(EXAMPLES)}; got {dict(picks)}")
     rows = list(picks.values())
     H = _entropy_bits(P[rows]) if rows else np.zeros(0)
     examples = []
     for j, (kind, r) in enumerate(picks.items()):
         order = np.argsort(-P[r], kind="stable")[:top]
-        examples.append({"kind": kind, "what": EXAMPLES[kind], "row": int(r),
+        examples.append({"kind": kind, "what": EXAMPLES[kind] + (f" of {picked_on}" if picked_on else ""),
+                         "row": int(r),
                          "file_row": int(file_rows[r]) if file_rows is not None else int(r), "truth": int(y[r]),
                          "entropy_bits": float(H[j]), "top": [[int(c), float(P[r, c])] for c in order], "sets": {}})
     coverage = {}
