@@ -158,3 +158,23 @@ def test_uncalibrated_input_says_so_what_it_costs_and_how_to_calibrate():
     assert "76.66" in page and "76.19" in page
     assert "<th>NLL before</th>" not in page and "<th>ECE % after</th>" not in page
     assert "before and after calibration" not in page
+
+
+def test_files_the_workflow_made_itself_are_recorded_without_a_warning(tmp_path, monkeypatch, caplog):
+    """Item 9: the quickstart's six `path: results/...` files (its own outputs, read back as a model's) gave six
+    "no checksum configured" warnings; a user's own file without a digest still warns."""
+    import logging
+
+    from svbop.download import fetch
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "p.npy").write_bytes(b"made by the workflow")
+    (tmp_path / "mine.npy").write_bytes(b"the user's own")
+    (tmp_path / "data").mkdir()
+    with caplog.at_level(logging.INFO, logger="svbop"):
+        fetch(tmp_path / "data" / "p.npy", path="results/p.npy", progress=False)
+        fetch(tmp_path / "data" / "mine.npy", path=str(tmp_path / "mine.npy"), progress=False)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "mine.npy" in warned[0] and "no checksum configured" in warned[0], warned
+    assert any("no checksum configured" in r.getMessage() and "p.npy" in r.getMessage() for r in caplog.records)

@@ -295,8 +295,10 @@ def _check(
     origin: str = "",
     source: str | None = None,
     sources: frozenset[str] | None = None,
+    generated: bool = False,
 ) -> str:
-    """Verify ``file`` as the content of ``target``; return its sha256.
+    """Verify ``file`` as the content of ``target``; return its sha256.  ``generated``: the workflow made the
+    file itself (a ``path:`` under its own ``results/``): a digest is recorded without a warning.
 
     The sidecar is ``<target>.sha256`` and a bad file goes to ``<target>.corrupt`` (when
     ``move_aside``; otherwise it is left where it is, e.g. a user's own copy given by ``path:``).
@@ -353,7 +355,7 @@ def _check(
 
     if not expected and record:
         _write_sidecar(sidecar, actual["sha256"], target.name, source)
-        logger.warning(
+        (logger.info if generated else logger.warning)(
             "%s: no checksum configured%s; recorded sha256 %s in %s, which later runs verify against. "
             "To pin it, add `sha256: %s` %s.",
             target, _key(where), actual["sha256"], sidecar, actual["sha256"], _under(where),
@@ -733,8 +735,10 @@ def _link(path: str | os.PathLike, target: Path, *, sha256, md5, git_blob, where
         raise ValueError(f"{source}: no such file (set as `path:` {_under(where)})")
     if not source.is_file():
         raise ValueError(f"{source}: not a file (set as `path:` {_under(where)})")
+    given = Path(os.path.expanduser(path))
+    generated = not given.is_absolute() and given.parts[:1] == ("results",)  # the workflow's own output
     _check(source, target, sha256=sha256, md5=md5, git_blob=git_blob, record=True, where=where, move_aside=False,
-           source=f"path {source}", sources=frozenset([f"path {source}"]))
+           source=f"path {source}", sources=frozenset([f"path {source}"]), generated=generated)
     if target.exists() and os.path.samefile(source, target):
         return  # already linked (or the path is dest itself)
     if target.exists() or target.is_symlink():
