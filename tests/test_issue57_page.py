@@ -41,8 +41,9 @@ def _brute_force_q(P, y, epsilon):
 
 
 def test_aps_calibrated_with_the_top_class_covers_close_to_the_level_where_torchcps_rule_over_covers():
-    """Over 40 seeded splits at epsilon = 0.1: the calibrated sets cover 1 - epsilon on average (within a
-    point), never less than the guarantee allows; the plain score's sets (TorchCP's rule) cover far more."""
+    """Over 40 seeded splits at epsilon = 0.1: the calibrated sets cover 1 - epsilon on average (no less than
+    three standard errors below it, at most two points above); the plain score's sets (TorchCP's rule) cover far
+    more, with twice the classes."""
     eps, cover_top1, cover_plain, size_top1, size_plain = 0.1, [], [], [], []
     for seed in range(40):
         P, y = _overconfident(seed, 1000)
@@ -54,7 +55,8 @@ def test_aps_calibrated_with_the_top_class_covers_close_to_the_level_where_torch
             sets = model.predict(P[test])
             cover.append(sets.contains(y[test]).mean())
             size.append(sets.sizes.mean())
-    assert 0.895 <= np.mean(cover_top1) <= 0.91, np.mean(cover_top1)
+    se = np.std(cover_top1) / np.sqrt(len(cover_top1))  # the guarantee is on the mean over splits
+    assert 0.9 - 3 * se <= np.mean(cover_top1) <= 0.92, (np.mean(cover_top1), se)
     assert np.mean(cover_plain) > 0.95, np.mean(cover_plain)  # the fault the option removes
     assert np.mean(size_top1) < 0.5 * np.mean(size_plain)
 
