@@ -25,27 +25,32 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads r
 @linux
 def test_kmeans_tree_memory_follows_the_non_zeros_not_the_feature_ids():
     """1,500 non-zeros over 2^27 feature ids: the tree's scratch arrays were 8 bytes per feature id
-    (class sums, the splitter's column map, the root's centroids): 3.3 GB peak. Now a few MB."""
+    (class sums, the splitter's column map, the root's centroids): 3.3 GB peak; training its nodes
+    then took 1 GB more (each process's column map). Now a few MB each."""
     code = textwrap.dedent("""
         import resource
         import numpy as np, scipy.sparse as sp
-        from svbop.trees import balanced_kmeans_tree
+        from svbop.trees import balanced_kmeans_tree, train_tree
         rng = np.random.default_rng(0)
         n, D, K = 300, 2**27, 30
         rows = np.repeat(np.arange(n), 5)
         X = sp.csr_matrix((rng.random(rows.size) + 0.1, (rows, rng.integers(0, D, rows.size))), shape=(n, D))
         y = rng.integers(0, K, n)
-        balanced_kmeans_tree(X[:, :1000], y, K, max_leaves=4)  # compiled before measuring
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        small = balanced_kmeans_tree(X[:, :1000], y, K, max_leaves=4)  # compiled before measuring
+        train_tree(X[:, :1000], y, small, progress=False)
+        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = peak()
         tree = balanced_kmeans_tree(X, y, K, max_leaves=4)
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-        assert tree.n_classes == K
-        print(grown)
+        after_tree = peak()
+        model = train_tree(X, y, tree, progress=False)
+        assert tree.n_classes == K and model.n_features == D
+        print(after_tree - before, peak() - after_tree)
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    grown_mb = int(done.stdout.split()[-1]) / 1024
-    assert grown_mb < 300, f"the tree's peak memory grew by {grown_mb:.0f} MB"
+    tree_mb, train_mb = (int(v) / 1024 for v in done.stdout.split()[-2:])
+    assert tree_mb < 300, f"the tree's peak memory grew by {tree_mb:.0f} MB"
+    assert train_mb < 300, f"training the tree's nodes grew the peak memory by {train_mb:.0f} MB"
 
 
 def test_kmeans_tree_and_profiles_do_not_depend_on_unused_feature_ids():
@@ -63,6 +68,11 @@ def test_kmeans_tree_and_profiles_do_not_depend_on_unused_feature_ids():
     assert Ps.shape == (K, 7 * D + 5)
     np.testing.assert_array_equal(Ps.toarray()[:, spread], P.toarray())
     assert Ps.nnz == P.nnz
+    from svbop.trees import train_tree
+
+    W, Ws = (train_tree(M, y, tree, C=1.0, eps=0.1, seed=0, progress=False).W for M in (X, Xs))
+    assert Ws.shape == (tree.n_nodes, 7 * D + 5) and Ws.nnz == W.nnz
+    np.testing.assert_array_equal(Ws.toarray()[:, spread], W.toarray())
 
 
 # --------------------------------------------------------------------------------------------

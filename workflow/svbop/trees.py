@@ -200,7 +200,7 @@ def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
     """
     X = _csr_features(X)
     y = _check_labels(y, X.shape[0], n_classes)
-    local, columns = _used_columns(X)
+    local, columns = _used_columns(X, 16)  # the kernel's sums and column map: 16 bytes per feature id
     order = np.argsort(y, kind="stable")
     start = np.concatenate([[0], np.cumsum(np.bincount(y, minlength=n_classes))])
     indptr, indices, data = _tree_kernels.class_sums(local.indptr, local.indices, local.data, order, start,
@@ -210,12 +210,16 @@ def class_profiles(X: Any, y: np.ndarray, n_classes: int) -> sp.csr_matrix:
                          shape=(n_classes, X.shape[1]))
 
 
-def _used_columns(X: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray | None]:
+def _used_columns(X: sp.csr_matrix, per_column: int) -> tuple[sp.csr_matrix, np.ndarray | None]:
     """``X`` with its used columns renumbered ``0..u-1`` in increasing order, and the feature id of
-    each (``None`` when every column is used: ``X`` itself).  Everything computed on the renumbered
-    matrix (sums, cosine similarities) is what it is on ``X``, in the same order; its cost follows
-    the non-zeros, not the feature ids (1,500 non-zeros over 2^27 ids would otherwise allocate
-    scratch arrays of 2^27 entries)."""
+    each (``None``: ``X`` itself, when every column is used or renumbering would cost more than it
+    saves).  Everything computed on the renumbered matrix (sums, cosine similarities, a node's
+    liblinear problem) is what it is on ``X``, in the same order; its cost follows the non-zeros,
+    not the feature ids (1,500 non-zeros over 2^27 ids would otherwise allocate scratch arrays of
+    2^27 entries).  ``per_column``: the bytes of scratch the caller allocates per feature id; the
+    renumbering costs about 8 bytes per non-zero, and is done only where it saves more."""
+    if per_column * X.shape[1] <= 8 * X.nnz:
+        return X, None
     columns = np.unique(X.indices)
     if columns.size == X.shape[1]:
         return X, None
@@ -303,7 +307,8 @@ class _Splitter:
     """
 
     def __init__(self, profiles: sp.csr_matrix) -> None:
-        self.P = _used_columns(profiles)[0]  # scratch over the used columns only: memory follows the non-zeros
+        # a column map and the root's two centroids (24 bytes per feature id) over the used columns only
+        self.P = _used_columns(profiles, 24)[0]
         self.pos = np.full(self.P.shape[1], -1, dtype=np.int64)
 
     def split(self, rows: np.ndarray, rng: np.random.Generator, eps: float, max_iter: int, n_init: int) -> np.ndarray:
@@ -851,13 +856,17 @@ def train_tree(
     if clip is not None:
         clip = _clip_threshold("clip", clip)
     start = time.perf_counter()
+    n_features = X.shape[1]
+    # each process's column map (8 bytes per feature id) over the used columns only; a node's problem
+    # numbers its features in increasing order either way, so the weights are the same
+    X, columns = _used_columns(X, 8 * workers)
     trainer = _NodeTrainer(X, y, tree, {"C": C, "eps": eps, "bias": bias, "seed": None if seed is None else int(seed)}, clip)
     # largest nodes first, so that parallel workers finish together
     sizes = (trainer.start[trainer.last[todo]] - trainer.start[trainer.first[todo]]) * np.maximum(np.diff(trainer.child_ptr)[todo], 1)
     order = todo[np.argsort(-sizes, kind="stable")]
     logger.info(
         "liblinear tree: %d of %d internal nodes, %d x %d, C=%g eps=%g bias=%g, %d job(s)",
-        todo.size, n - K, X.shape[0], X.shape[1], C, eps, bias, workers,
+        todo.size, n - K, X.shape[0], n_features, C, eps, bias, workers,
     )
 
     def tracked(results):
@@ -878,6 +887,11 @@ def train_tree(
     release_free_memory()  # the nodes' weights as they arrived, copied into the chunks
     W, b = weights.csr(X.shape[1]), weights.b
     del weights
+    if columns is not None:  # back to the feature ids, in place, a chunk at a time
+        ids = columns.astype(W.indices.dtype)
+        for lo in range(0, W.indices.size, 1 << 24):
+            W.indices[lo: lo + (1 << 24)] = ids[W.indices[lo: lo + (1 << 24)]]
+        W = sp.csr_matrix((W.data, W.indices, W.indptr), shape=(W.shape[0], n_features))
     W.eliminate_zeros()
     trained = np.zeros(n, dtype=bool)
     trained[todo] = True
