@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-dask = pytest.importorskip("dask", reason="dask is not installed (pip install 'svbop[dask]'): the dask path is"
+dask = pytest.importorskip("dask", reason="dask is not installed (pip install -e '.[dask]'): the dask path is"
                                           " untested")
-distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install 'svbop[dask]')")
+distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install -e '.[dask]')")
 import dask.array as da  # noqa: E402
 
 from svbop import ConformalSetPredictor  # noqa: E402
