@@ -117,3 +117,39 @@ def test_stream_command_runs_dtaci_and_pid_and_the_martingale(shifted, tmp_path,
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err
         assert words in err and err.count("\n") == 1, err
+
+
+def test_predict_writes_the_p_values_of_its_sets(tmp_path, capsys):
+    """svbop predict --method conformal --p-values: every class's p-value; the set at epsilon is the
+    classes above it (randomised APS too: the p-values use the uniforms of the sets written)."""
+    from svbop.io import load_sets
+
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(6) * 0.5, size=700)
+    y = rng.integers(0, 6, 700)
+    np.save(tmp_path / "cal.npy", P[:300])
+    np.save(tmp_path / "cal_y.npy", y[:300])
+    np.save(tmp_path / "test.npy", P[300:])
+    base = ["predict", str(tmp_path / "test.npy"), "-m", "conformal", "--epsilon", "0.1", "--calibration",
+            str(tmp_path / "cal.npy"), "--calibration-labels", str(tmp_path / "cal_y.npy"),
+            "-o", str(tmp_path / "sets.npz"), "--p-values", str(tmp_path / "p.npy")]
+    for extra in ([], ["--score", "aps"], ["--class-conditional"], ["--score", "aps", "--smoothed"]):
+        assert main([*base, *extra]) == 0
+        p = np.load(tmp_path / "p.npy")
+        mask = load_sets(tmp_path / "sets.npz").to_mask()
+        assert p.shape == (400, 6)
+        if "--smoothed" in extra:
+            assert np.all(mask[p > 0.1])  # smoothed sets lie within the sets
+        else:  # the set: the classes above 0.1; where none is, the top class ("top1") or nothing
+            some = (p > 0.1).any(axis=1)
+            np.testing.assert_array_equal(mask[some], (p > 0.1)[some])
+            assert np.all(mask[~some].sum(axis=1) <= 1)
+    capsys.readouterr()
+    for extra, words in ((["--score", "fbeta"], "--p-values is for the ranked scores"),
+                         (["--rc3p"], "not with --rc3p"),
+                         (["--p-values", str(tmp_path / "p.txt")], "writes a .npy file")):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err
+    base_no_p = base[:-2]
+    assert main([*base_no_p, "--smoothed"]) == 2 and "--smoothed is for --p-values" in capsys.readouterr().err

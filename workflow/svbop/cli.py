@@ -50,7 +50,8 @@ _METHOD_OPTIONS = {
     "conformal": ({"epsilon", "calibration", "calibration_labels"},
                   {"score", "class_conditional", "clustered", "rc3p", "k_reg", "lam", "gamma", "empty",
                    "calibration_key", "hierarchy", "hierarchy_format", "max_nodes", "deterministic", "randomized",
-                   "seed", "weights", "calibration_weights", "label_shift", "class_weights", "label_noise"}),
+                   "seed", "weights", "calibration_weights", "label_shift", "class_weights", "label_noise",
+                   "p_values", "smoothed"}),
     "hierarchical": ({"utility", "hierarchy"}, {"hierarchy_format", "max_nodes"}),
     "risk": ({"alpha", "calibration", "calibration_labels"},
              {"loss", "cost", "score", "k_reg", "lam", "empty", "calibration_key", "hierarchy", "hierarchy_format"}),
@@ -134,6 +135,17 @@ def _conformal(args, P: np.ndarray):
         predictor.fit(P_cal, y_cal, **({"weights": w_cal} if weighted else {}), **shift)
     except ValueError as exc:
         raise ValueError(f"{args.calibration}: {exc}") from None
+    if getattr(args, "p_values", None) is not None:  # before predict: the same uniforms as its sets' (a copy's)
+        import copy
+
+        from .io import atomic_path
+
+        try:
+            p_values = copy.deepcopy(predictor).predict_p(P, smoothed=bool(args.smoothed))
+        except ValueError as exc:
+            raise ValueError(f"--p-values: {exc}") from None
+        with atomic_path(os.path.abspath(args.p_values)) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, p_values)
     try:
         sets = predictor.predict(P, **({"weights": w_test} if weighted else {}))
     except ValueError as exc:
@@ -328,6 +340,19 @@ def _predict(args) -> int:
     _check_method_options(args)
     _check_inputs(args, _PREDICT_INPUTS)
     output = _output_path(args, args.output, "--output", _PREDICT_INPUTS)
+    if getattr(args, "smoothed", False) and args.p_values is None:
+        raise ValueError("--smoothed is for --p-values (the smoothed conformal p-values)")
+    if getattr(args, "p_values", None) is not None:
+        p_path = _output_path(args, args.p_values, "--p-values", _PREDICT_INPUTS)
+        if not p_path.endswith(".npy"):
+            raise ValueError(f"{args.p_values}: --p-values writes a .npy file (rows x classes); name it FILE.npy")
+        if p_path == output:
+            raise ValueError(f"{args.p_values}: --p-values is the --output file; choose another name")
+        given = [_option(k) for k in ("weights", "label_shift", "class_weights", "label_noise", "clustered", "rc3p")
+                 if getattr(args, k, None) not in (None, False)]
+        if given or (args.score or "lac") in ("fbeta", "credal", "hierarchical"):
+            what = ", ".join(given) if given else f"--score {args.score}"
+            raise ValueError(f"--p-values is for the ranked scores, marginal or --class-conditional; not with {what}")
     P = load_scores(args.probs, key=args.key)
     u = utility(args.utility) if args.utility is not None else None
     if args.method == "conformal":
@@ -440,6 +465,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an empty set becomes the top class or stays (default: stays for randomised scores, "
                         "else the top class)")
     g.add_argument("--calibration", help="calibration probabilities (same formats as probs)")
+    g.add_argument("--p-values", metavar="FILE",
+                   help="conformal: also write every class's conformal p-value (.npy, rows x classes; the set at "
+                        "--epsilon is the classes whose p-value is above it, or the top class when none is and "
+                        "--empty top1): marginal or --class-conditional, the ranked scores")
+    g.add_argument("--smoothed", action="store_true",
+                   help="conformal, --p-values: smoothed p-values (ties broken by a uniform per row: exactly "
+                        "uniform for the true class under exchangeability)")
     g.add_argument("--calibration-labels", help="calibration class indices (.npy or text, one per line)")
     g.add_argument("--calibration-key", help="array name inside an .npz calibration file")
     g.add_argument("--weights", help="conformal, covariate shift: the test rows' likelihood ratios (one per line or "
