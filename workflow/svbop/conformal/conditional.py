@@ -166,7 +166,7 @@ class ConditionalSetPredictor:
         from ._lp_kernels import INFEASIBLE, SOLVED, warm_cutoffs
 
         tau = 1.0 - float(_epsilon(self.epsilon))
-        if self._simplex is None:
+        if getattr(self, "_simplex", None) is None:  # (a predictor pickled before the simplex has none)
             X = np.concatenate([np.ones((self.scores_.size, 1)), self.Phi_.astype(np.float64)], axis=1)
             R, piv = qr(X, mode="r", pivoting=True)
             diag = np.abs(np.diag(R))
@@ -195,12 +195,13 @@ class ConditionalSetPredictor:
         phis = np.ascontiguousarray(phi[which][:, cols])
         values, flags = np.empty(which.size), np.empty(which.size, dtype=np.int8)
         start = 0
+        basis, status = (a.copy() for a in self._simplex[5:])  # this call's own: threads may share the predictor
         while start < which.size:
-            basis, status = self._simplex[5:]
             start += warm_cutoffs(U, pid, self.scores_, tau * (N + phis[start:]), -phis[start:], phis[start:], basis,
                                   status, max(1000, 4 * self.scores_.size), values[start:], flags[start:])
             if start < which.size:  # rounding made the basis singular: start the next patterns afresh
-                self._simplex[5:] = self._start_basis(np.ascontiguousarray(U[pid].T))
+                basis, status = self._start_basis(np.ascontiguousarray(U[pid].T))
+        self._simplex[5:] = [basis, status]  # the next call starts where this one ended
         out[which] = values
         for k in np.flatnonzero((flags != SOLVED) & (flags != INFEASIBLE)):
             out[which[k]] = self._cutoff(patterns[which[k]])
