@@ -90,6 +90,21 @@ def test_smooth_ece_bandwidth_is_the_fixed_point_and_agrees_with_relplot_away_fr
     assert smooth_ece(Q, yy, sigma=0.05) == pytest.approx(relplot.smECE_sigma(top, correct, 0.05), abs=1e-3)
 
 
+def test_smooth_ece_ends_relplot_reproduces_relplot_on_over_confident_outputs():
+    """relplot 1.0.3 halves the kernel of a confidence at 1 and renormalises: on over-confident outputs
+    (the digits', CIFAR-100-like ones) its smECE is well above the definition's; ``ends="relplot"``
+    reproduces it within 2e-3, bandwidth included."""
+    relplot = _anchor("relplot")
+    from bench_anchors import real_like
+
+    for P, y in (digits_outputs(), real_like(np.random.default_rng(0), 10000, 100)):
+        top, correct = P.max(axis=1), (P.argmax(axis=1) == y).astype(float)
+        theirs, width = relplot.smECE(top, correct, return_width=True)
+        ours, sigma = smooth_ece(P, y, ends="relplot", return_sigma=True)
+        assert ours == pytest.approx(theirs, abs=2e-3) and sigma == pytest.approx(width, abs=2e-3)
+        assert smooth_ece(P, y) < theirs - 0.005  # the definition: every row's kernel of mass 1
+
+
 def test_auarc_and_auroc_against_mapie_and_scikit_learn():
     P, y = digits_outputs()
     conf, correct = P.max(axis=1), (P.argmax(axis=1) == y).astype(int)
@@ -152,6 +167,7 @@ def test_every_ece_returns_an_interval_on_request():
     (lambda P, y: classwise_ece(P, y, n_boot=-1), "n_boot must be an integer >= 0"),
     (lambda P, y: adaptive_ece(P, y, n_boot=10, confidence=1.5), r"confidence must be in \(0, 1\)"),
     (lambda P, y: smooth_ece(P, y, sigma=0.0), "sigma must be None"),
+    (lambda P, y: smooth_ece(P, y, ends="clip"), "ends must be 'reflect'"),
     (lambda P, y: confidence_auroc(np.eye(10)[y], y), "every row is correct"),
     (lambda P, y: auarc(P[:0], y[:0]), "P has no rows"),
 ])
