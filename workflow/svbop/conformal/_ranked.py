@@ -275,9 +275,10 @@ def _gather_ranked(row, v_min, ids):
 
 
 @njit(**_JIT)
-def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
-    """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn`` (normalised,
-    float64); ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
+def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
+    """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn = X / total[:, None]``
+    (float64; each row divided as it is read, the same values as dividing the matrix); ``q_class`` of
+    size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
     none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank limits).  A row with
     no class kept gets its top-ranked class when ``top1``.  ``q_row`` already holds the tolerance
     of the comparison.
@@ -289,7 +290,7 @@ def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     within rounding of ``q`` (``(4 K + 8)`` units of ``2**-53`` of their size), the row is walked
     instead.  With per-class thresholds or rank limits the ``m + 1`` first ranks are sorted and
     walked (only the set's prefix is sorted)."""
-    n, K = Xn.shape
+    n, K = X.shape
     per_class = q_class.size == K
     ranked = k_class.size == K
     k_max = _k_max(k_class, K)
@@ -301,8 +302,11 @@ def ranked_mask(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     rel = (4.0 * K + 8.0) * 2.220446049250313e-16
     buf = np.empty(K)
     ids = np.empty(K, dtype=np.int64)
+    row = np.empty(K)
     for i in range(n):
-        row = Xn[i]
+        t = total[i]
+        for c in range(K):
+            row[c] = X[i, c] / t
         u = U[i]
         qmax = min(q_row[i], qc) if per_class else q_row[i]
         j1 = 0

@@ -27,7 +27,7 @@ from .._prefix import (
 )
 from ..metrics import check_labels
 from ..sets import SetPredictions
-from ._common import _epsilon, _no_calibration_rows, _normalised_chunks, _with_tolerance
+from ._common import _checked_chunks, _epsilon, _no_calibration_rows, _normalised_chunks, _with_tolerance
 
 __all__ = ["conformal_quantile", "conformal_sets", "CONFORMAL_SCORES", "PREDICTOR_SCORES"]
 
@@ -304,9 +304,11 @@ def _aps_prefixes(Xn, q, decide, first):
 
 
 
-def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class=None):
+def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class=None, values: bool = True):
     """Yield ``(row0, mask, X)``: the sets ``{c : s(x, c) <= min(q_row, q_class[c])}`` of chunks of
-    rows of ``P`` as boolean masks, and the values that rank each row (for the sets' order).
+    rows of ``P`` as boolean masks, and the values that rank each row (for the sets' order; ``None``
+    with ``values=False``, when only the masks are wanted: the ranked kernel then divides each row
+    as it reads it, and the chunk is not copied).
 
     ``q_row``: one threshold per row (array of ``P``'s rows) or for all; ``q_class``: one per class
     or ``None``; ``U``: the randomised scores' uniforms (one per row) or ``None``; ``k_class``: one
@@ -340,6 +342,16 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     q_row = _with_tolerance(q_row, K) if q_row.size else q_row
     qc = np.empty(0) if q_class is None else _with_tolerance(q_class, K)
     k_reg = min(k_reg, K)
+    kernel = not ((score == "margin" or score == "lac") and k_class is None)
+    if kernel and not values:
+        for row0, X, total in _checked_chunks(P, "P", chunk_bytes):
+            r = X.shape[0]
+            mask = np.zeros((r, K), dtype=bool)
+            u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
+            ranked_mask(X, total, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
+                        float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+            yield row0, mask, None
+        return
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
         r = Xn.shape[0]
         if score == "margin" and k_class is None:  # the two largest values suffice: no ranking
@@ -352,8 +364,8 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
         else:
             mask = np.zeros((r, K), dtype=bool)
             u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
-            ranked_mask(Xn, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg, float(lam),
-                        np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+            ranked_mask(Xn, np.ones(r), CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
+                        float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)
         yield row0, mask, Xn
 
 

@@ -1002,7 +1002,8 @@ class ConformalSetPredictor:
         mask = np.empty(P.shape, dtype=bool)
         k_class = getattr(self, "rank_limits_", None) if where is None else None
         for row0, part, _ in _mask_chunks(P, self.score, q_row, q_class, self.k_reg, self.lam,
-                                          self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes, k_class):
+                                          self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes, k_class,
+                                          values=False):
             mask[row0 : row0 + part.shape[0]] = part
         return mask
 
