@@ -48,7 +48,7 @@ def test_the_section_goes_on_the_page_with_its_figure_and_replaces_itself(shifte
     text = page.read_text(encoding="utf-8")
     assert text.count('<section id="stream"') == 1 and text.index("<section") < text.index("</body>")
     assert f"First alarm: test row {s['alarms']['simple_jumper']:,}" in text
-    assert 'src="figures/stream.svg"' in text and (tmp_path / "figures" / "stream.svg").stat().st_size > 10_000
+    assert 'src="data:image/png;base64,' in text and (tmp_path / "figures" / "stream.png").stat().st_size > 10_000
     for name in ("ACI", "DtACI", "PID"):
         assert name in text
     add_stream_section(page, stream_summary(P_cal, y_cal, P, y, offset=600))  # a stream after 600 file rows
@@ -153,3 +153,23 @@ def test_predict_writes_the_p_values_of_its_sets(tmp_path, capsys):
         assert words in err and err.count("\n") == 1, err
     base_no_p = base[:-2]
     assert main([*base_no_p, "--smoothed"]) == 2 and "--smoothed is for --p-values" in capsys.readouterr().err
+
+
+def test_the_stream_section_reads_in_a_browser(shifted, tmp_path):
+    """Headless Chromium (tests/browser.py) sees the section, its heading, its table of the three
+    methods and its figure loaded, with no text or figure font under 10 px."""
+    from browser import chromium_executable, inspect_page, unreadable
+
+    if chromium_executable() is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium, or set SVBOP_CHROMIUM)")
+    P_cal, y_cal, P, y = shifted
+    page = tmp_path / "report.html"
+    page.write_text("<!doctype html><html><head><meta charset=\"utf-8\"><title>r</title></head>"
+                    "<body><h1>report</h1></body></html>", encoding="utf-8")
+    add_stream_section(page, stream_summary(P_cal, y_cal, P, y))
+    seen = inspect_page(page)
+    assert "stream" in seen["sections"] and "Stream: the test rows in order" in seen["headings"]
+    table = next(t for t in seen["tables"] if t["class"] == "stream-methods")
+    assert table["rows"] == 3 and table["visible"]
+    assert not seen["broken_images"] and not seen["errors"]
+    assert unreadable(seen) == []

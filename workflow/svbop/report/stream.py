@@ -110,16 +110,19 @@ _NAMES = {"aci": "ACI (Gibbs and Candès 2021)", "dtaci": "DtACI (Gibbs and Cand
           "power": "power (mixture)"}
 
 
-def stream_figure(summary: dict, path) -> Path:
-    """The section's figure: the martingales' paths (log scale) with the alarm line, and the
-    trailing coverage of ACI, DtACI and PID against ``1 - epsilon``."""
+def stream_figure(summary: dict, path=None) -> bytes:
+    """The section's figure as PNG bytes (the page's other figures' way: :func:`svbop.report.figures.figure_to_png`,
+    its smallest font in the PNG's text chunk), also saved at ``path`` (a ``.png``) when given: the
+    martingales' paths (log scale) with the alarm line, and the trailing coverage of ACI, DtACI and
+    PID against ``1 - epsilon``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, constrained_layout=True)
+    from .figures import LEGEND_PT, figure_to_png, save_figure
+
+    fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True, constrained_layout=True)
     rows = np.arange(summary["n"]) + summary.get("offset", 0)
     k = max(1, summary["n"] // 2000)  # at most about 2,000 points a line: a light SVG
     for method, m in summary["martingales"].items():
@@ -131,22 +134,23 @@ def stream_figure(summary: dict, path) -> Path:
     a.set_yscale("log")
     a.set_ylabel("martingale")
     a.set_title("exchangeability: conformal test martingales")
-    a.legend(fontsize=8, loc="upper left")
+    a.legend(fontsize=LEGEND_PT, loc="upper left")
     w = summary["window"]
     for method in STREAM_METHODS:
         b.plot(rows[w - 1 :][::k], summary["windows"][method][::k], label=_NAMES[method], lw=1.1)
     b.axhline(1 - summary["epsilon"], color="black", ls="--", lw=1, label=f"1 - ε = {1 - summary['epsilon']:g}")
     b.set_ylabel(f"coverage of the last {w} rows")
     b.set_xlabel("test row (the file's order and numbering)")
-    b.legend(fontsize=8, loc="lower left")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    b.legend(fontsize=LEGEND_PT, loc="lower left")
+    png = figure_to_png(fig)
+    if path is not None:
+        save_figure(fig, path)
     plt.close(fig)
-    return path
+    return png
 
 
 def stream_html(summary: dict, figure: str) -> str:
-    """The ``<section id="stream">`` of the page (``figure``: the figure's path relative to the page)."""
+    """The ``<section id="stream">`` of the page (``figure``: the figure's ``src``, a data URI or a path)."""
     eps, w = summary["epsilon"], summary["window"]
     alarms = [(m, at) for m, at in summary["alarms"].items() if at >= 0]
     if alarms:
@@ -167,7 +171,7 @@ def stream_html(summary: dict, figure: str) -> str:
         f"<p>The {summary['n']:,} test rows in their file order, after the {summary['n_calibration']:,} calibration"
         f" rows{' (the first 20 % of the test rows: no --calibration)' if summary.get('split') else ''}; LAC scores"
         f" of the probabilities (softmax of logits, not temperature-scaled); ε = {eps:g}.</p>\n{alarm}\n"
-        f"<figure><img src=\"{html.escape(figure)}\" alt=\"martingale paths with the alarm line, and windowed"
+        f"<figure><img src=\"{figure}\" alt=\"martingale paths with the alarm line, and windowed"
         f" coverage of ACI, DtACI and PID\"><figcaption>Top: conformal test martingales over the online p-values"
         f" (alarm line 1/δ; vertical lines: alarms). Bottom: coverage of the last {w} rows.</figcaption></figure>\n"
         f"<table class=\"stream-methods\"><thead><tr><th>online method</th><th>coverage</th><th>worst window of {w}"
@@ -176,17 +180,20 @@ def stream_html(summary: dict, figure: str) -> str:
     )
 
 
-def add_stream_section(page, summary: dict, *, figure_name: str = "figures/stream.svg") -> Path:
-    """Draw the figure beside ``page`` (its ``figure_name``) and put the section before the page's
-    ``</body>``; a page that already has one gets it replaced (a rerun)."""
+def add_stream_section(page, summary: dict, *, figure_name: str = "figures/stream.png") -> Path:
+    """Put the section before the page's ``</body>``, its figure inside the page (a data URI, as the
+    page's other figures) and beside it (``figure_name``); a page that already has one gets it
+    replaced (a rerun)."""
+    import base64
+
     page = Path(page)
-    stream_figure(summary, page.parent / figure_name)
+    png = stream_figure(summary, page.parent / figure_name)
     text = page.read_text(encoding="utf-8")
     start = text.find("<section id=\"stream\"")
     if start >= 0:
         end = text.index("</section>", start) + len("</section>\n")
         text = text[:start] + text[end:]
-    section = stream_html(summary, figure_name)
+    section = stream_html(summary, "data:image/png;base64," + base64.b64encode(png).decode("ascii"))
     at = text.rfind("</body>")
     text = text[:at] + section + text[at:] if at >= 0 else text + section
     tmp = page.with_suffix(".html.tmp")
