@@ -220,6 +220,13 @@ def test_online_p_values_are_brute_force_and_uniform_on_exchangeable_streams():
     assert np.all(np.abs(np.quantile(q, [0.1, 0.5, 0.9]) - [0.1, 0.5, 0.9]) < 0.015)
 
 
+def _sparse(P):
+    import svbop
+
+    idx = np.argsort(-P, axis=1)
+    return svbop.SparseOutputs(idx, np.take_along_axis(P, idx, axis=1), P.shape[1])
+
+
 def test_bad_input_is_refused_in_one_line():
     rng = np.random.default_rng(0)
     P = rng.dirichlet(np.ones(4), size=60)
@@ -236,6 +243,8 @@ def test_bad_input_is_refused_in_one_line():
         (lambda: online_p_values(np.ones(5), n_initial=6), "n_initial"),
         (lambda: online_p_values([1.0, np.nan]), "NaN"),
         (lambda: conformal_p_values([], np.ones((2, 2))), "cal_scores is empty"),
+        (lambda: ConformalSetPredictor(0.1).fit(P, y).predict_p(_sparse(P)), "needs a dense P"),
+        (lambda: ConformalSetPredictor(0.1).fit(P, y).fit(_sparse(P), y).predict_p(P), "did not keep"),
     ]
     for call, words in cases:
         with pytest.raises(ValueError, match=words) as err:

@@ -250,11 +250,17 @@ def predictor_p_values(model, P: np.ndarray, groups, smoothed: bool, row_seeds, 
     if model.class_conditional in ("clustered", "rc3p"):
         raise ValueError(f"predict_p is for marginal, class_conditional=True and group (Mondrian) calibration, not"
                          f" class_conditional={model.class_conditional!r}")
+    from .lazy import is_lazy
+
+    if is_lazy(P):
+        raise ValueError(f"predict_p needs a dense P (an n x K matrix of every class's score), not"
+                         f" {type(P).__name__}")
     P = model._check_predict(P)
     cells = getattr(model, "_p_cells", None)
     if cells is None:
-        raise ValueError("predict_p needs the calibration scores, which this fit did not keep (weights or"
-                         " class weights were given); refit without them")
+        raise ValueError("predict_p needs the calibration scores, which this fit did not keep (weights, class"
+                         " weights, label noise, or a tree's or top-k outputs in fit); refit on a dense P_cal without"
+                         " them")
     where = model._row_calibrations(P, groups)
     n, K = P.shape
     U = model._test_uniforms(n, row_seeds)

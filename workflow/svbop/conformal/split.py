@@ -807,6 +807,7 @@ class ConformalSetPredictor:
             self.__dict__.pop(attr, None)
         self.seed_ = _seed(self.random_state)
         self._test_rng = None
+        self._p_cells = self._tau_rng = None  # predict_p: not kept for lazy sources
         U = self._uniforms(0, n) if self.randomized else None
         s = lazy_calibration_scores(src, y_cal, self.score, self.k_reg, self.lam, U)
         self.n_classes_ = K
