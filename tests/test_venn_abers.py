@@ -161,3 +161,21 @@ def test_equals_the_venn_abers_package(rng):
     # the package's default: one binary predictor per pair of classes, coupled
     theirs, _ = predict_proba_prefitted_va(P[:n], y[:n], P[n:], va_tpe="one_vs_one")
     np.testing.assert_array_equal(VennAbersMultiClass("one_vs_one").fit(P[:n], y[:n]).predict_proba(P[n:]), theirs)
+
+
+def test_p1_above_every_calibration_score_is_1_where_mapies_port_drops_it():
+    """Issue 58: a test score above every calibration score, labelled 1, is a block of its own in the
+    isotonic fit: p1 = 1 (the paper, the venn-abers package: ``p1[-1, 1] = 1``).  MAPIE's port of
+    calc_p0p1 (mapie._venn_abers) leaves the last slope there: 0.75 on this known answer, the
+    other entries equal."""
+    s, y = np.array([0.2, 0.4, 0.6, 0.8]), np.array([0, 1, 1, 0])
+    c, p0, p1 = venn_abers_table(s, y)
+    assert p1[-1] == 1.0 == _isotonic_at(s, y, 0.9, 1)
+    np.testing.assert_allclose(p1, [0.5, 0.75, 0.75, 0.75, 1.0])
+    port = pytest.importorskip("mapie._venn_abers", reason="MAPIE (optional) is the anchor of this difference")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q0, q1, qc = port.calc_p0p1(np.stack([1 - s, s], axis=1), y)
+    np.testing.assert_array_equal(qc, c)
+    np.testing.assert_allclose(q0[:, 1], p0)
+    np.testing.assert_allclose(q1[:-1, 1], p1[:-1])
+    assert q1[-1, 1] == 0.75
