@@ -187,3 +187,64 @@ def test_rc3p_and_clusters_refuse_weights():
     for kind in ("rc3p", "clustered"):
         with pytest.raises(ValueError, match=f"weights are for class_conditional=False or True, not '{kind}'"):
             ConformalSetPredictor(0.1, class_conditional=kind).fit(P, y, weights=np.ones(200))
+
+
+def _textbook_threshold(s, w, w_test, eps):
+    """Tibshirani et al. 2019: the smallest calibration score whose weighted share (each row's own
+    weight, the test row's at +inf) reaches 1 - eps, brute force."""
+    for t in np.sort(s):
+        if w[s <= t].sum() / (w.sum() + w_test) >= 1 - eps:
+            return t
+    return math.inf
+
+
+def test_weighted_threshold_pairs_each_weight_with_its_score_where_torchcp_sorts_them_apart():
+    """Issue 58: svbop's weighted threshold is the textbook one (each calibration row's weight with its
+    own score).  TorchCP 1.2.1's WeightedPredictor sorts the weights by themselves (w_sorted) and the
+    scores by themselves (scores_sorted) and pairs them by rank: its threshold is the textbook one
+    only when the weights rise with the scores.  Its predict is driven here with logits carrying the
+    test row's weight as an offset (log P + log w: the same softmax) and an encoder that reads it back."""
+    import anchors
+
+    anchors.torchcp()
+    import torch
+    from torchcp.classification.predictor import WeightedPredictor
+    from torchcp.classification.score import LAC
+
+    rng = np.random.default_rng(58)
+    K, n, eps = 4, 30, 0.1
+    P_cal = rng.dirichlet(np.ones(K), n)
+    y_cal = rng.integers(0, K, n)
+    w_cal = rng.uniform(0.2, 5.0, n)
+    P_test = rng.dirichlet(np.ones(K), 6)
+    w_test = rng.uniform(0.2, 5.0, 6)
+    s = 1 - P_cal[np.arange(n), y_cal]
+    ours = ConformalSetPredictor(eps, score="lac").fit(P_cal, y_cal, weights=w_cal)
+    q_ours = ours._weighted.row_thresholds(w_test)
+    np.testing.assert_allclose(q_ours, [_textbook_threshold(s, w_cal, wt, eps) for wt in w_test], rtol=1e-12)
+
+    class Offset(torch.nn.Module):  # the encoder: the logits' logsumexp is log w
+        def forward(self, x):
+            return x.logsumexp(dim=1, keepdim=True)
+
+    class Same(torch.nn.Module):  # the model: the logits themselves (one parameter: TorchCP reads its device)
+        def __init__(self):
+            super().__init__()
+            self.unused = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+        def forward(self, x):
+            return x
+
+    tcp = WeightedPredictor(LAC(), model=Same(), image_encoder=Offset())
+    tcp.calculate_threshold(torch.from_numpy(np.log(P_cal)), torch.from_numpy(y_cal), eps)
+    tcp.IW = lambda f: torch.exp(f[:, 0])
+    tcp.w_sorted = torch.sort(torch.from_numpy(w_cal), descending=False)[0]  # as its evaluate() sets it
+    seen = []
+    inner = tcp.predict_with_logits
+    tcp.predict_with_logits = lambda logits, q_hat=None: (seen.append(float(q_hat)), inner(logits, q_hat))[1]
+    tcp.predict(torch.from_numpy(np.log(P_test) + np.log(w_test)[:, None]))
+    # TorchCP's: the k-th smallest weight with the k-th smallest score
+    ss, ws = np.sort(s), np.sort(w_cal)
+    apart = [ss[np.argmax(np.cumsum(np.append(ws, wt)) / (ws.sum() + wt) >= 1 - eps)] for wt in w_test]
+    np.testing.assert_allclose(seen, apart, rtol=1e-6)
+    assert np.any(np.abs(np.array(seen) - q_ours) > 1e-6)  # the pairing changes the threshold
