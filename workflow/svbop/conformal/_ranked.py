@@ -305,21 +305,22 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
     row = np.empty(K)
     for i in range(n):
         t = total[i]
-        for c in range(K):
-            row[c] = X[i, c] / t
+        j1 = 0
+        v1 = -1.0
+        for c in range(K):  # one pass: the row divided, its copy to select in, its top class
+            x = X[i, c] / t
+            row[c] = x
+            buf[c] = x
+            if x > v1:
+                v1 = x
+                j1 = c
         u = U[i]
         qmax = min(q_row[i], qc) if per_class else q_row[i]
-        j1 = 0
-        for c in range(1, K):
-            if row[c] > row[j1]:
-                j1 = c
-        v1 = row[j1]
         v2 = 0.0
         if code == MARGIN:
             for c in range(K):
                 if c != j1 and row[c] > v2:
                     v2 = row[c]
-        buf[:] = row
         m, cum_m, v_m, cum_n, v_n = _prefix_length(buf, code, qmax, v1, v2, u, k_reg, lam)
         decided = True
         capped = m > k_max  # the walk stops at the largest rank limit
