@@ -160,6 +160,9 @@ function state() {
           slider: document.getElementById("live-epsilon").value,
           utility: (document.getElementById("live-utility") || {}).value,
           points: document.querySelectorAll("svg.live-svg circle.live-point").length,
+          yticks: Array.prototype.map.call(document.querySelectorAll("svg.live-svg"), function (svg) {
+            return Array.prototype.map.call(svg.querySelectorAll('text[text-anchor="end"]'),
+                                            function (t) { return t.textContent; }); }),
           note: document.getElementById("live-note").textContent,
           compare: Array.prototype.map.call(document.querySelectorAll("#models-live td[data-model]"), function (td) {
             return [td.parentNode.getAttribute("data-goal"), td.parentNode.getAttribute("data-measure"),
@@ -358,3 +361,21 @@ def test_the_live_svbop_full_equals_the_static_tables(two_models):
             assert abs(float(r["size"]) - row["mean_size"]) < 1e-9, (r, row["mean_size"])
             seen += 1
     assert seen >= 2 * 3  # two models, three utilities
+
+
+@needs_chromium
+@pytest.mark.parametrize("fragment", ["epsilon=0.01", "epsilon=0.3&utility=fbeta:beta=5"])
+def test_the_live_figures_coverage_ticks_are_round(two_models, fragment):
+    """Issue 57 item 9: ticks such as 65/74/83/91 read badly: they are multiples of 1, 2 or 5 times a power of
+    ten, evenly spaced."""
+    state = _browse(two_models / "report.html", fragment, [])[0]
+    assert not state["errors"], state["errors"]
+    assert len(state["yticks"]) == 2  # two models' figures
+    for model in ([float(t) for t in ticks] for ticks in state["yticks"]):
+        assert len(model) >= 2, model
+        steps = {round(b - a, 9) for a, b in zip(model, model[1:])}
+        assert len(steps) == 1, model
+        step = steps.pop()
+        mantissa = step / 10 ** np.floor(np.log10(step))
+        assert round(mantissa, 9) in (1, 2, 5), model
+        assert all(abs(v / step - round(v / step)) < 1e-9 for v in model), model
