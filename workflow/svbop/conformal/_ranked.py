@@ -136,16 +136,20 @@ _SMALL = 24
 
 
 @njit(**_JIT)
-def _prefix_length(buf, code, q, v1, v2, u, k_reg, lam):
+def _prefix_length(buf, t, code, q, v1, v2, u, k_reg, lam):
     """How many ranks of a row have a score at most ``q`` (the scores are non-decreasing along the
     ranking), found by selection on ``buf`` (the row's values, reordered in place) with no sort:
     a three-way partition about a pivot splits the values above, equal to and below it; the mass
     above gives the scores at the tied ranks, which say on which side the boundary lies.
 
-    Returns ``(m, cum_m, v_m, cum_n, v_n)``: ``m``, the mass and value of rank ``m`` and of rank
-    ``m + 1`` (``v_n = -1`` when ``m = K``).  The masses are sums in another order than the walk's
-    sequential ones (the scores of the cumulative scores, APS and RAPS, are then within rounding of
-    the walk's: the caller checks the margin); the other scores do not use them and are exact."""
+    ``buf`` holds the row undivided, ``t`` its sum: a value ``x`` is scored as ``x / t`` (the divided
+    row's value, bit for bit), a mass as the undivided sum over ``t``.
+
+    Returns ``(m, cum_m, v_m, cum_n, v_n)``: ``m``, the undivided mass and value of rank ``m`` and of
+    rank ``m + 1`` (``v_n = -1`` when ``m = K``).  The masses are sums in another order than the
+    walk's sequential ones of divided values (the scores of the cumulative scores, APS and RAPS, are
+    then within rounding of the walk's: the caller checks the margin); the other scores do not use
+    them and are exact."""
     K = buf.size
     lo, hi = 0, K
     rank_off = 0  # ranks above the segment [lo, hi), which holds ranks rank_off + 1 .. rank_off + hi - lo
@@ -157,12 +161,12 @@ def _prefix_length(buf, code, q, v1, v2, u, k_reg, lam):
         if w <= _SMALL:
             seg = np.sort(buf[lo:hi])  # increasing; walked from its end
             cum = cum_off
-            for t in range(w):
-                v = seg[w - 1 - t]
-                o = rank_off + t + 1
+            for a in range(w):
+                v = seg[w - 1 - a]
+                o = rank_off + a + 1
                 nxt = cum + v
-                if _score(code, o, v, nxt, v1, v2, u, k_reg, lam) > q:
-                    return rank_off + t, cum, v_last, nxt, v
+                if _score(code, o, v / t, nxt / t, v1, v2, u, k_reg, lam) > q:
+                    return rank_off + a, cum, v_last, nxt, v
                 cum = nxt
                 v_last = v
             if v_after < 0.0:
@@ -206,14 +210,14 @@ def _prefix_length(buf, code, q, v1, v2, u, k_reg, lam):
         g = gt - lo
         e = lt - gt
         o1 = rank_off + g + 1
-        if _score(code, o1, p, cum_off + G + p, v1, v2, u, k_reg, lam) > q:
+        if _score(code, o1, p / t, (cum_off + G + p) / t, v1, v2, u, k_reg, lam) > q:
             if g == 0:  # the boundary is right above the tied block
                 return rank_off, cum_off, v_last, cum_off + p, p
             hi = gt
             v_after = p
             continue
         oe = rank_off + g + e
-        if _score(code, oe, p, cum_off + G + e * p, v1, v2, u, k_reg, lam) <= q:
+        if _score(code, oe, p / t, (cum_off + G + e * p) / t, v1, v2, u, k_reg, lam) <= q:
             rank_off = oe
             cum_off = cum_off + G + e * p
             v_last = p
@@ -228,7 +232,7 @@ def _prefix_length(buf, code, q, v1, v2, u, k_reg, lam):
         jlo, jhi = 1, e - 1  # s(o1) <= q < s(oe): the largest j in [1, e - 1] with s(rank_off + g + j) <= q
         while jlo < jhi:
             mid = (jlo + jhi + 1) // 2
-            if _score(code, rank_off + g + mid, p, base + mid * p, v1, v2, u, k_reg, lam) <= q:
+            if _score(code, rank_off + g + mid, p / t, (base + mid * p) / t, v1, v2, u, k_reg, lam) <= q:
                 jlo = mid
             else:
                 jhi = mid - 1
@@ -236,20 +240,20 @@ def _prefix_length(buf, code, q, v1, v2, u, k_reg, lam):
 
 
 @njit(**_JIT)
-def _top_ranks(row, m, v_m, mask_i):
-    """Mark the ``m >= 1`` first ranks of ``row`` (``v_m`` the value of rank ``m``): every value
-    above ``v_m``, then the tied ones of lowest class index."""
-    K = row.size
+def _top_ranks(x, t, m, v_m, mask_i):
+    """Mark the ``m >= 1`` first ranks of the row ``x / t`` (``v_m`` the divided value of rank ``m``):
+    every value above ``v_m``, then the tied ones of lowest class index."""
+    K = x.size
     above = 0
     for c in range(K):  # branch-free: the comparison is unpredictable
-        big = row[c] > v_m
+        big = x[c] / t > v_m
         mask_i[c] = big
         above += big
     need = m - above
     for c in range(K):
         if need == 0:
             break
-        if row[c] == v_m:
+        if x[c] / t == v_m:
             mask_i[c] = True
             need -= 1
 
@@ -305,23 +309,27 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
     row = np.empty(K)
     for i in range(n):
         t = total[i]
+        x = X[i]
         j1 = 0
-        v1 = -1.0
-        for c in range(K):  # one pass: the row divided, its copy to select in, its top class
-            x = X[i, c] / t
-            row[c] = x
-            buf[c] = x
-            if x > v1:
-                v1 = x
+        x1 = -1.0
+        for c in range(K):  # one pass: the undivided row copied to select in, its top class
+            xc = x[c]
+            buf[c] = xc
+            if xc > x1:
+                x1 = xc
                 j1 = c
+        v1 = x1 / t
         u = U[i]
         qmax = min(q_row[i], qc) if per_class else q_row[i]
         v2 = 0.0
         if code == MARGIN:
+            x2 = 0.0
             for c in range(K):
-                if c != j1 and row[c] > v2:
-                    v2 = row[c]
-        m, cum_m, v_m, cum_n, v_n = _prefix_length(buf, code, qmax, v1, v2, u, k_reg, lam)
+                if c != j1 and x[c] > x2:
+                    x2 = x[c]
+            v2 = x2 / t
+        m, cum_m, x_m, cum_n, x_n = _prefix_length(buf, t, code, qmax, v1, v2, u, k_reg, lam)
+        v_m, v_n = x_m / t, x_n / t
         decided = True
         capped = m > k_max  # the walk stops at the largest rank limit
         if capped:
@@ -329,21 +337,24 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
             decided = not cumulative  # rank m's score was not computed: the walk checks it
         elif cumulative:
             if m >= 1:
-                s = _score(code, m, v_m, cum_m, v1, v2, u, k_reg, lam)
+                s = _score(code, m, v_m, cum_m / t, v1, v2, u, k_reg, lam)
                 decided = s <= qmax - rel * max(1.0, abs(s))
             if decided and m < K:
-                s = _score(code, m + 1, v_n, cum_n, v1, v2, u, k_reg, lam)
+                s = _score(code, m + 1, v_n, cum_n / t, v1, v2, u, k_reg, lam)
                 decided = s > qmax + rel * max(1.0, abs(s))
+        if not decided or not (qmax == qmax) or per_class:
+            for c in range(K):  # the divided row: the walk's values
+                row[c] = x[c] / t
         if not decided or not (qmax == qmax):  # near q, or a NaN threshold: the walk decides
             _walk_row(row, code, q_row[i], qmax, q_class, k_class, per_class, ranked, k_max, u, k_reg, lam, top1,
                       mask[i], ids, 0)
             continue
         if capped and m >= 1:  # the value of rank k_max: selected
-            buf[:] = row
-            v_m = -np.partition(-buf, m - 1)[m - 1]
+            buf[:] = x
+            v_m = -np.partition(-buf, m - 1)[m - 1] / t
         if not per_class:
             if m >= 1:
-                _top_ranks(row, m, v_m, mask[i])
+                _top_ranks(x, t, m, v_m, mask[i])
             elif top1:
                 mask[i, j1] = True
             continue
