@@ -25,7 +25,8 @@ On the files of ``benchmarks/extreme_problem.py`` (``--data/k<K>``) and svbop's 
 4. ``--repeat`` rounds, the side that goes first alternating, each job in its own process measured by
    ``wait4`` (wall, CPU, peak RSS), one thread each: napkinXC's own timing of its predictions (model
    and data loading excluded) and svbop's ``predict`` (after loading the model, building its search
-   layout and reading the rows, and a warm-up on 50 rows), ms per row wall and CPU, the median;
+   layout and reading the rows, and a warm-up fit and predict on 50 rows), ms per row wall and CPU, the
+   median (and svbop's calibration, ms per calibration row);
 5. quality: the share of test rows whose sets are identical (the same classes), mean set sizes, the
    share of empty sets, and each side's coverage of the true class on the test rows.
 
@@ -189,6 +190,7 @@ def svbop_worker(args) -> None:
     out = {}
     for eps in args.epsilons:
         cp = ConformalSetPredictor(eps, score="lac", empty="keep")
+        cp.fit(TreeProbabilities(layout, X_cal[:50]), y_cal[:50])  # compilation (numba's cache may be stale)
         t, c = time.perf_counter(), time.process_time()
         cp.fit(TreeProbabilities(layout, X_cal), y_cal)
         fit_wall, fit_cpu = time.perf_counter() - t, time.process_time() - c
@@ -228,6 +230,9 @@ def main(argv=None) -> None:
     ap.add_argument("--C", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-train", action="store_true", help="reuse napkinXC's model in --work")
+    ap.add_argument("--plain-thresholds", type=float, nargs="*", default=[],
+                    help="thresholds a napkinXC user might pick (0.5, 0.1, ...): napkinXC's sets at each, once, with "
+                         "their coverage (no calibration behind them)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -238,6 +243,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"--test-rows must be >= 0, got {args.test_rows}")
     if not all(0 < e < 1 for e in args.epsilons):
         raise SystemExit(f"--epsilons must lie in (0, 1), got {args.epsilons}")
+    if not all(0 < t <= 1 for t in args.plain_thresholds):
+        raise SystemExit(f"--plain-thresholds must lie in (0, 1], got {args.plain_thresholds}")
     args.folder = Path(args.data) / f"k{args.classes}"
     args.model = Path(args.model) if args.model else args.folder / "svbop" / "model.npz"
     args.work = Path(args.work)
@@ -322,6 +329,12 @@ def main(argv=None) -> None:
         rec["eps"][key] = entry
         print(f"eps {e}: t = {entry['threshold']:.6g}, identical {entry['identical_sets_pct']} %,",
               "svbop", json.dumps(entry["svbop"]), "| napkinXC", json.dumps(entry["nxc"]), flush=True)
+    for t in args.plain_thresholds:  # what a threshold picked without calibration covers
+        pred = args.work / f"nxc_plain{t}.pred.txt"
+        run = nxc_test(args, float32_at_most(t), pred)
+        rec.setdefault("nxc_plain", {})[str(t)] = {**set_stats(read_nxc_sets(pred), y), "ms_per_row": run["ms_per_row"],
+                                                   "cpu_ms_per_row": run["cpu_ms_per_row"]}
+        print(f"napkinXC at threshold {t} (no calibration):", json.dumps(rec["nxc_plain"][str(t)]), flush=True)
     rec["svbop_runs"] = [{k: v for k, v in run.items() if k != "per_eps"} for run in runs["svbop"]]
     rec["load_end"] = [round(x, 2) for x in os.getloadavg()]
     save()
