@@ -396,3 +396,25 @@ def test_long_searches_are_rerun_in_bounded_batches(monkeypatch):
     order = np.argsort(-P, axis=1, kind="stable")
     np.testing.assert_array_equal(full[1].reshape(P.shape), order)
     np.testing.assert_allclose(np.exp(full[2]).reshape(P.shape), np.take_along_axis(P, order, axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("config", [dict(score="aps"), dict(score="aps", randomized=False),
+                                    dict(score="raps", k_reg=2, lam=0.05), dict(score="saps", lam=0.05),
+                                    dict(score="topk"), dict(score="topk", randomized=True)],
+                         ids=lambda c: "-".join(str(v) for v in c.values()))
+@pytest.mark.parametrize("give_up", [1, 2, 5])
+def test_tree_quantile_with_far_labels_given_up_is_exact(monkeypatch, config, give_up):
+    """A tree's calibration first gives a row up after a few classes (a lower bound of its score) and
+    searches to the end only the rows whose bound could change the order statistic: the quantile is the
+    dense path's at every level."""
+    from svbop.conformal import lazy
+
+    monkeypatch.setattr(lazy, "_GIVE_UP_RANK", give_up)
+    model = random_model(binary_tree(37), D, 5, scale=1.5)  # flat rows: labels often rank far down
+    Xc = queries(D, 500, 9)
+    Pc = model.predict_proba(Xc)
+    yc = _labels(Pc, 3)
+    for eps in (0.05, 0.2, 0.6):
+        dense = ConformalSetPredictor(eps, random_state=2, **config).fit(Pc, yc)
+        lazy_fit = ConformalSetPredictor(eps, random_state=2, **config).fit(TreeProbabilities(model, Xc), yc)
+        assert lazy_fit.quantile_ == pytest.approx(dense.quantile_, rel=1e-12, abs=1e-13)

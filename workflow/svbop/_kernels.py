@@ -662,7 +662,8 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
 @njit(**_JIT)
 def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat, schild,
                  sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, n_classes, root, p_min,
-                 p_below_top, mass_max, rank_max, target, min_n, out_cls, out_logp, out_n, out_mass, out_target):
+                 p_below_top, mass_max, rank_max, target, min_n, give_up_rank, give_up_mass, out_cls, out_logp,
+                 out_n, out_mass, out_target):
     """The leaves of a probabilistic tree in decreasing probability, for the CSR rows ``rows``, until
     every class left is known to be outside a conformal set (the same best-first search as
     :func:`hf_search`, Algorithm 1 left out).
@@ -674,6 +675,9 @@ def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, 
     * the leaves out so far hold more than ``mass_max[r]``;
     * ``rank_max[r]`` leaves are out;
     * ``target[r]`` (a class id, ``-1``: none) is out.
+
+    A row whose target is not out gives up once ``give_up_rank`` leaves are out or they hold more than
+    ``give_up_mass`` (its ``out_target[r, 0]`` stays 0).
 
     ``out_cls[r, :cap]``/``out_logp[r, :cap]`` receive the first leaves and their log-probabilities,
     ``out_n[r]`` how many came out (callers rerun rows with more than ``cap``), ``out_mass[r]`` their
@@ -711,6 +715,8 @@ def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, 
             if n >= min_n and found:
                 if n >= rank_max[r] or mass > mass_max[r] or np.exp(key) < lo_p:
                     break
+            elif not found and (n >= give_up_rank or mass > give_up_mass):
+                break  # the target is further down than the caller needs (its score is past a bound)
             hn = _pop(qkey, qsec, qnode, hn)
             if node < K:
                 p = np.exp(key)
@@ -758,6 +764,64 @@ def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, 
             xfilled[0] = 0
         out_n[r] = n
         out_mass[r] = mass
+
+
+@njit(**_JIT)
+def hf_path_log_proba(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat,
+                      schild, sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, parent, position,
+                      root, labels, out):
+    """``out[r] = log P(labels[r] | x)`` for the CSR rows ``rows``: the product along the label's path only
+    (its ancestors' children scored), with the arithmetic of :func:`hf_enumerate` (a child's key is
+    ``((s - m) - log z) + key``, root to leaf), so the value equals the one a search delivers for that leaf."""
+    n_nodes = child_ptr.size - 1
+    max_children = 1
+    for v in range(n_nodes):
+        if child_ptr[v + 1] - child_ptr[v] > max_children:
+            max_children = child_ptr[v + 1] - child_ptr[v]
+    sbuf = np.empty(max_children)
+    abuf = np.empty(max_children)
+    xbuf = np.zeros(n_features)
+    xfilled = np.zeros(1, dtype=np.int64)
+    path = np.empty(n_nodes, dtype=np.int64)
+    for r in range(rows.size):
+        i = rows[r]
+        a0 = xptr[i]
+        a1 = xptr[i + 1]
+        d = 0
+        v = labels[r]
+        while v != root:
+            path[d] = v
+            d += 1
+            v = parent[v]
+        key = 0.0
+        node = root
+        for j in range(d - 1, -1, -1):
+            child = path[j]
+            c0 = child_ptr[node]
+            nc = child_ptr[node + 1] - c0
+            na = aptr[node + 1] - aptr[node]
+            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr,
+                             dval, vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
+            for q in range(nc):
+                sbuf[q] = 0.0
+            for q in range(na):
+                sbuf[active[aptr[node] + q]] = abuf[q]
+            m = -np.inf
+            for q in range(nc):
+                sbuf[q] += bias[children[c0 + q]]
+                if sbuf[q] > m:
+                    m = sbuf[q]
+            z = 0.0
+            for q in range(nc):
+                z += np.exp(sbuf[q] - m)
+            lz = np.log(z)
+            key = ((sbuf[position[child]] - m) - lz) + key
+            node = child
+        if xfilled[0]:
+            for a in range(a0, a1):
+                xbuf[xind[a]] = 0.0
+            xfilled[0] = 0
+        out[r] = key
 
 
 # --- set containers ------------------------------------------------------------------------------

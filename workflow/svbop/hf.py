@@ -38,7 +38,7 @@ from .sets import SetPredictions
 from .trees import TreeModel
 from .utilities import Utility
 
-__all__ = ["HFProvider", "TreeSearchLayout", "enumerate_leaves", "predict_sets_hf"]
+__all__ = ["HFProvider", "TreeSearchLayout", "enumerate_leaves", "path_log_proba", "predict_sets_hf"]
 
 logger = logging.getLogger(__name__)
 
@@ -388,6 +388,8 @@ def enumerate_leaves(
     target=None,
     min_n: int = 1,
     keep: bool = True,
+    give_up_rank: int | None = None,
+    give_up_mass: float = np.inf,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The classes of every row in decreasing tree probability, up to a stop: the best-first search
@@ -400,6 +402,8 @@ def enumerate_leaves(
     ``rank_max`` are out.  A node's probability bounds every class below it, so the classes left
     out are exactly those the stop says.  Each stop is a scalar or one value per row.
 
+    With ``target``, a row whose target is not out gives up once ``give_up_rank`` classes are out or they
+    hold more than ``give_up_mass`` (its target rank is then 0).
     ``keep=False``: only each row's first two classes are kept (and, with ``target``, the target's rank,
     log-probability and the mass down to it): what a calibration score needs, in memory bounded by the
     rows whatever the ranks.
@@ -430,6 +434,7 @@ def enumerate_leaves(
     counts = np.zeros(n, dtype=np.int64)
     mass = np.zeros(n)
     found = np.zeros((n, 3))
+    give_up = K + 1 if give_up_rank is None else int(give_up_rank)
 
     def run(rows: np.ndarray, cap: int):
         cls = np.full((rows.size, cap), -1, dtype=np.int64)
@@ -444,8 +449,8 @@ def enumerate_leaves(
                 r, xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
                 lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval, lay.vptr,
                 lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, K, lay.root, p_min[r], p_below_top[r],
-                mass_max[r], rank_max[r], target[r], int(min_n), cls[lo:hi], logp[lo:hi], cnt[lo:hi], ms[lo:hi],
-                tg[lo:hi],
+                mass_max[r], rank_max[r], target[r], int(min_n), give_up, float(give_up_mass), cls[lo:hi], logp[lo:hi],
+                cnt[lo:hi], ms[lo:hi], tg[lo:hi],
             )
 
         _kernels.run_blocks(task, rows.size, _ROWS_PER_TASK, n_jobs)
@@ -482,6 +487,43 @@ def enumerate_leaves(
             classes[a:b], log_proba[a:b] = c[j, : b - a], lp[j, : b - a]
         lo = hi
     return indptr, classes, log_proba, mass
+
+
+def path_log_proba(model: TreeModel | TreeSearchLayout, X: Any, labels, *, n_jobs: int | None = None) -> np.ndarray:
+    """``log P(labels[i] | x_i)`` of every row: the product along each label's path alone (its ancestors'
+    children scored; no search), the value a search over the tree delivers for that class."""
+    lay = model if isinstance(model, TreeSearchLayout) else _layout(model)
+    X = _as_sorted_csr(X, lay.n_features)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    parent, position = _parents(lay)
+    xptr, xind, xval = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
+    out = np.empty(X.shape[0])
+
+    def task(lo: int, hi: int) -> None:
+        _kernels.hf_path_log_proba(
+            np.arange(lo, hi, dtype=np.int64), xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children,
+            lay.aptr, lay.active, lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval,
+            lay.vptr, lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, parent, position, lay.root,
+            labels[lo:hi], out[lo:hi],
+        )
+
+    _kernels.run_blocks(task, X.shape[0], _ROWS_PER_TASK, n_jobs)
+    return out
+
+
+def _parents(lay: TreeSearchLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's parent and its place among its parent's children (from the layout's child lists)."""
+    cached = getattr(lay, "_svbop_parents", None)
+    if cached is None:
+        n_nodes = lay.child_ptr.size - 1
+        counts = np.diff(lay.child_ptr)
+        parent = np.full(n_nodes, -1, dtype=np.int64)
+        position = np.zeros(n_nodes, dtype=np.int64)
+        parent[lay.children] = np.repeat(np.arange(n_nodes, dtype=np.int64), counts)
+        position[lay.children] = np.arange(lay.children.size) - np.repeat(lay.child_ptr[:-1], counts)
+        cached = (parent, position)
+        object.__setattr__(lay, "_svbop_parents", cached)
+    return cached
 
 
 class HFProvider:

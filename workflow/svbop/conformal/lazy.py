@@ -102,12 +102,75 @@ def lazy_calibration_scores(src, y: np.ndarray, score: str, k_reg: int, lam: flo
         return out
     from ..hf import enumerate_leaves
 
+    scores, _ = _tree_label_scores(src, y, score, k_reg, lam, U, None)
+    return scores
+
+
+def _tree_label_scores(src, y, score, k_reg, lam, U, give_up_rank):
+    """A tree's calibration scores: ``(scores, exact)``.  LAC reads the label's path alone, margin that and
+    the row's first two classes; the other scores search each row down to its label, or give up after
+    ``give_up_rank`` classes, where ``scores`` holds a lower bound of the score and ``exact`` is False."""
+    from ..hf import enumerate_leaves, path_log_proba
+
+    n = y.size
+    if score in ("lac", "margin"):
+        py = np.exp(path_log_proba(src.model, src.X, y, n_jobs=src.n_jobs))
+        if score == "lac":
+            return 1.0 - py, np.ones(n, dtype=bool)
+        _, cls, first, _, _ = enumerate_leaves(src.model, src.X, rank_max=2, min_n=2, keep=False, n_jobs=src.n_jobs)
+        o = np.where(cls[:, 0] == y, 1, 2)  # only the top class's margin differs from v0 - p(y)
+        return _searched_label_scores(o, py, np.zeros(n), np.exp(first), score, k_reg, lam, U), np.ones(n, dtype=bool)
     # each row searched down to its label; only its first two classes and the label's rank, probability
     # and mass kept (memory bounded by the rows, whatever the labels' ranks)
-    _, _, first, _, found = enumerate_leaves(src.model, src.X, target=y, min_n=2 if score == "margin" else 1,
-                                             keep=False, n_jobs=src.n_jobs)
-    return _searched_label_scores(found[:, 0].astype(np.int64), np.exp(found[:, 1]), found[:, 2], np.exp(first),
-                                  score, k_reg, lam, U)
+    counts, _, first, mass, found = enumerate_leaves(src.model, src.X, target=y, rank_max=1, keep=False,
+                                                     n_jobs=src.n_jobs,
+                                                     give_up_rank=give_up_rank)
+    o = found[:, 0].astype(np.int64)
+    exact = o > 0
+    out = np.empty(n)
+    u = U
+    out[exact] = _searched_label_scores(o[exact], np.exp(found[exact, 1]), found[exact, 2], np.exp(first[exact]),
+                                        score, k_reg, lam, None if u is None else u[exact])
+    lost = ~exact  # the label is below the counts[i] classes out: its score is at least ...
+    c, m, v0 = counts[lost], mass[lost], np.exp(first[lost, 0])
+    if score == "aps":
+        lb = m
+    elif score == "raps":
+        lb = m + lam * np.maximum(0, c + 1 - k_reg)
+    elif score == "topk":
+        lb = c.astype(np.float64)  # o - u > o - 1 >= c
+    else:  # saps: o >= c + 1 >= 2
+        lb = v0 + lam * np.maximum(c - 1, 0)
+    out[lost] = lb * (1 - 1e-12)  # below the exact score's rounding
+    return out, exact
+
+
+#: Classes a tree's calibration search takes before giving a row up to a lower bound of its score.
+_GIVE_UP_RANK = 512
+
+
+def lazy_quantile(src, y: np.ndarray, score: str, k_reg: int, lam: float, U, eps) -> float:
+    """The conformal quantile, the ``ceil((n+1)(1-eps))``-th smallest calibration score, of a lazy source,
+    exactly.  A tree's rows whose labels rank far down are first given up with a lower bound of their
+    score; only those whose bound does not settle the order statistic are searched to the end."""
+    n = y.size
+    k = math.ceil((n + 1) * (1 - eps))
+    if k > n:
+        return math.inf
+    if isinstance(src, SparseOutputs) or score in ("lac", "margin"):
+        s = lazy_calibration_scores(src, y, score, k_reg, lam, U)
+        return float(np.partition(s, k - 1)[k - 1])
+    K = src.shape[1]
+    s, exact = _tree_label_scores(src, y, score, min(k_reg, K), lam, U, _GIVE_UP_RANK)
+    while True:
+        E = s[exact]
+        t = float(np.partition(E, k - 1)[k - 1]) if E.size >= k else math.inf
+        need = np.flatnonzero(~exact & (s <= t))
+        if need.size == 0:
+            return t
+        part = src.take(need)
+        s[need], _ = _tree_label_scores(part, y[need], score, min(k_reg, K), lam, None if U is None else U[need], None)
+        exact[need] = True
 
 
 def _searched_label_scores(o, py, cum, first, score, k_reg, lam, U):
@@ -143,7 +206,7 @@ def lazy_ranked_heads(src, y: np.ndarray, score: str, k_reg: int, lam: float):
     from ..hf import enumerate_leaves
 
     K = src.shape[1]
-    indptr, cls, logp, _ = enumerate_leaves(src.model, src.X, target=y, min_n=2 if score == "margin" else 1,
+    indptr, cls, logp, _ = enumerate_leaves(src.model, src.X, target=y, rank_max=1, min_n=2 if score == "margin" else 1,
                                             n_jobs=src.n_jobs)
     S, _ = _scores(indptr, np.exp(logp), score, min(k_reg, K), lam, None)
     return indptr, cls, S

@@ -784,7 +784,7 @@ class ConformalSetPredictor:
 
     def _fit_lazy(self, src, y_cal, groups, weights, class_weights) -> "ConformalSetPredictor":
         """:meth:`fit` on a tree's probabilities or top-k outputs (:mod:`svbop.conformal.lazy`)."""
-        from .lazy import lazy_calibration_scores
+        from .lazy import lazy_calibration_scores, lazy_quantile
 
         self._lazy_refusal(src, groups, "calibrate")
         if class_weights is not None or getattr(self, "label_noise", None) is not None:
@@ -809,8 +809,11 @@ class ConformalSetPredictor:
         self._test_rng = None
         self._p_cells = self._tau_rng = None  # predict_p: not kept for lazy sources
         U = self._uniforms(0, n) if self.randomized else None
-        s = lazy_calibration_scores(src, y_cal, self.score, self.k_reg, self.lam, U)
         self.n_classes_ = K
+        if weights is None and not self.class_conditional:  # one order statistic: a tree's far labels bounded
+            self.quantile_ = lazy_quantile(src, y_cal, self.score, self.k_reg, self.lam, U, eps)
+            return self
+        s = lazy_calibration_scores(src, y_cal, self.score, self.k_reg, self.lam, U)
         if weights is not None:
             from .weighted import WeightedQuantiles
 
@@ -820,8 +823,6 @@ class ConformalSetPredictor:
         elif self.class_conditional:
             self.quantiles_ = _class_quantiles(s, y_cal, K, eps)
             self.quantile_ = float(self.quantiles_.max())
-        else:
-            self.quantile_ = _order_statistic(s, eps)
         return self
 
     def _predict_lazy(self, src, groups, weights, row_seeds) -> SetPredictions:
