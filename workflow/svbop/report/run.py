@@ -712,7 +712,7 @@ def main(args) -> int:
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
     page = run_report(out, config, cores=args.cores)
-    print(f"svbop report: {page} ({time.perf_counter() - t0:.0f} s)")
-    return 0
     if stream is not None:
         stream.write(page)
+    print(f"svbop report: {page} ({time.perf_counter() - t0:.0f} s)")
+    return 0

@@ -48,7 +48,8 @@ NOT_ON_TOP_K = (
 _CALIBRATION_SHARE = 0.1
 _REFUSED = ("validation", "hierarchy", "class_names", "test_groups", "validation_groups", "calibration_groups",
             "test_weights", "validation_weights", "calibration_weights", "test_group_columns",
-            "validation_group_columns", "calibration_group_columns", "label_shift")
+            "validation_group_columns", "calibration_group_columns", "label_shift", "ordered", "test_times",
+            "stream_window")
 
 
 def is_top_k_run(models) -> bool:
