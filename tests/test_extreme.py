@@ -145,3 +145,56 @@ def test_extreme_config_runs_hf_end_to_end(tmp_path):
     assert timing
     info = json.loads((workdir / "results/extreme100k/models/hf_kmeans.json").read_text())
     assert info["K"] == 400 and info["nnz"] > 0
+
+
+TREE_SETS = "results/extreme100k/tree_sets.tsv"
+
+
+def test_extreme_config_runs_the_trees_guaranteed_sets_end_to_end(tmp_path):
+    """extreme.yaml's guaranteed sets from the tree (conformal LAC and APS, risk control of miscoverage and of
+    the tree distance) run end to end without the flat model, beside HF's sets in tree_sets.tsv, each
+    level's coverage and time per row; the calibration rows are the split's."""
+    pytest.importorskip("snakemake", reason="snakemake is not installed")
+    import pandas as pd
+
+    from test_workflow import _snakemake
+
+    assert f"snakemake {TREE_SETS}" in EXTREME.read_text()
+    workdir = _extreme_workdir(tmp_path, 120)
+    result = _snakemake(TREE_SETS, "--cores", "2", "--configfile", "workflow/configs/extreme.yaml", "small.yaml",
+                        cwd=workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    text = result.stdout + result.stderr
+    assert "train_flat" not in text and "score_flat" not in text
+    table = pd.read_csv(workdir / TREE_SETS, sep="\t", keep_default_na=False, dtype={"param": str})
+    methods = set(table["method"])
+    assert {"tree_lac_kmeans", "tree_aps_kmeans", "tree_risk_miscoverage_kmeans", "tree_risk_hierarchical_kmeans",
+            "svbop_hf_kmeans"} <= methods
+    lac = table[table["method"] == "tree_lac_kmeans"].set_index("param")
+    assert set(lac.index) == {"0.05", "0.10", "0.20"}
+    assert (lac["mean_size"].astype(float).diff().dropna() <= 0).all()  # smaller sets at larger epsilon
+    assert (table["ms_per_row"].astype(float) > 0).all()
+    record = json.loads((workdir / "results/extreme100k/predictions/tree_lac_kmeans/0.10.json").read_text())
+    split = np.load(workdir / "data/extreme100k/split.npz")
+    assert record["n_calibration"] == split["calibration"].size > 0 and record["n_test"] == split["test"].size
+
+
+def test_the_page_shows_the_trees_guaranteed_sets(tmp_path):
+    """The report's section "Guaranteed sets from the tree" lists every row of a dataset's tree_sets.tsv with
+    its method's name, coverage and time per row."""
+    from svbop.report.html import _context_tree_sets
+    from svbop.report.names import DisplayNames
+    from svbop.tree_sets import write_tree_sets
+
+    rows = [{"dataset": "ext", "method": "tree_aps_kmeans", "param": "0.10", "target_coverage_pct": 90.0,
+             "coverage_pct": 90.5, "mean_size": 3.2, "calibrated": "q = 0.93", "fit_ms_per_row": 0.2,
+             "ms_per_row": 0.11, "n_calibration": 3000, "n_test": 10000},
+            {"dataset": "ext", "method": "svbop_hf_kmeans", "param": "fbeta_1", "target_coverage_pct": float("nan"),
+             "coverage_pct": 80.0, "mean_size": 2.0, "calibrated": "", "fit_ms_per_row": float("nan"),
+             "ms_per_row": 0.08, "n_calibration": 0, "n_test": 10000}]
+    write_tree_sets(tmp_path / "tree_sets.tsv", rows)
+    ctx = _context_tree_sets([tmp_path / "tree_sets.tsv"], DisplayNames({"ext": "Extreme"}), ["ext"])
+    assert ctx[0]["title"] == "Extreme" and len(ctx[0]["rows"]) == 2
+    aps, hf = ctx[0]["rows"]
+    assert aps["method"] == "conformal APS (randomised) from the tree (kmeans)" and aps["coverage"] == "90.50"
+    assert aps["target"] == "90.0" and aps["ms"] == "0.1100" and hf["target"] == "–" and "HF" in hf["method"]

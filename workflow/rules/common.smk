@@ -362,6 +362,29 @@ def predictions(dataset):
     return out
 
 
+def tree_sets(dataset):
+    """The guaranteed sets from each tree of a dataset (hf.conformal, hf.risk_control): {(method, param): path},
+    method tree_<score>_<tree> or tree_risk_<loss>_<tree>, param the level's label."""
+    cfg = config["datasets"][dataset]
+    if is_model_outputs(dataset) or not cfg["hf"]["enabled"]:
+        return {}
+    out = {}
+    for tree in cfg["hf"]["trees"]:
+        names = [*(f"tree_{s}" for s in cfg["hf"]["conformal"]), *(f"tree_risk_{l}" for l in cfg["hf"]["risk_control"])]
+        for name in names:
+            for eps in METHOD_EPSILONS:
+                out[f"{name}_{tree}", eps] = f"results/{dataset}/predictions/{name}_{tree}/{eps}.npz"
+    return out
+
+
+def tree_sets_results(dataset):
+    """The tree's guaranteed sets, their records and results/<dataset>/tree_sets.tsv (none when not configured)."""
+    sets = tree_sets(dataset)
+    if not sets:
+        return []
+    return [*sets.values(), *(p[: -len(".npz")] + ".json" for p in sets.values()), f"results/{dataset}/tree_sets.tsv"]
+
+
 def beyond_enabled():
     """Whether any method beyond the paper is configured (config `methods:`)."""
     return bool(CONFORMAL_SCORES or COVERAGE_FAMILIES or MAX_NODES or MONDRIAN_BY or RISK_METHODS
@@ -499,6 +522,7 @@ def dataset_results(dataset):
         *([f"results/{dataset}/models/cnn.pt"] if kind == "cnn" else []),
         f"results/{dataset}/models/flat.npz",
         *approximate_models(dataset),
+        *tree_sets_results(dataset),
         f"results/{dataset}/scores/flat.npz",
         *([f"results/{dataset}/calibration.json"] if dataset in CALIBRATED else []),
         *predictions(dataset).values(),

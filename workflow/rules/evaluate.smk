@@ -104,3 +104,30 @@ rule evaluate_beyond:
         "../../envs/svbop.yaml"
     script:
         "../scripts/evaluate_beyond.py"
+
+
+# The tree's guaranteed sets beside SVBOP-HF's Bayes-optimal sets: coverage, set size, time per row.
+rule evaluate_tree_sets:
+    input:
+        sets=lambda wc: [*tree_sets(wc.dataset).values(), *(
+            f"results/{wc.dataset}/predictions/{m}/{u}.npz" for m in svbop_methods(wc.dataset) if m.startswith("svbop_hf_")
+            for u in UTILITIES)],
+        records=lambda wc: [*(p[: -len(".npz")] + ".json" for p in tree_sets(wc.dataset).values()), *(
+            f"results/{wc.dataset}/predictions/{m}/{u}.json" for m in svbop_methods(wc.dataset) if m.startswith("svbop_hf_")
+            for u in UTILITIES)],
+        dataset="data/{dataset}/dataset.npz",
+        split="data/{dataset}/split.npz",
+        code=library_sources("tree_sets", "sets", "io"),
+    output:
+        "results/{dataset}/tree_sets.tsv",
+    params:
+        dataset=lambda wc: wc.dataset,
+        methods=lambda wc: [*tree_sets(wc.dataset), *((m, u) for m in svbop_methods(wc.dataset) if m.startswith("svbop_hf_")
+                                                    for u in UTILITIES)],
+    log:
+        "results/logs/evaluate_tree_sets/{dataset}.log",
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/evaluate_tree_sets.py"
+

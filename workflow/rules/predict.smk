@@ -233,6 +233,38 @@ rule predict_svbop_hf:
         "../scripts/predict_svbop_hf.py"
 
 
+# Guaranteed sets from each tree (hf.conformal, hf.risk_control): conformal sets and risk control calibrated
+# on the calibration rows through the tree's own probabilities, no rows x classes matrix (svbop.tree_sets).
+rule predict_tree_sets:
+    input:
+        model="results/{dataset}/models/hf_{tree}.npz",
+        features=features_file,
+        dataset="data/{dataset}/dataset.npz",
+        split="data/{dataset}/split.npz",
+        code=library_sources("tree_sets", "hf", "trees", "conformal", "_kernels", "sets"),
+    output:
+        sets="results/{dataset}/predictions/tree_{name}_{tree}/{epsilon}.npz",
+        record="results/{dataset}/predictions/tree_{name}_{tree}/{epsilon}.json",
+    params:
+        level=lambda wc: METHOD_EPSILONS[wc.epsilon],
+        method=lambda wc: f"tree_{wc.name}",
+    wildcard_constraints:
+        name="lac|aps|raps|saps|topk|risk_miscoverage|risk_hierarchical",
+        tree="predefined|kmeans",
+    threads: 1
+    resources:
+        mem_mb=lambda wc: dataset_config(wc)["hf"]["mem_mb"],
+        runtime=lambda wc: dataset_config(wc)["hf"]["runtime"],
+    log:
+        "results/logs/predict_tree_sets/{dataset}_{name}_{tree}_{epsilon}.log",
+    benchmark:
+        "results/benchmarks/predict_tree_sets/{dataset}_{name}_{tree}_{epsilon}.tsv"
+    conda:
+        "../../envs/svbop.yaml"
+    script:
+        "../scripts/predict_tree_sets.py"
+
+
 rule predict_threshold:
     input:
         scores="results/{dataset}/scores/flat.npz",

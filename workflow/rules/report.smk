@@ -289,6 +289,8 @@ rule report_html:
         tuning=lambda wc: tuning_records(),
         # the page about a model (every dataset a model's outputs): which sets to use, classes, example rows
         model=lambda wc: model_page_files(),
+        # guaranteed sets from the trees (hf.conformal, hf.risk_control), beside SVBOP-HF's
+        tree_sets=lambda wc: [f"results/{d}/tree_sets.tsv" for d in DATASETS if tree_sets(d)],
         code=library_sources(
             "report/__init__", "report/html", "report/tables", "report/compare", "report/paper", "report/status",
             "report/beyond", "report/figures", "report/model", "report/live", "report/models", "tuning",

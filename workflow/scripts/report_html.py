@@ -50,6 +50,7 @@ build_report(
     # flat: {C: auto}: the values chosen on the validation rows, in Table 5 (rules/tune.smk)
     tuning=snakemake.params.tuned,
     model=model,
+    tree_sets=list(snakemake.input.tree_sets),
 )
 if os.path.exists(snakemake.params.partial):  # a failed run's page of what had finished: superseded
     os.remove(snakemake.params.partial)

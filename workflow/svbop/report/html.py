@@ -652,6 +652,46 @@ def _t5_value(value: object, empty: str) -> str:
     return value if isinstance(value, str) else f"{value:g}"
 
 
+def _context_tree_sets(paths, names, dataset_ids) -> list[dict] | None:
+    """The section "Guaranteed sets from the tree" (issue 54): per dataset, the rows of its ``tree_sets.tsv``
+    (svbop.tree_sets: conformal and risk-controlled sets from the tree beside SVBOP-HF's), or None."""
+    if not paths:
+        return None
+    out = []
+    for path in paths:
+        frame = pd.read_csv(path, sep="\t", keep_default_na=False, dtype={"dataset": str, "method": str, "param": str})
+        if frame.empty:
+            continue
+        d = str(frame["dataset"].iloc[0])
+
+        def num(v, fmt):
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                return "–"
+            return "–" if v != v else format(v, fmt)
+
+        rows = [{"method": names.method(str(r["method"]), str(r["param"])) if str(r["method"]).startswith("svbop_hf")
+                 else _tree_method_name(str(r["method"])), "param": str(r["param"]), "target": num(r["target_coverage_pct"], ".1f"),
+                 "coverage": num(r["coverage_pct"], ".2f"), "size": num(r["mean_size"], ".2f"),
+                 "calibrated": str(r["calibrated"]), "fit_ms": num(r["fit_ms_per_row"], ".4f"),
+                 "ms": num(r["ms_per_row"], ".4f"), "n_cal": str(r["n_calibration"]), "n_test": str(r["n_test"])}
+                for _, r in frame.iterrows()]
+        out.append({"id": d, "title": names.dataset(d), "rows": rows})
+    return out or None
+
+
+def _tree_method_name(method: str) -> str:
+    """``tree_aps_kmeans`` -> ``"APS from the tree (kmeans)"``, ``tree_risk_hierarchical_kmeans`` -> ``"risk control,
+    hierarchical loss, from the tree (kmeans)"``."""
+    body, _, tree = method[len("tree_"):].rpartition("_")
+    if body.startswith("risk_"):
+        return f"risk control ({body[len('risk_'):]} loss, LAC's sets) from the tree ({tree})"
+    label = {"lac": "LAC", "aps": "APS (randomised)", "raps": "RAPS (randomised)", "saps": "SAPS (randomised)",
+             "topk": "top-k"}.get(body, body)
+    return f"conformal {label} from the tree ({tree})"
+
+
 def build_report(
     path: str | os.PathLike,
     *,
@@ -677,6 +717,7 @@ def build_report(
     calibration: Mapping[str, object] | None = None,
     tuning: Mapping[str, object] | None = None,
     model: Mapping[str, object] | None = None,
+    tree_sets: Iterable[str | os.PathLike] | None = None,
 ) -> Path:
     """Render the report into one self-contained HTML file.
 
@@ -964,6 +1005,7 @@ def build_report(
                                 if d["summary"].get("model_outputs") is True]
     context["beyond"] = _context_beyond(beyond, beyond_figure, beyond_skipped, labels, names, dataset_ids,
                                         paper=model is None)
+    context["tree_sets"] = _context_tree_sets(tree_sets, names, dataset_ids)
     context["model"] = None
     if model is not None and beyond is not None:  # the page about a model: its own sections first
         from .beyond import read_beyond
