@@ -130,30 +130,55 @@ class SparseOutputs:
             hi = min(n, lo + _CHECK_ROWS)
             _check_block(ind[lo:hi], np.asarray(values[lo:hi]) if kind == "logits" else val[lo:hi], K, kind, lo,
                          where, val[lo:hi] if kind == "logits" else None)
-        self.indices = ind
-        self.values = val
+        self._ind, self._val, self._rows = ind, val, None
         self.n_classes = K
         self.kind = kind
         self.source = source
 
     @property
+    def indices(self) -> np.ndarray:
+        """The rows' class ids, (n, k) (a copy for rows taken by :meth:`take`)."""
+        return self._ind if self._rows is None else self._ind[self._rows]
+
+    @property
+    def values(self) -> np.ndarray:
+        """Their probabilities, (n, k) (the softmax of logits; a copy for rows taken by :meth:`take`)."""
+        return self._val if self._rows is None else self._val[self._rows]
+
+    def _select(self, rows):
+        """Positions in the stored arrays of this object's rows ``rows``."""
+        return rows if self._rows is None else self._rows[rows]
+
+    @property
     def shape(self) -> tuple[int, int]:
-        return (self.indices.shape[0], self.n_classes)
+        return (len(self), self.n_classes)
 
     @property
     def k(self) -> int:
-        return self.indices.shape[1]
+        return self._ind.shape[1]
 
     def __len__(self) -> int:
-        return self.indices.shape[0]
+        return self._ind.shape[0] if self._rows is None else self._rows.size
+
+    def holds(self, y) -> np.ndarray:
+        """Whether each row's top-k holds its class ``y[i]`` (block by block)."""
+        y = np.asarray(y)
+        out = np.empty(len(self), dtype=bool)
+        for lo in range(0, len(self), _CHECK_ROWS):
+            hi = min(len(self), lo + _CHECK_ROWS)
+            out[lo:hi] = (self._ind[self._select(slice(lo, hi))] == y[lo:hi, None]).any(axis=1)
+        return out
 
     def __repr__(self) -> str:
         return f"SparseOutputs(n={len(self)}, k={self.k}, K={self.n_classes}, kind={self.kind!r})"
 
     def take(self, rows) -> "SparseOutputs":
-        """The rows ``rows`` (a slice, indices or a boolean mask), already checked."""
+        """The rows ``rows`` (a slice, indices or a boolean mask), already checked: a view of this
+        object's arrays (no copy of them; each block of rows is read from them when used)."""
         out = object.__new__(SparseOutputs)
-        out.indices, out.values = self.indices[rows], self.values[rows]
+        picked = np.arange(len(self), dtype=np.int64)[rows]
+        out._ind, out._val = self._ind, self._val
+        out._rows = picked if self._rows is None else self._rows[picked]
         out.n_classes, out.kind, out.source = self.n_classes, "probabilities", self.source
         return out
 
@@ -161,7 +186,8 @@ class SparseOutputs:
         """``(classes, V, count)`` of the rows ``rows``: each row's classes of positive probability by
         decreasing probability (ties by class id, the order of the dense path), ``V`` their
         probabilities divided by the row's sum, ``count`` how many (padding: class -1, value 0)."""
-        ind, val = self.indices[rows], self.values[rows].astype(np.float64)
+        at = self._select(rows)
+        ind, val = self._ind[at], self._val[at].astype(np.float64)
         order = np.lexsort((ind, -val), axis=1) if ind.size else np.zeros(ind.shape, dtype=np.int64)
         ind = np.take_along_axis(ind, order, axis=1)
         val = np.take_along_axis(val, order, axis=1)
@@ -172,7 +198,8 @@ class SparseOutputs:
 
     def toarray(self, rows=slice(None)) -> np.ndarray:
         """The dense rows (zeros outside the top-k): for checks at small ``K``."""
-        ind, val = self.indices[rows], self.values[rows].astype(np.float64)
+        at = self._select(rows)
+        ind, val = self._ind[at], self._val[at].astype(np.float64)
         out = np.zeros((ind.shape[0], self.n_classes))
         np.put_along_axis(out, ind, val, axis=1)
         return out

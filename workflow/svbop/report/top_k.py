@@ -111,8 +111,7 @@ def run_top_k(out: Path, test, calibration=None, *, epsilons=(0.1,), outputs: st
         split = f"split off the test rows at random (seed {seed}): {n_cal:,} calibration rows, {n - n_cal:,} test rows"
     print(f"svbop report: top-k outputs: {len(test_src):,} test rows, "
           f"{len(cal):,} calibration rows, k = {test_src.k}, K = {K:,} ({time.perf_counter() - t0:.1f} s)", file=echo)
-    inside = float(np.mean([(test_src.indices[lo:lo + 65536] == y_test[lo:lo + 65536, None]).any(axis=1).mean()
-                            for lo in range(0, len(y_test), 65536)]))
+    inside = float(test_src.holds(y_test).mean())
     from ..conformal import ConformalSetPredictor
 
     rows = []
