@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_group_columns", "check_weights"]
+__all__ = ["check_group_columns", "check_labels", "check_weights"]
 
 
 def check_weights(weights, n: int, name: str = "weights", rows_of: str = "P") -> np.ndarray:
@@ -50,3 +50,30 @@ def check_group_columns(Phi, n: int, name: str = "Phi", rows_of: str = "P") -> n
             raise ValueError(f"{name} must hold group indicators, 0 or 1{where}")
         A = A.astype(bool)
     return A
+
+
+def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:
+    """Validate integer class labels; ``shape`` is ``(n_samples, n_classes)`` to match.
+
+    ``y`` may be a numpy array, a torch tensor (any device), a pandas Series, or anything else
+    :func:`svbop._arrays.as_host_array` reads; integral floats are accepted.
+    """
+    from ._arrays import as_host_array
+
+    arr = as_host_array(y, name, what="integer class indices")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of class indices, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if shape is not None:
+        n, K = shape
+        if arr.size != n:
+            raise ValueError(f"{name} has {arr.size} labels but there are {n} samples")
+        bad = np.flatnonzero((arr < 0) | (arr >= K))
+        if bad.size:
+            raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a class index in 0..{K - 1}")
+    return arr

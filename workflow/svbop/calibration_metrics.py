@@ -60,7 +60,7 @@ class Estimate(NamedTuple):
 
 
 def _inputs(P, y, name: str = "P") -> tuple[np.ndarray, np.ndarray]:
-    from .metrics import check_labels
+    from ._row_checks import check_labels
 
     P = as_host_array(P, name)
     if P.dtype == object or not np.issubdtype(P.dtype, np.number) or np.issubdtype(P.dtype, np.complexfloating):

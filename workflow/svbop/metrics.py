@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._arrays import as_host_array
+from ._row_checks import check_labels  # noqa: F401  (public here: svbop.metrics.check_labels)
 from .sets import SetPredictions
 from .utilities import Utility, utility
 
@@ -27,31 +28,6 @@ COVERAGE_KEYS = ("coverage_pct", "class_coverage_worst_pct", "ssc_worst_pct", "s
 #: Coverage keys :func:`mean_scores` adds only when given what they need (``epsilon``, ``groups``,
 #: ``X``): percentages that are not utilities either.
 EXTRA_COVERAGE_KEYS = ("covgap_pct", "sscv_pct", "group_coverage_worst_pct", "worst_slab_coverage_pct")
-
-
-def check_labels(y, shape: tuple[int, int] | None = None, name: str = "y") -> np.ndarray:
-    """Validate integer class labels; ``shape`` is ``(n_samples, n_classes)`` to match.
-
-    ``y`` may be a numpy array, a torch tensor (any device), a pandas Series, or anything else
-    :func:`svbop._arrays.as_host_array` reads; integral floats are accepted.
-    """
-    arr = as_host_array(y, name, what="integer class indices")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of class indices, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise ValueError(f"{name} must hold integer class indices, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    if shape is not None:
-        n, K = shape
-        if arr.size != n:
-            raise ValueError(f"{name} has {arr.size} labels but there are {n} samples")
-        bad = np.flatnonzero((arr < 0) | (arr >= K))
-        if bad.size:
-            raise ValueError(f"{name}[{bad[0]}] = {arr[bad[0]]} is not a class index in 0..{K - 1}")
-    return arr
 
 
 def check_groups(groups, n: int, name: str = "groups", rows_of: str = "sets") -> np.ndarray:

@@ -98,3 +98,42 @@ def _no_calibration_rows(P_cal: np.ndarray) -> None:
 #: Smallest positive normal float64: ``lam`` and ``gamma`` are 0 (``lam`` only) or at least this,
 #: as the utilities' parameters are (a subnormal has too few bits to compute with).
 _NORMAL_MIN = float(np.finfo(np.float64).tiny)
+
+
+def _seed(random_state) -> int:
+    """The seed of one ``fit``: the integer given, one drawn from a numpy Generator or RandomState
+    (consumed, as scikit-learn does), or fresh entropy for ``None``."""
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31))
+    return int(random_state)
+
+
+def _check_level(value, name: str, upper: float = 1.0) -> Fraction:
+    """``value`` as an exact fraction in ``(0, upper)`` (``upper``: a loss's bound), or a ValueError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)) \
+            or not math.isfinite(value):
+        raise ValueError(f"{name} must be a number in (0, {upper:g}), got {value!r}")
+    level = Fraction(str(value)) if not isinstance(value, Fraction) else value
+    if not 0 < level < Fraction(upper):
+        raise ValueError(f"{name} must be in (0, {upper:g}) (the loss's bound), got {value!r}")
+    return level
+
+
+def row_uniforms(seed: int, row_seeds, n: int) -> np.ndarray:
+    """One uniform in [0, 1) per row from ``seed`` and the row's integer ``row_seeds[i]``
+    (SplitMix64 of both: independent of the batch a row comes in)."""
+    r = np.asarray(row_seeds)
+    if r.shape != (n,) or not np.issubdtype(r.dtype, np.integer):
+        raise ValueError(f"row_seeds: expected {n} integers (one per row), got {r.dtype} of shape {r.shape}")
+    with np.errstate(over="ignore"):
+        z = r.astype(np.uint64) + np.uint64(int(seed) % 2**64) * np.uint64(0x9E3779B97F4A7C15)
+        for _ in range(2):  # SplitMix64's finaliser, twice: the seed and the row number mixed
+            z = z + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)

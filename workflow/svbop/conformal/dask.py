@@ -358,8 +358,7 @@ def fit(model, P_cal, y_cal, groups=None, *, weights=None, class_weights=None, c
     ``ceil((n+1)(1-epsilon))``-th smallest (:func:`order_statistic`), the single-process fit's value.
     The marginal threshold scores only (``lac``, ``aps``, ``raps``, ``saps``, ``topk``, ``margin``,
     ``hierarchical``)."""
-    from ._common import _epsilon
-    from .split import _seed
+    from ._common import _epsilon, _seed
 
     _, da = _dask()
     name = type(model).__name__
@@ -538,7 +537,7 @@ def fit_risk(model, P_cal, y_cal, *, chunk_bytes: int | None = None):
     ``lambda_`` and ``calibration_risk_`` as the single-process fit."""
     from fractions import Fraction
 
-    from .risk import _check_level
+    from ._common import _check_level
 
     _, da = _dask()
     name = type(model).__name__

@@ -240,7 +240,7 @@ def calibration_cells(model, scores: np.ndarray, y: np.ndarray, groups_inverse: 
 def predictor_p_values(model, P: np.ndarray, groups, smoothed: bool, row_seeds, chunk_bytes: int) -> np.ndarray:
     """:meth:`ConformalSetPredictor.predict_p` (see there)."""
     from .scores import RANKED_SCORES
-    from .split import row_uniforms
+    from ._common import row_uniforms
 
     if not isinstance(smoothed, (bool, np.bool_)):
         raise ValueError(f"smoothed must be True or False, got {smoothed!r}")

@@ -27,7 +27,7 @@ from scipy.stats import binom
 from .._prefix import DEFAULT_CHUNK_BYTES, as_score_matrix, row_stats
 from ..metrics import check_labels
 from ..sets import SetPredictions
-from ._common import _no_calibration_rows
+from ._common import _check_level, _no_calibration_rows  # noqa: F401  (_check_level: shared with the dask path)
 from .dask import is_dask_array
 from ._matrix import score_matrix, threshold_mask
 from .lazy import is_lazy, lazy_mask
@@ -310,17 +310,6 @@ def _total_losses(start, at, drop, lambdas):
 
 
 # --- checks shared by both predictors ---------------------------------------------------------------
-
-
-def _check_level(value, name: str, upper: float = 1.0) -> Fraction:
-    """``value`` as an exact fraction in ``(0, upper)`` (``upper``: a loss's bound), or a ValueError."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating, Fraction)) \
-            or not math.isfinite(value):
-        raise ValueError(f"{name} must be a number in (0, {upper:g}), got {value!r}")
-    level = Fraction(str(value)) if not isinstance(value, Fraction) else value
-    if not 0 < level < Fraction(upper):
-        raise ValueError(f"{name} must be in (0, {upper:g}) (the loss's bound), got {value!r}")
-    return level
 
 
 def _check_score(score, k_reg, lam):

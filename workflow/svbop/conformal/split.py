@@ -18,7 +18,7 @@ from ..metrics import check_labels
 from ..search import predict_sets
 from ..sets import SetPredictions
 from ..utilities import Utility
-from ._common import _NORMAL_MIN, _epsilon, _no_calibration_rows, _order_statistic
+from ._common import _NORMAL_MIN, _epsilon, _no_calibration_rows, _order_statistic, _seed, row_uniforms
 from .dask import is_dask_array
 from .class_conditional import _class_quantiles
 from .family import _FBETA_EVERY_CLASS, _calibrate_parameter, _covered, _credal_delta_max, _family_utility, \
@@ -1066,34 +1066,6 @@ class ConformalSetPredictor:
             return conformal_sets(P, cal.quantile, empty=self.empty, chunk_bytes=chunk_bytes)
         q = cal.quantiles if self.class_conditional else cal.quantile
         return _score_sets(P, q, self.score, self.k_reg, self.lam, self.empty, chunk_bytes)
-
-
-def row_uniforms(seed: int, row_seeds, n: int) -> np.ndarray:
-    """One uniform in [0, 1) per row from ``seed`` and the row's integer ``row_seeds[i]``
-    (SplitMix64 of both: independent of the batch a row comes in)."""
-    r = np.asarray(row_seeds)
-    if r.shape != (n,) or not np.issubdtype(r.dtype, np.integer):
-        raise ValueError(f"row_seeds: expected {n} integers (one per row), got {r.dtype} of shape {r.shape}")
-    with np.errstate(over="ignore"):
-        z = r.astype(np.uint64) + np.uint64(int(seed) % 2**64) * np.uint64(0x9E3779B97F4A7C15)
-        for _ in range(2):  # SplitMix64's finaliser, twice: the seed and the row number mixed
-            z = z + np.uint64(0x9E3779B97F4A7C15)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
-
-
-def _seed(random_state) -> int:
-    """The seed of one ``fit``: the integer given, one drawn from a numpy Generator or RandomState
-    (consumed, as scikit-learn does), or fresh entropy for ``None``."""
-    if random_state is None:
-        return int(np.random.SeedSequence().entropy)
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(2**63))
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(2**31))
-    return int(random_state)
 
 
 def _group_positions(known: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -655,6 +655,7 @@ def main(args) -> int:
     from .top_k import is_top_k_run, main_top_k
 
     if is_top_k_run(models):  # each row's top-k classes only: the short path (svbop.report.top_k)
+        _check_folder(Path(args.output).expanduser(), workflow_root())
         return main_top_k(args, models)
     from .stream import prepare_stream  # --ordered: the stream section's rows, read and checked now
 

@@ -211,7 +211,8 @@ inside the top-k can cover more.</p>
 
 
 def main_top_k(args, models) -> int:
-    """``svbop report`` on top-k outputs: checks, then :func:`run_top_k`."""
+    """``svbop report`` on top-k outputs: checks, then :func:`run_top_k` (the output folder checked by the
+    caller, :func:`svbop.report.run.main`)."""
     if len(models) > 1:
         raise ValueError("--test: top-k outputs are reported one model at a time (give one --test)")
     given = [o for o in _REFUSED if getattr(args, o, None)]
@@ -219,10 +220,7 @@ def main_top_k(args, models) -> int:
         flags = ", ".join("--" + o.replace("_", "-") for o in given)
         raise ValueError(f"{flags}: not with top-k outputs (--test {models[0]['test'][0]} holds each row's top-k "
                          "classes); give the full outputs for these")
-    from .run import _check_folder, workflow_root
-
-    out = Path(args.output).expanduser()
-    _check_folder(out, workflow_root())
+    out = Path(args.output).expanduser()  # checked by the caller (svbop.report.run.main)
     if getattr(args, "calibrate", "temperature") != "temperature" and args.calibrate != "none":
         raise ValueError(f"--calibrate {args.calibrate}: not with top-k outputs (it needs every class's score)")
     print("svbop report: top-k outputs: no recalibration (temperature scaling needs every class's score); "
