@@ -97,20 +97,21 @@ def top_k(args, record):
     rng = np.random.default_rng(0)
     n, k, K = args.rows, args.k, args.classes
     indices = np.empty((n, k), dtype=np.int64)
-    for lo in range(0, n, 100_000):  # k distinct classes per row (sorted draws without replacement)
+    values = np.empty((n, k), dtype=np.float32)  # a model's outputs as float32, as they usually come
+    y = np.empty(n, dtype=np.int64)
+    for lo in range(0, n, 100_000):  # block by block: k distinct classes per row, a peaked distribution over them
         hi = min(n, lo + 100_000)
         r = rng.integers(0, K - k, size=(hi - lo, k))
         r.sort(axis=1)
         indices[lo:hi] = r + np.arange(k)
-    values = rng.gamma(0.3, size=(n, k))
-    values /= values.sum(axis=1, keepdims=True)
-    values *= 1 - args.outside
-    cum = values.cumsum(axis=1)
-    draw = rng.random(n)
-    pos = (cum < draw[:, None]).sum(axis=1)
-    y = np.where(pos < k, indices[np.arange(n), np.minimum(pos, k - 1)], (indices[:, -1] + 1) % K)
+        v = rng.gamma(0.3, size=(hi - lo, k))
+        v *= (1 - args.outside) / v.sum(axis=1, keepdims=True)
+        values[lo:hi] = v
+        pos = (v.cumsum(axis=1) < rng.random(hi - lo)[:, None]).sum(axis=1)  # the label: drawn from the row
+        y[lo:hi] = np.where(pos < k, indices[lo:hi][np.arange(hi - lo), np.minimum(pos, k - 1)],
+                            (indices[lo:hi, -1] + 1) % K)
     src = SparseOutputs(indices, values, K)
-    del indices, values, cum
+    del indices, values
     record["after_load_rss_mb"] = round(peak_mb())
     cal = np.arange(args.calibration)
     return run_levels(src.take(cal), y[cal], src, y, args.scores, args.levels, record)
