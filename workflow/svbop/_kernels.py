@@ -559,6 +559,37 @@ def _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat
             break
 
 
+@njit(inline="always", **_JIT)
+def _child_keys(node, key, xind, xval, a0, a1, xbuf, xfilled, child_ptr, children, aptr, active, nmode, eptr, sfeat,
+                schild, sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, sbuf, abuf):
+    """``sbuf[q]``: ``log P(child q | x)`` of ``node``'s children given ``key = log P(node | x)``, as
+    ``((s_q - m) - log z) + key`` (a softmax over the children's scores ``s_q = w . x + b``, ``m`` their
+    largest, ``z`` the sum of ``exp(s - m)``); returns the number of children.  Every search over the tree
+    (:func:`hf_search`, :func:`hf_enumerate`, :func:`hf_path_log_proba`) expands a node with it, so a
+    class's value is the same whichever finds it."""
+    c0 = child_ptr[node]
+    nc = child_ptr[node + 1] - c0
+    na = aptr[node + 1] - aptr[node]
+    _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr, dval,
+                     vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
+    for q in range(nc):
+        sbuf[q] = 0.0  # a child without weights scores 0 + b
+    for q in range(na):
+        sbuf[active[aptr[node] + q]] = abuf[q]
+    m = -np.inf
+    for q in range(nc):
+        sbuf[q] += bias[children[c0 + q]]
+        if sbuf[q] > m:
+            m = sbuf[q]
+    z = 0.0
+    for q in range(nc):
+        z += np.exp(sbuf[q] - m)
+    lz = np.log(z)
+    for q in range(nc):
+        sbuf[q] = ((sbuf[q] - m) - lz) + key
+    return nc
+
+
 @njit(**_JIT)
 def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, active, nmode, eptr, sfeat, schild, sval,
               dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, n_classes, root, g, g_suffix, early, rho, total, out_cls,
@@ -627,26 +658,12 @@ def hf_search(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, act
                 break  # every class left has P <= exp(key): the next one would fail the test above
             visits += 1
             c0 = child_ptr[node]
-            nc = child_ptr[node + 1] - c0
-            na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr, dval,
-                             vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
-            for q in range(nc):
-                sbuf[q] = 0.0  # a child without weights scores 0 + b
-            for q in range(na):
-                sbuf[active[aptr[node] + q]] = abuf[q]
-            m = -np.inf
-            for q in range(nc):
-                sbuf[q] += bias[children[c0 + q]]
-                if sbuf[q] > m:
-                    m = sbuf[q]
-            z = 0.0
-            for q in range(nc):
-                z += np.exp(sbuf[q] - m)
-            lz = np.log(z)
+            nc = _child_keys(node, key, xind, xval, a0, a1, xbuf, xfilled, child_ptr, children, aptr, active, nmode, eptr,
+                             sfeat, schild, sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, sbuf,
+                             abuf)
             for q in range(nc):
                 child = children[c0 + q]
-                hn = _push(qkey, qsec, qnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+                hn = _push(qkey, qsec, qnode, hn, sbuf[q], child if child < K else -1, child)
         if xfilled[0]:
             for a in range(a0, a1):
                 xbuf[xind[a]] = 0.0
@@ -738,26 +755,12 @@ def hf_enumerate(rows, xptr, xind, xval, n_features, child_ptr, children, aptr, 
                     break
                 continue
             c0 = child_ptr[node]
-            nc = child_ptr[node + 1] - c0
-            na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr,
-                             dval, vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
-            for q in range(nc):
-                sbuf[q] = 0.0
-            for q in range(na):
-                sbuf[active[aptr[node] + q]] = abuf[q]
-            m = -np.inf
-            for q in range(nc):
-                sbuf[q] += bias[children[c0 + q]]
-                if sbuf[q] > m:
-                    m = sbuf[q]
-            z = 0.0
-            for q in range(nc):
-                z += np.exp(sbuf[q] - m)
-            lz = np.log(z)
+            nc = _child_keys(node, key, xind, xval, a0, a1, xbuf, xfilled, child_ptr, children, aptr, active, nmode, eptr,
+                             sfeat, schild, sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, sbuf,
+                             abuf)
             for q in range(nc):
                 child = children[c0 + q]
-                hn = _push(qkey, qsec, qnode, hn, ((sbuf[q] - m) - lz) + key, child if child < K else -1, child)
+                hn = _push(qkey, qsec, qnode, hn, sbuf[q], child if child < K else -1, child)
         if xfilled[0]:
             for a in range(a0, a1):
                 xbuf[xind[a]] = 0.0
@@ -797,25 +800,9 @@ def hf_path_log_proba(rows, xptr, xind, xval, n_features, child_ptr, children, a
         node = root
         for j in range(d - 1, -1, -1):
             child = path[j]
-            c0 = child_ptr[node]
-            nc = child_ptr[node + 1] - c0
-            na = aptr[node + 1] - aptr[node]
-            _children_scores(node, xind, xval, a0, a1, xbuf, xfilled, nmode, eptr, sfeat, schild, sval, dfeat, dptr,
-                             dval, vptr, vval, rptr, rbits, rrank, scan_max, abuf, na)
-            for q in range(nc):
-                sbuf[q] = 0.0
-            for q in range(na):
-                sbuf[active[aptr[node] + q]] = abuf[q]
-            m = -np.inf
-            for q in range(nc):
-                sbuf[q] += bias[children[c0 + q]]
-                if sbuf[q] > m:
-                    m = sbuf[q]
-            z = 0.0
-            for q in range(nc):
-                z += np.exp(sbuf[q] - m)
-            lz = np.log(z)
-            key = ((sbuf[position[child]] - m) - lz) + key
+            _child_keys(node, key, xind, xval, a0, a1, xbuf, xfilled, child_ptr, children, aptr, active, nmode, eptr,
+                        sfeat, schild, sval, dfeat, dptr, dval, vptr, vval, rptr, rbits, rrank, scan_max, bias, sbuf, abuf)
+            key = sbuf[position[child]]
             node = child
         if xfilled[0]:
             for a in range(a0, a1):
