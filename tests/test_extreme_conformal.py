@@ -204,7 +204,7 @@ def test_file_refusals_name_the_file(tmp_path):
         SparseOutputs.load(missing)
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match=f"{junk}: not a readable .npz"):
+    with pytest.raises(ValueError, match=f"{junk}: not an .npz file"):
         SparseOutputs.load(junk)
 
 
@@ -418,3 +418,29 @@ def test_tree_quantile_with_far_labels_given_up_is_exact(monkeypatch, config, gi
         dense = ConformalSetPredictor(eps, random_state=2, **config).fit(Pc, yc)
         lazy_fit = ConformalSetPredictor(eps, random_state=2, **config).fit(TreeProbabilities(model, Xc), yc)
         assert lazy_fit.quantile_ == pytest.approx(dense.quantile_, rel=1e-12, abs=1e-13)
+
+
+def test_top_k_files_a_header_cannot_make_allocate_and_logits_are_detected(tmp_path):
+    """A member whose header claims 10^12 rows is refused before any allocation, naming the file; a file
+    without `kind` holding logits (negative values, rows past 1) is read as logits."""
+    import io
+    import zipfile
+
+    crafted = tmp_path / "crafted.npz"
+    with zipfile.ZipFile(crafted, "w") as z:
+        head = io.BytesIO()
+        np.lib.format.write_array_header_1_0(head, {"descr": "<i8", "fortran_order": False, "shape": (10**12, 100)})
+        z.writestr("indices.npy", head.getvalue() + b"\0" * 64)
+        for name, arr in (("values", np.zeros((2, 2))), ("K", np.int64(5))):
+            b = io.BytesIO()
+            np.save(b, arr)
+            z.writestr(f"{name}.npy", b.getvalue())
+    with pytest.raises(ValueError, match=str(crafted)):
+        SparseOutputs.load(crafted)
+    logits = tmp_path / "logits.npz"
+    np.savez(logits, indices=np.array([[1, 2], [0, 3]]), values=np.array([[2.0, -1.0], [0.5, 0.1]]), K=np.int64(5))
+    s = SparseOutputs.load(logits)
+    assert s.kind == "logits"
+    np.testing.assert_allclose(s.values.sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match=r"values\[0, 1\] = -1.0: probabilities must be >= 0"):
+        SparseOutputs.load(logits, kind="probabilities")

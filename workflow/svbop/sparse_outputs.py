@@ -211,25 +211,44 @@ class SparseOutputs:
 
     @classmethod
     def load(cls, path: str | os.PathLike, kind: str | None = None) -> "SparseOutputs":
-        """Read an ``.npz`` with ``indices``, ``values`` and ``K`` (and optionally ``kind``); every
-        check names the file.  Array sizes are checked against the archive's member sizes before
-        any array is read (a header cannot make it allocate more than the file holds)."""
+        """Read an ``.npz`` with ``indices``, ``values`` and ``K`` (and optionally ``kind``); every check
+        names the file.  Each member's header is checked against the archive before its array is read
+        (a header cannot make it allocate more than the file holds: :class:`svbop.io.NpzReader`).
+
+        ``kind``: ``"probabilities"`` or ``"logits"``; ``None`` or ``"auto"``: the file's ``kind``, or,
+        without one, probabilities when every value lies in [0, 1] and every row sums to at most
+        ``1 + 1e-6``, else logits (as ``svbop report --outputs auto`` decides for dense scores).
+        """
+        from ._npz import NpzReader
+
         path = os.fspath(path)
-        try:
-            z = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path}: not a readable .npz of top-k outputs ({exc})") from None
-        with z:
-            missing = [key for key in ("indices", "values", "K") if key not in z.files]
+        with NpzReader(path, "file of top-k outputs (indices, values, K)") as z:
+            missing = [key for key in ("indices", "values", "K") if key not in z]
             if missing:
                 raise ValueError(f"{path}: top-k outputs need the arrays indices, values and K; missing "
-                                 f"{', '.join(missing)} (it holds {', '.join(z.files) or 'nothing'})")
+                                 f"{', '.join(missing)} (it holds {', '.join(sorted(z.files)) or 'nothing'})")
             K = z["K"]
             if K.shape != () or K.dtype.kind not in "iu":
                 raise ValueError(f"{path}: K must be one integer (the number of classes), got {K.dtype} of shape {K.shape}")
-            stored = str(z["kind"]) if "kind" in z.files else "probabilities"
+            stored = str(z["kind"]) if "kind" in z else None
             indices, values = z["indices"], z["values"]
-        return cls(indices, values, int(K), kind or stored, source=path)
+        if kind in (None, "auto"):
+            kind = stored or _detect_kind(values)
+        return cls(indices, values, int(K), kind, source=path)
+
+
+def _detect_kind(values) -> str:
+    """``"probabilities"`` when every value lies in [0, 1] and every row sums to at most 1 + 1e-6, else
+    ``"logits"`` (block by block)."""
+    v = np.asarray(values)
+    if v.ndim != 2 or v.dtype.kind not in "iuf":
+        return "probabilities"  # the checks of SparseOutputs name what is wrong
+    for lo in range(0, v.shape[0], _CHECK_ROWS):
+        block = v[lo:lo + _CHECK_ROWS]
+        if not (np.all(block >= 0) and np.all(block <= 1)
+                and np.all(block.sum(axis=1, dtype=np.float64) <= 1 + _SUM_TOLERANCE)):
+            return "logits"
+    return "probabilities"
 
 
 def is_sparse_outputs_file(path: str | os.PathLike) -> bool:
