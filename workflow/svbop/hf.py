@@ -389,7 +389,6 @@ def enumerate_leaves(
     min_n: int = 1,
     keep: bool = True,
     give_up_rank: int | None = None,
-    give_up_mass: float = np.inf,
     n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The classes of every row in decreasing tree probability, up to a stop: the best-first search
@@ -402,8 +401,8 @@ def enumerate_leaves(
     ``rank_max`` are out.  A node's probability bounds every class below it, so the classes left
     out are exactly those the stop says.  Each stop is a scalar or one value per row.
 
-    With ``target``, a row whose target is not out gives up once ``give_up_rank`` classes are out or they
-    hold more than ``give_up_mass`` (its target rank is then 0).
+    With ``target``, a row whose target is not out gives up once ``give_up_rank`` classes are out (its target
+    rank is then 0).
     ``keep=False``: only each row's first two classes are kept (and, with ``target``, the target's rank,
     log-probability and the mass down to it): what a calibration score needs, in memory bounded by the
     rows whatever the ranks.
@@ -422,8 +421,10 @@ def enumerate_leaves(
     n = X.shape[0]
 
     def per_row(value, dtype, name):
-        a = np.broadcast_to(np.asarray(value, dtype=dtype), (n,))
-        return np.ascontiguousarray(a)
+        a = np.asarray(value, dtype=dtype)
+        if a.ndim and a.shape != (n,):
+            raise ValueError(f"{name} has shape {a.shape}: one value, or one per row of X ({n} rows)")
+        return np.ascontiguousarray(np.broadcast_to(a, (n,)))
 
     p_min = per_row(p_min, np.float64, "p_min")
     p_below_top = per_row(p_below_top, np.float64, "p_below_top")
@@ -449,8 +450,8 @@ def enumerate_leaves(
                 r, xptr, xind, xval, lay.n_features, lay.child_ptr, lay.children, lay.aptr, lay.active,
                 lay.nmode, lay.eptr, lay.sfeat, lay.schild, lay.sval, lay.dfeat, lay.dptr, lay.dval, lay.vptr,
                 lay.vval, lay.rptr, lay.rbits, lay.rrank, _SCAN_MAX, lay.bias, K, lay.root, p_min[r], p_below_top[r],
-                mass_max[r], rank_max[r], target[r], int(min_n), give_up, float(give_up_mass), cls[lo:hi], logp[lo:hi],
-                cnt[lo:hi], ms[lo:hi], tg[lo:hi],
+                mass_max[r], rank_max[r], target[r], int(min_n), give_up, cls[lo:hi], logp[lo:hi], cnt[lo:hi],
+                ms[lo:hi], tg[lo:hi],
             )
 
         _kernels.run_blocks(task, rows.size, _ROWS_PER_TASK, n_jobs)
