@@ -36,7 +36,8 @@ from ..trees import TreeProbabilities
 from ._common import _with_tolerance
 from ._prefix_kernels import CODES, ragged_scores
 
-__all__ = ["is_lazy", "lazy_calibration_scores", "lazy_ranked_heads", "lazy_sets", "lazy_mask", "MAX_SET_ENTRIES", "MAX_MASK_BYTES"]
+__all__ = ["is_lazy", "lazy_calibration_scores", "lazy_quantile", "lazy_ranked_heads", "lazy_sets", "lazy_mask",
+           "MAX_SET_ENTRIES", "MAX_MASK_BYTES"]
 
 #: Largest total size of the sets :func:`lazy_sets` returns (int64 class ids: 2 GiB); past it the
 #: refusal says how many rows hold every class.
@@ -71,19 +72,9 @@ def _scores(indptr, V, score, k_reg, lam, U):
 
 
 def _tail_score(score, o, v0, cum, u, k_reg, lam):
-    """The dense path's score of a class of probability 0 at rank ``o`` (arrays, one per row)."""
-    if score == "lac":
-        return np.ones(np.shape(o))
-    if score == "aps":
-        return cum.copy()  # cum - u * 0
-    if score == "raps":
-        return cum + lam * np.maximum(0, o - k_reg)
-    if score == "topk":
-        return o.astype(np.float64) if u is None else o - u
-    if score == "saps":
-        uu = np.ones(np.shape(o)) if u is None else u
-        return np.where(o == 1, uu * 0.0, v0 + lam * ((o - 2) + uu))
-    return v0 - 0.0  # margin: the top probability minus 0
+    """The dense path's score of a class of probability 0 at rank ``o >= 2`` (after the row's top class):
+    :func:`_label_score` with that probability, the row's top probability ``v0`` and its mass ``cum``."""
+    return _label_score(o, 0.0, cum, v0, 0.0, score, k_reg, lam, u)
 
 
 def lazy_calibration_scores(src, y: np.ndarray, score: str, k_reg: int, lam: float, U=None) -> np.ndarray:
@@ -100,8 +91,6 @@ def lazy_calibration_scores(src, y: np.ndarray, score: str, k_reg: int, lam: flo
             S, cum = _scores(indptr, V, score, k_reg, lam, u)
             out[lo:hi] = _label_scores(indptr, cls, V, S, cum, y[lo:hi], score, k_reg, lam, u, K)
         return out
-    from ..hf import enumerate_leaves
-
     scores, _ = _tree_label_scores(src, y, score, k_reg, lam, U, None)
     return scores
 
@@ -119,7 +108,9 @@ def _tree_label_scores(src, y, score, k_reg, lam, U, give_up_rank):
             return 1.0 - py, np.ones(n, dtype=bool)
         _, cls, first, _, _ = enumerate_leaves(src.model, src.X, rank_max=2, min_n=2, keep=False, n_jobs=src.n_jobs)
         o = np.where(cls[:, 0] == y, 1, 2)  # only the top class's margin differs from v0 - p(y)
-        return _searched_label_scores(o, py, np.zeros(n), np.exp(first), score, k_reg, lam, U), np.ones(n, dtype=bool)
+        v = np.exp(first)
+        v1 = v[:, 1] if v.shape[1] > 1 else 0.0  # one class: no second
+        return _label_score(o, py, 0.0, v[:, 0], v1, score, k_reg, lam, U), np.ones(n, dtype=bool)
     # each row searched down to its label; only its first two classes and the label's rank, probability
     # and mass kept (memory bounded by the rows, whatever the labels' ranks)
     counts, _, first, mass, found = enumerate_leaves(src.model, src.X, target=y, rank_max=1, keep=False,
@@ -128,9 +119,10 @@ def _tree_label_scores(src, y, score, k_reg, lam, U, give_up_rank):
     o = found[:, 0].astype(np.int64)
     exact = o > 0
     out = np.empty(n)
-    u = U
-    out[exact] = _searched_label_scores(o[exact], np.exp(found[exact, 1]), found[exact, 2], np.exp(first[exact]),
-                                        score, k_reg, lam, None if u is None else u[exact])
+    v = np.exp(first[exact])
+    v1 = v[:, 1] if v.shape[1] > 1 else 0.0
+    out[exact] = _label_score(o[exact], np.exp(found[exact, 1]), found[exact, 2], v[:, 0], v1, score, k_reg, lam,
+                              None if U is None else U[exact])
     lost = ~exact  # the label is below the counts[i] classes out: its score is at least ...
     c, m, v0 = counts[lost], mass[lost], np.exp(first[lost, 0])
     if score == "aps":
@@ -173,20 +165,18 @@ def lazy_quantile(src, y: np.ndarray, score: str, k_reg: int, lam: float, U, eps
         exact[need] = True
 
 
-def _searched_label_scores(o, py, cum, first, score, k_reg, lam, U):
-    """The label's score from its rank ``o``, probability ``py``, the mass down to it ``cum`` and the row's
-    first two probabilities: the arithmetic of :func:`svbop.conformal._prefix_kernels.ragged_scores` at
-    the label's entry."""
-    v0 = first[:, 0]
-    v1 = first[:, 1] if first.shape[1] > 1 else np.zeros(o.size)
+def _label_score(o, py, cum, v0, v1, score, k_reg, lam, U):
+    """A class's score from its rank ``o``, probability ``py``, the mass down to it ``cum`` and the row's two
+    largest probabilities ``v0``, ``v1`` (arrays or scalars, broadcast): the arithmetic of
+    :func:`svbop.conformal._prefix_kernels.ragged_scores` at that class's entry."""
     if score == "lac":
         return 1.0 - py
     if score == "topk":
-        return o.astype(np.float64) if U is None else o - U
+        return np.asarray(o, dtype=np.float64) if U is None else o - U
     if score == "margin":
         return np.where(o == 1, v1 - v0, v0 - py)
     if score == "saps":
-        u = np.ones(o.size) if U is None else U
+        u = 1.0 if U is None else U
         return np.where(o == 1, u * v0, v0 + lam * ((o - 2) + u))
     s = cum if U is None else cum - U * py
     if score == "raps":
@@ -261,12 +251,11 @@ def _check_size(total: int, n_every: int, what: str) -> None:
             f" gives smaller sets")
 
 
-def lazy_sets(src, q_row, q_class, score: str, k_reg: int, lam: float, U, empty: str, *,
-              sizes_only: bool = False) -> SetPredictions | np.ndarray:
+def lazy_sets(src, q_row, q_class, score: str, k_reg: int, lam: float, U, empty: str) -> SetPredictions:
     """The sets ``{c : s(x, c) <= min(q_row, q_class[c])}`` of a lazy source (``q_row`` one threshold per
     row or for all, ``q_class`` one per class or ``None``), classes in ranked order (then, for a tree
     with classes of infinite threshold, those classes by id); an empty set becomes the top class when
-    ``empty="top1"``.  ``sizes_only``: the sets' sizes (no class ids kept)."""
+    ``empty="top1"``."""
     n, K = src.shape
     k_reg = min(k_reg, K)
     q_row = np.broadcast_to(np.asarray(q_row, dtype=np.float64), (n,))
@@ -279,9 +268,8 @@ def lazy_sets(src, q_row, q_class, score: str, k_reg: int, lam: float, U, empty:
             hi = min(n, lo + _BLOCK)
             indptr, cls, V = _ragged_sparse(src, slice(lo, hi))
             u = None if U is None else U[lo:hi]
-            parts.append(_decide(indptr, cls, V, qr[lo:hi], qc, score, k_reg, lam, u, empty, K, exact_lac, True,
-                                 sizes_only))
-        return _join(parts, K, sizes_only)
+            parts.append(_decide(indptr, cls, V, qr[lo:hi], qc, score, k_reg, lam, u, empty, K, exact_lac, True))
+        return _join(parts, K)
     from ..hf import enumerate_leaves
 
     bound = qr.copy()
@@ -298,13 +286,11 @@ def lazy_sets(src, q_row, q_class, score: str, k_reg: int, lam: float, U, empty:
                                             mass_max=mass_max, rank_max=rank_max, n_jobs=src.n_jobs,
                                             min_n=2 if score == "margin" else 1)  # margin: the top's score needs the second
     V = np.exp(logp)
-    out = _decide(indptr, cls, V, qr, qc, score, k_reg, lam, U, empty, K, exact_lac, False, sizes_only,
-                  inf_classes=inf_classes)
-    return _join([out], K, sizes_only)
+    return _join([_decide(indptr, cls, V, qr, qc, score, k_reg, lam, U, empty, K, exact_lac, False,
+                          inf_classes=inf_classes)], K)
 
 
-def _decide(indptr, cls, V, qr, qc, score, k_reg, lam, u, empty, K, exact_lac, zero_tail, sizes_only,
-            inf_classes=None):
+def _decide(indptr, cls, V, qr, qc, score, k_reg, lam, u, empty, K, exact_lac, zero_tail, inf_classes=None):
     """Each row's set from its ranked head (and, for top-k outputs, its classes of probability 0)."""
     n = indptr.size - 1
     count = np.diff(indptr)
@@ -322,15 +308,13 @@ def _decide(indptr, cls, V, qr, qc, score, k_reg, lam, u, empty, K, exact_lac, z
     tails: dict[int, np.ndarray] = {}
     tail_count = np.zeros(n, dtype=np.int64)
     if zero_tail:  # top-k outputs: classes of probability 0 after the head, by class id
-        tail_count = _zero_tail(indptr, cls, count, kept, v0, cum, qr, qc, score, k_reg, lam, u, K, tails,
-                                sizes_only)
+        tail_count = _zero_tail(indptr, cls, count, kept, v0, cum, qr, qc, score, k_reg, lam, u, K, tails)
     elif inf_classes is not None and inf_classes.size:  # a tree: classes of infinite threshold are in every set
         for i in range(n):
             extra = np.setdiff1d(inf_classes, cls[indptr[i]:indptr[i + 1]][keep[indptr[i]:indptr[i + 1]]],
                                  assume_unique=True)
             tail_count[i] = extra.size
-            if not sizes_only:
-                tails[i] = extra
+            tails[i] = extra
     sizes = kept + tail_count
     top1 = (empty == "top1") & (sizes == 0) & (count > 0)
     if top1.any():
@@ -338,24 +322,22 @@ def _decide(indptr, cls, V, qr, qc, score, k_reg, lam, u, empty, K, exact_lac, z
         sizes = sizes + top1
     _check_size(int(sizes.sum()), int(np.count_nonzero(sizes == K)), "of probability 0 outside the top-k"
                 if zero_tail else "of infinite threshold")
-    if sizes_only:
-        return sizes
     head = cls[keep]
     if not tails:
         return head, sizes
+    # each row: its kept head, then its tail
     ptr = np.concatenate([[0], np.cumsum(sizes)])
     out = np.empty(int(ptr[-1]), dtype=np.int64)
-    kept_now = np.bincount(row[keep], minlength=n)
+    kept_row = row[keep]
+    kept_now = np.bincount(kept_row, minlength=n)
     hptr = np.concatenate([[0], np.cumsum(kept_now)])
-    for i in range(n):
-        a, m = ptr[i], kept_now[i]
-        out[a:a + m] = head[hptr[i]:hptr[i] + m]
-        if i in tails:
-            out[a + m:ptr[i + 1]] = tails[i]
+    out[ptr[kept_row] + np.arange(head.size) - hptr[kept_row]] = head
+    for i, tail in tails.items():
+        out[ptr[i] + kept_now[i]:ptr[i + 1]] = tail
     return out, sizes
 
 
-def _zero_tail(indptr, cls, count, kept, v0, cum, qr, qc, score, k_reg, lam, u, K, tails, sizes_only):
+def _zero_tail(indptr, cls, count, kept, v0, cum, qr, qc, score, k_reg, lam, u, K, tails):
     """How many classes of probability 0 each row keeps (they rank after its head, by class id)."""
     n = count.size
     out = np.zeros(n, dtype=np.int64)
@@ -388,10 +370,9 @@ def _zero_tail(indptr, cls, count, kept, v0, cum, qr, qc, score, k_reg, lam, u, 
         lo = np.where(all_in, K, np.where(none_in, c, lo))
         m = lo - count[rows]
         out[rows] = m
-        if not sizes_only:
-            for j, i in enumerate(rows.tolist()):
-                if m[j]:
-                    tails[i] = _first_zeros(cls[indptr[i]:indptr[i + 1]], int(m[j]), K)
+        for j, i in enumerate(rows.tolist()):
+            if m[j]:
+                tails[i] = _first_zeros(cls[indptr[i]:indptr[i + 1]], int(m[j]), K)
         return out
     # per class: a class c of probability 0 at rank o_c is kept when its score is within q_row and q_c
     # the zeros' scores rise with the rank: a row whose first zero is above both its threshold and
@@ -402,27 +383,23 @@ def _zero_tail(indptr, cls, count, kept, v0, cum, qr, qc, score, k_reg, lam, u, 
         head = np.sort(cls[indptr[i]:indptr[i + 1]])
         zeros = np.setdiff1d(np.arange(K), head, assume_unique=True)
         o = count[i] + 1 + np.arange(zeros.size)
-        s = _tail_score(score, o, np.full(zeros.size, v0[i]), np.full(zeros.size, cum[i]),
-                        None if u is None else np.full(zeros.size, u[i]), k_reg, lam)
+        s = _tail_score(score, o, v0[i], cum[i], None if u is None else u[i], k_reg, lam)
         keep = (s <= qr[i]) & (s <= qc[zeros])
         out[i] = int(np.count_nonzero(keep))
-        if out[i] and not sizes_only:
+        if out[i]:
             tails[i] = zeros[keep]
     return out
 
 
 def _first_zeros(head: np.ndarray, m: int, K: int) -> np.ndarray:
     """The ``m`` smallest class ids not in ``head``."""
-    head = np.sort(head)
-    # the j-th missing id is j + (the number of head ids <= it): walk the sorted head once
+    # the m smallest missing ids lie below m + len(head)
     ids = np.arange(m + head.size, dtype=np.int64)
     ids = ids[ids < K]
     return np.setdiff1d(ids, head, assume_unique=True)[:m]
 
 
-def _join(parts, K, sizes_only):
-    if sizes_only:
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+def _join(parts, K):
     indices = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.int64)
     sizes = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.int64)
     return SetPredictions(indices.astype(np.int64, copy=False), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), K)
@@ -434,14 +411,3 @@ def lazy_mask(sets: SetPredictions, n: int, K: int, name: str = "P") -> np.ndarr
         raise ValueError(f"predict_mask of {name} would make an ({n:,}, {K:,}) boolean matrix ({n * K / 2**30:.1f} GiB),"
                          f" past {MAX_MASK_BYTES // 2**30} GiB: use predict (the sets' class ids) at this K")
     return sets.to_mask()
-
-
-def check_lazy_labels(y, src, name: str = "y_cal") -> np.ndarray:
-    """Calibration labels of a lazy source: integers in ``0 .. K - 1``, one per row."""
-    from ..metrics import check_labels
-
-    return check_labels(y, src.shape, name)
-
-
-def every_class_rows(q_row) -> int:
-    return int(np.count_nonzero(np.asarray(q_row) == math.inf))

@@ -123,10 +123,9 @@ def run_top_k(out: Path, test, calibration=None, *, epsilons=(0.1,), outputs: st
             fit_s = time.perf_counter() - t
             t = time.perf_counter()
             try:
-                sizes_only = None
-                sets = model.predict(test_src)
+                sets, failure = model.predict(test_src), ""
             except ValueError as exc:  # sets past the size bound: every class on many rows
-                sets, sizes_only = None, str(exc)
+                sets, failure = None, str(exc)
             pred_s = time.perf_counter() - t
             row = {"method": key, "label": label, "epsilon": eps, "q": model.quantile_,
                    "coverage_pct": float("nan"), "mean_size": float("nan"), "every_class_pct": float("nan"),
@@ -139,7 +138,7 @@ def run_top_k(out: Path, test, calibration=None, *, epsilons=(0.1,), outputs: st
                 if row["every_class_pct"] > 0:
                     row["note"] = "rows holding every class: the threshold reaches the classes outside the top-k"
             else:
-                row["note"] = sizes_only
+                row["note"] = failure
             rows.append(row)
             print(f"svbop report: {label} at epsilon {eps:g}: coverage {row['coverage_pct']:.2f} %, mean size "
                   f"{row['mean_size']:.2f}, {row['ms_per_row']:.4f} ms a row", file=echo)
