@@ -488,17 +488,12 @@ class ConformalSetPredictor:
             weights = self._check_weighted(P_cal, groups, weights)
         if class_weights is not None or self.label_noise is not None:
             class_weights = self._check_shift_or_noise(P_cal, y_cal, groups, weights, class_weights)
-        for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_",
-                     "class_weights_"):
-            self.__dict__.pop(attr, None)
+        self._forget_calibration()
         if self.score in ("fbeta", "credal"):  # rows of label probability 0 skip the bisection: check all here
             rows = max(1, int(chunk_bytes) // max(1, P_cal.shape[1] * 8))
             for row0, _, X in row_blocks(P_cal, rows):  # a mapped matrix: one chunk resident
                 row_stats(np.ascontiguousarray(X), row0, "P_cal")
-        self.seed_ = _seed(self.random_state)
-        self._test_rng = None  # predict's uniforms: a fresh stream from this fit's seed
-        self._p_cells = self._tau_rng = None  # predict_p's calibration scores (ranked scores) and its tau
+        self.seed_ = _seed(self.random_state)  # this fit's uniforms (predict's: a fresh stream of it)
         K = P_cal.shape[1]
         U = self._uniforms(0, P_cal.shape[0]) if self.randomized else None
         if weights is not None:
@@ -770,6 +765,16 @@ class ConformalSetPredictor:
             parameter = self._bisect(P, y, k, gamma, delta_max, chunk_bytes, rows)
             return _Calibration(parameter, parameter=parameter, utility=_family_utility("credal", parameter, gamma))
 
+    def _forget_calibration(self) -> None:
+        """Drop the last fit's calibration: its thresholds, groups and weights, predict's stream of uniforms,
+        and :meth:`predict_p`'s calibration cells and tau."""
+        for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
+                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_",
+                     "class_weights_"):
+            self.__dict__.pop(attr, None)
+        self._test_rng = None
+        self._p_cells = self._tau_rng = None
+
     def _lazy_refusal(self, P, groups, what: str) -> None:
         """One line when a lazy source meets what it cannot do (before any work)."""
         name = type(P).__name__
@@ -801,13 +806,8 @@ class ConformalSetPredictor:
             from .weighted import check_weights
 
             weights = check_weights(weights, n, "weights", "P_cal")
-        for attr in ("quantiles_", "parameter_", "utility_", "groups_", "group_counts_", "group_quantiles_",
-                     "small_groups_", "_group_cals", "_group_index", "clusters_", "_weighted", "rank_limits_",
-                     "class_weights_"):
-            self.__dict__.pop(attr, None)
+        self._forget_calibration()  # predict_p's calibration cells are not kept for lazy sources
         self.seed_ = _seed(self.random_state)
-        self._test_rng = None
-        self._p_cells = self._tau_rng = None  # predict_p: not kept for lazy sources
         U = self._uniforms(0, n) if self.randomized else None
         self.n_classes_ = K
         if weights is None and not self.class_conditional:  # one order statistic: a tree's far labels bounded
