@@ -26,7 +26,7 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["SparseOutputs", "is_sparse_outputs_file", "SPARSE_KINDS"]
+__all__ = ["SparseOutputs", "is_sparse_outputs_file", "check_top_k_shapes", "SPARSE_KINDS"]
 
 #: What the values of a :class:`SparseOutputs` are.
 SPARSE_KINDS = ("probabilities", "logits")
@@ -34,6 +34,26 @@ SPARSE_KINDS = ("probabilities", "logits")
 _SUM_TOLERANCE = 1e-6
 #: Rows checked (and converted) at a time.
 _CHECK_ROWS = 1 << 16
+
+
+def check_top_k_shapes(indices, values, n_classes, kind: str, where: str = "") -> int:
+    """``K``, once ``kind``, ``n_classes`` and the arrays' shapes (numpy or dask: anything with ``ndim``
+    and ``shape``) are those of top-k outputs, or a one-line ValueError (prefixed by ``where``)."""
+    if kind not in SPARSE_KINDS:
+        raise ValueError(f"{where}kind must be 'probabilities' or 'logits', got {kind!r}")
+    if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
+        raise ValueError(f"{where}n_classes (K) must be a positive integer, got {n_classes!r}")
+    for name, a in (("indices", indices), ("values", values)):
+        if a.ndim != 2:
+            raise ValueError(f"{where}{name} must be 2-d (n rows, k classes per row), got shape {a.shape}")
+    if indices.shape != values.shape:
+        raise ValueError(f"{where}indices has shape {indices.shape} but values has {values.shape}: one value per index")
+    k = indices.shape[1]
+    if k == 0:
+        raise ValueError(f"{where}k = 0: every row needs at least one class (indices has shape {indices.shape})")
+    if k > n_classes:
+        raise ValueError(f"{where}k = {k} classes per row but the model has K = {n_classes} classes: k must be <= K")
+    return int(n_classes)
 
 
 def _check_block(ind, val, K, kind, row0, where, out=None) -> None:
@@ -99,24 +119,11 @@ class SparseOutputs:
 
     def __init__(self, indices, values, n_classes: int, kind: str = "probabilities", *, source: str | None = None):
         where = f"{source}: " if source else ""
-        if kind not in SPARSE_KINDS:
-            raise ValueError(f"{where}kind must be 'probabilities' or 'logits', got {kind!r}")
-        if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
-            raise ValueError(f"{where}n_classes (K) must be a positive integer, got {n_classes!r}")
-        K = int(n_classes)
         ind = np.asarray(indices)
         val = np.asarray(values)
         values = val
-        for name, a in (("indices", ind), ("values", val)):
-            if a.ndim != 2:
-                raise ValueError(f"{where}{name} must be 2-d (n rows, k classes per row), got shape {a.shape}")
-        if ind.shape != val.shape:
-            raise ValueError(f"{where}indices has shape {ind.shape} but values has {val.shape}: one value per index")
-        n, k = ind.shape
-        if k == 0:
-            raise ValueError(f"{where}k = 0: every row needs at least one class (indices has shape {ind.shape})")
-        if k > K:
-            raise ValueError(f"{where}k = {k} classes per row but the model has K = {K} classes: k must be <= K")
+        K = check_top_k_shapes(ind, val, n_classes, kind, where)
+        n = ind.shape[0]
         if ind.dtype.kind not in "iu" or ind.dtype == bool:
             if ind.dtype.kind == "f" and np.all(np.isfinite(ind)) and np.all(ind == np.round(ind)):
                 ind = ind.astype(np.int64)

@@ -84,28 +84,17 @@ class SparseBlocks:
     """
 
     def __init__(self, indices, values, n_classes: int, kind: str = "probabilities") -> None:
-        from ..sparse_outputs import SPARSE_KINDS
+        from ..sparse_outputs import check_top_k_shapes
 
         _, da = _dask()
-        if kind not in SPARSE_KINDS:
-            raise ValueError(f"kind must be 'probabilities' or 'logits', got {kind!r}")
-        if isinstance(n_classes, (bool, np.bool_)) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
-            raise ValueError(f"n_classes (K) must be a positive integer, got {n_classes!r}")
         for name, a in (("indices", indices), ("values", values)):
             if not is_dask_array(a) or isinstance(a, SparseBlocks):
                 raise ValueError(f"{name} must be a dask array, got {type(a).__name__} (numpy top-k outputs:"
                                  " svbop.SparseOutputs)")
-            if a.ndim != 2:
-                raise ValueError(f"{name} must be 2-d (n rows, k classes per row), got shape {a.shape}")
-            if any(math.isnan(c) for c in a.shape):
+            if a.ndim == 2 and any(math.isnan(c) for c in a.shape):
                 raise ValueError(f"{name} has unknown chunk sizes: call {name}.compute_chunk_sizes() first")
-        if indices.shape != values.shape:
-            raise ValueError(f"indices has shape {indices.shape} but values has {values.shape}: one value per index")
-        n, k = indices.shape
-        if k == 0:
-            raise ValueError(f"k = 0: every row needs at least one class (indices has shape {indices.shape})")
-        if k > n_classes:
-            raise ValueError(f"k = {k} classes per row but the model has K = {n_classes} classes: k must be <= K")
+        check_top_k_shapes(indices, values, n_classes, kind)
+        k = indices.shape[1]
         if indices.dtype.kind not in "iu":
             raise ValueError(f"indices must be integers, got dtype {indices.dtype}")
         if values.dtype.kind != "f":
