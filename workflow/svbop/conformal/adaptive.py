@@ -32,6 +32,23 @@ DTACI_STEPS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128)
 ACI_STEP = 0.02
 
 
+class _PrefixSets:
+    """Sets that are prefixes of each row's ranking, gathered a block of rows at a time."""
+
+    def __init__(self, K: int) -> None:
+        self.K, self.indices, self.sizes = K, [], []
+
+    def add(self, order: np.ndarray, sizes: np.ndarray) -> None:
+        """The block's rows: ``order`` their classes ranked, ``sizes`` how many each set keeps."""
+        self.indices.append(order[np.arange(self.K) < sizes[:, None]])
+        self.sizes.append(sizes)
+
+    def result(self) -> SetPredictions:
+        sizes = np.concatenate(self.sizes) if self.sizes else np.empty(0, dtype=np.int64)
+        return SetPredictions(np.concatenate(self.indices) if self.indices else np.empty(0, dtype=np.int64),
+                              np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), self.K)
+
+
 class AdaptiveConformalSetPredictor:
     r"""Adaptive conformal inference (ACI) for a stream: coverage that holds under drift.
 
@@ -340,7 +357,7 @@ class AdaptiveConformalSetPredictor:
         n, K = P.shape
         family = self.score in ("fbeta", "credal")
         alphas = np.empty(n)
-        indices, indptr, offset = [], [np.zeros(1, dtype=np.int64)], 0
+        built = _PrefixSets(K)
         alpha, eps, step = self.alpha_, float(self.epsilon), self.step
         errors = 0
         rows = max(1, int(chunk_bytes) // max(1, K * 8))
@@ -352,10 +369,7 @@ class AdaptiveConformalSetPredictor:
                 order = np.argsort(-X, axis=1, kind="stable")  # decreasing, ties by class index
                 V = np.take_along_axis(X, order, axis=1).astype(np.float64)
             else:
-                Xn = X.astype(np.float64)  # as _normalised_chunks: divided by the float64 row sum
-                Xn /= Xn.sum(axis=1)[:, None]
-                order = np.argsort(-Xn, axis=1, kind="stable")
-                S = _ranked_scores(np.take_along_axis(Xn, order, axis=1), self.score, min(self.k_reg, K), self.lam)
+                order, S = self._ranked(X)
             pos = None if y is None else np.argmax(order == y[row0 : row0 + r, None], axis=1)
             sizes = np.empty(r, dtype=np.int64)
             cache: dict[float, np.ndarray] = {}
@@ -381,19 +395,24 @@ class AdaptiveConformalSetPredictor:
                     err = pos[i] >= size
                     errors += err
                     alpha = alpha + step * (eps - err)
-            keep = np.arange(K) < sizes[:, None]
-            indices.append(order[keep])
-            indptr.append(np.cumsum(sizes) + offset)
-            offset += int(sizes.sum())
-        sets = SetPredictions(
-            np.concatenate(indices) if indices else np.empty(0, dtype=np.int64), np.concatenate(indptr), K
-        )
+            built.add(order, sizes)
+        sets = built.result()
         if y is not None:
             self.alpha_ = float(alpha)
             self.alphas_ = alphas
             self.n_seen_ += n
             self.n_errors_ += int(errors)
         return sets
+
+    def _ranked(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's classes by decreasing probability (ties by class index) and their scores along that
+        ranking, the row divided by its float64 sum as :func:`svbop.conformal._common._normalised_chunks`
+        divides it."""
+        Xn = X.astype(np.float64)
+        Xn /= Xn.sum(axis=1)[:, None]
+        order = np.argsort(-Xn, axis=1, kind="stable")
+        K = X.shape[1]
+        return order, _ranked_scores(np.take_along_axis(Xn, order, axis=1), self.score, min(self.k_reg, K), self.lam)
 
     # --- DtACI and PID ------------------------------------------------------------------------------
 
@@ -422,7 +441,7 @@ class AdaptiveConformalSetPredictor:
             integral = self._integral
             t_seen = self.n_seen_
         errors = 0
-        indices, indptr, offset = [], [np.zeros(1, dtype=np.int64)], 0
+        built = _PrefixSets(K)
         rows = max(1, int(chunk_bytes) // max(1, K * 8))
 
         def level_threshold(alpha):
@@ -444,10 +463,7 @@ class AdaptiveConformalSetPredictor:
             X = np.ascontiguousarray(X)
             r = X.shape[0]
             row_stats(X, row0, "P")
-            Xn = X.astype(np.float64)
-            Xn /= Xn.sum(axis=1)[:, None]
-            order = np.argsort(-Xn, axis=1, kind="stable")
-            S = _ranked_scores(np.take_along_axis(Xn, order, axis=1), self.score, min(self.k_reg, K), self.lam)
+            order, S = self._ranked(X)
             pos = None if y is None else np.argmax(order == y[row0 : row0 + r, None], axis=1)
             sizes = np.empty(r, dtype=np.int64)
             for i in range(r):
@@ -502,13 +518,8 @@ class AdaptiveConformalSetPredictor:
                 else:
                     integral += err - eps
                     t_seen += 1
-            keep = np.arange(K) < sizes[:, None]
-            indices.append(order[keep])
-            indptr.append(np.cumsum(sizes) + offset)
-            offset += int(sizes.sum())
-        sets = SetPredictions(
-            np.concatenate(indices) if indices else np.empty(0, dtype=np.int64), np.concatenate(indptr), K
-        )
+            built.add(order, sizes)
+        sets = built.result()
         if y is not None:
             self.alphas_ = used
             self.alpha_ = float(used[-1]) if n else self.alpha_
