@@ -102,6 +102,18 @@ def _walk_row(row, code, q_i, qmax, q_class, k_class, per_class, ranked, k_max, 
 
 
 @njit(**_JIT)
+def _limits(q_class, k_class, K):
+    """What the per-class thresholds and rank limits of a call are: ``(per_class, ranked, k_max, qc)``,
+    whether there is one threshold per class, one rank limit per class, the largest rank limit (``K``
+    without), and the largest per-class threshold (``-inf`` without)."""
+    qc = -np.inf
+    for c in range(q_class.size):
+        if q_class[c] > qc:
+            qc = q_class[c]
+    return q_class.size == K, k_class.size == K, _k_max(k_class, K), qc
+
+
+@njit(**_JIT)
 def _k_max(k_class, K):
     k_max = K
     if k_class.size == K:
@@ -117,13 +129,7 @@ def ranked_mask_walk(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mas
     """:func:`ranked_mask` by walking every row's ranking (:func:`_walk_row`): the reference of the
     tests, and the rule in its plainest form."""
     n, K = Xn.shape
-    per_class = q_class.size == K
-    ranked = k_class.size == K
-    k_max = _k_max(k_class, K)
-    qc = -np.inf
-    for c in range(q_class.size):
-        if q_class[c] > qc:
-            qc = q_class[c]
+    per_class, ranked, k_max, qc = _limits(q_class, k_class, K)
     ids = np.empty(0, dtype=np.int64)
     for i in range(n):
         qmax = min(q_row[i], qc) if per_class else q_row[i]
@@ -295,13 +301,7 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
     instead.  With per-class thresholds or rank limits the ``m + 1`` first ranks are sorted and
     walked (only the set's prefix is sorted)."""
     n, K = X.shape
-    per_class = q_class.size == K
-    ranked = k_class.size == K
-    k_max = _k_max(k_class, K)
-    qc = -np.inf
-    for c in range(q_class.size):
-        if q_class[c] > qc:
-            qc = q_class[c]
+    per_class, ranked, k_max, qc = _limits(q_class, k_class, K)
     cumulative = code == APS or code == RAPS
     rel = (4.0 * K + 8.0) * 2.220446049250313e-16
     buf = np.empty(K)
