@@ -17,32 +17,9 @@ import pytest
 
 from svbop import cli
 from svbop.report.folder import hold_folder, lock_holders
+from test_hostile_faults import _earlier_run, _inputs, _report  # the other hostile report tests' inputs and call
 
 CHECKOUT = Path(__file__).resolve().parents[1]
-
-
-def _inputs(tmp_path: Path, n: int = 300, K: int = 5) -> list[str]:
-    rng = np.random.default_rng(0)
-    L = rng.normal(size=(n, K)).astype(np.float32)
-    y = rng.integers(0, K, n)
-    L[np.arange(n), y] += 2
-    np.save(tmp_path / "s.npy", L)
-    np.save(tmp_path / "y.npy", y)
-    return [str(tmp_path / "s.npy"), str(tmp_path / "y.npy")]
-
-
-def _report(capsys, files, out, *more) -> tuple[int, str]:
-    code = cli.main(["report", "--test", *files, "-o", str(out), *more])
-    err = capsys.readouterr().err.strip().splitlines()
-    return code, err[-1] if err else ""
-
-
-def _earlier_run(out: Path) -> Path:
-    work = out / ".svbop"
-    (work / "workflow").mkdir(parents=True)
-    (work / "Snakefile").write_text("# an earlier run's copy\n")
-    (out / "svbop_report.yaml").write_text("# the first run's config\n")
-    return work
 
 
 # --- locks ---------------------------------------------------------------------------------------------------
