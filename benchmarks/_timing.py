@@ -1,10 +1,12 @@
-"""The wall-clock timer the issue-43/44 benchmark scripts share (run as ``python benchmarks/<script>.py``,
-so this folder is on ``sys.path``)."""
+"""What the benchmark scripts share: the wall-clock timer of issues 43/44 and the CPU's name (run as
+``python benchmarks/<script>.py``, so this folder is on ``sys.path``)."""
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
+from pathlib import Path
 
 
 def median_time(f, repeat: int):
@@ -15,3 +17,14 @@ def median_time(f, repeat: int):
         out = f()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; where it cannot be read, what :mod:`platform` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 
 import numpy as np
+from _timing import cpu_name
 
 
 def write_outputs(path: str, n: int, K: int, chunk: int, seed: int = 0) -> None:
@@ -51,16 +51,6 @@ def write_outputs(path: str, n: int, K: int, chunk: int, seed: int = 0) -> None:
     y.flush()
     del mm, y
 
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def cpu_seconds() -> float:

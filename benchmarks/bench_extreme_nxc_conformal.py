@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -47,6 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import cpu_name
 
 HERE = Path(__file__).resolve().parent
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -205,15 +205,6 @@ def svbop_worker(args) -> None:
                          "ms_per_row": 1e3 * wall / X_te.shape[0], "cpu_ms_per_row": 1e3 * cpu / X_te.shape[0]}
     (args.work / "svbop_run.json").write_text(json.dumps(out))
 
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main(argv=None) -> None:

@@ -55,7 +55,6 @@ import gc
 import json
 import math
 import os
-import platform
 import resource
 import sys
 import time
@@ -75,6 +74,7 @@ from svbop.index import HNSWIndex  # noqa: E402
 from svbop.linear import LinearModel  # noqa: E402
 from svbop.report.figures import SCALING_ALGORITHMS, SCALING_STAMP, plot_scaling, save_figure  # noqa: E402
 from svbop.trees import TreeModel  # noqa: E402
+from _timing import cpu_name  # noqa: E402
 
 ALGORITHMS = SCALING_ALGORITHMS
 LEAVES = 100  # classes under a node that is not split (the paper's l)
@@ -312,15 +312,6 @@ def write_json(path: str, data: dict) -> None:
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
 
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv=None) -> dict:
