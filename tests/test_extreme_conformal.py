@@ -300,6 +300,11 @@ def test_svbop_report_refuses_bad_top_k_input(tmp_path, capsys):
     np.save(tmp_path / "short.npy", y[:10])
     assert main(["report", "--test", str(scores), str(tmp_path / "short.npy"), "-o", str(tmp_path / "r2")]) != 0
     assert "10 labels but the top-k file has 200 rows" in capsys.readouterr().err
+    far = y.copy()
+    far[3] = 50_000
+    np.save(tmp_path / "far.npy", far)
+    assert main(["report", "--test", str(scores), str(tmp_path / "far.npy"), "-o", str(tmp_path / "r4")]) != 0
+    assert "far.npy: labels[3] = 50000 is not a class index in 0..49999" in capsys.readouterr().err
     assert main(["report", "--test", str(scores), str(labels), "--hierarchy", str(labels), "-o",
                  str(tmp_path / "r3")]) != 0
     assert "--hierarchy: not with top-k outputs" in capsys.readouterr().err

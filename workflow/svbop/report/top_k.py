@@ -15,7 +15,6 @@ import csv
 import html
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -58,19 +57,13 @@ def is_top_k_run(models) -> bool:
 
 
 def _labels(path: str, n: int, K: int, flag: str) -> np.ndarray:
+    from .._row_checks import check_labels
     from ..datasets.outputs import _read_labels
 
     y = _read_labels(Path(path))
-    if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
-        y = y.astype(np.int64)
-    if y.dtype.kind not in "iu":
-        raise ValueError(f"{flag}: {path}: labels must be class ids 0 .. {K - 1} (integers), got dtype {y.dtype}")
     if y.size != n:
         raise ValueError(f"{flag}: {path}: {y.size:,} labels but the top-k file has {n:,} rows")
-    bad = np.flatnonzero((y < 0) | (y >= K))
-    if bad.size:
-        raise ValueError(f"{flag}: {path}: row {int(bad[0])}: label {int(y[bad[0]])} is not a class id in 0 .. {K - 1}")
-    return y.astype(np.int64)
+    return check_labels(y, (n, K), f"{flag}: {path}: labels")
 
 
 def _outputs(path: str, flag: str, kind: str | None) -> SparseOutputs:
@@ -155,9 +148,10 @@ def run_top_k(out: Path, test, calibration=None, *, epsilons=(0.1,), outputs: st
 
 
 def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from ..io import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def _csv(rows, name) -> str:
