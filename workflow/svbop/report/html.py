@@ -663,20 +663,14 @@ def _context_tree_sets(paths, names, dataset_ids) -> list[dict] | None:
         if frame.empty:
             continue
         d = str(frame["dataset"].iloc[0])
-
-        def num(v, fmt):
-            try:
-                v = float(v)
-            except (TypeError, ValueError):
-                return "–"
-            return "–" if v != v else format(v, fmt)
-
-        rows = [{"method": names.method(str(r["method"]), str(r["param"])) if str(r["method"]).startswith("svbop_hf")
-                 else _tree_method_name(str(r["method"])), "param": str(r["param"]), "target": num(r["target_coverage_pct"], ".1f"),
-                 "coverage": num(r["coverage_pct"], ".2f"), "size": num(r["mean_size"], ".2f"),
-                 "calibrated": str(r["calibrated"]), "fit_ms": num(r["fit_ms_per_row"], ".4f"),
-                 "ms": num(r["ms_per_row"], ".4f"), "n_cal": str(r["n_calibration"]), "n_test": str(r["n_test"])}
-                for _, r in frame.iterrows()]
+        num = {c: pd.to_numeric(frame[c], errors="coerce").astype(float).tolist()  # "nan": a method without one
+               for c in ("target_coverage_pct", "coverage_pct", "mean_size", "fit_ms_per_row", "ms_per_row")}
+        rows = [{"method": names.method(m, p) if m.startswith("svbop_hf") else _tree_method_name(m), "param": p,
+                 "target": _fmt(num["target_coverage_pct"][i], 1), "coverage": _fmt(num["coverage_pct"][i], 2),
+                 "size": _fmt(num["mean_size"][i], 2), "calibrated": str(r["calibrated"]),
+                 "fit_ms": _fmt(num["fit_ms_per_row"][i], 4), "ms": _fmt(num["ms_per_row"][i], 4),
+                 "n_cal": str(r["n_calibration"]), "n_test": str(r["n_test"])}
+                for i, (m, p, (_, r)) in enumerate(zip(frame["method"], frame["param"], frame.iterrows()))]
         out.append({"id": d, "title": names.dataset(d), "rows": rows})
     return out or None
 
