@@ -12,7 +12,7 @@ import numpy as np
 from .._blocks import row_blocks
 from .._prefix import row_stats
 
-__all__ = ["_epsilon", "_normalised_chunks", "_checked_chunks", "_no_calibration_rows", "_order_statistic", "_score_tolerance",
+__all__ = ["_epsilon", "_normalised_chunks", "_summed_chunks", "_no_calibration_rows", "_order_statistic", "_score_tolerance",
            "_with_tolerance", "_NORMAL_MIN"]
 
 
@@ -67,17 +67,22 @@ def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int =
         yield row0, Xn
 
 
-def _checked_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int = 0):
-    """Yield ``(row0, X, total)``: the chunks of :func:`_normalised_chunks` validated, as float64 but
-    not divided (no copy of a float64 matrix), with the row sums it divides by: ``X / total[:, None]``
-    is its ``Pn`` bit for bit (for a kernel that divides each row as it reads it)."""
+def _summed_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int = 0):
+    """Yield ``(row0, X, total)``: chunks of rows of ``P`` as float64 (no copy of a float64 matrix)
+    and their row sums, numpy's pairwise ``sum`` as in :func:`_normalised_chunks`, so that
+    ``X / total[:, None]`` is its ``Pn`` bit for bit (for a kernel that divides each row as it reads it).
+
+    Only the sums are checked here (positive and finite: a row with NaN, infinity or no mass is
+    named, one line).  A negative value can hide in a positive sum: the kernel that reads the
+    chunk checks every value and, on a bad row, :func:`svbop._prefix.row_stats` names it."""
     n, K = P.shape
     rows = max(1, int(chunk_bytes) // max(1, K * 8))
     for row0, _, X in row_blocks(P, rows):
-        X = np.ascontiguousarray(X)
-        row_stats(X, offset + row0, name)
-        X = X.astype(np.float64, copy=False)
-        yield row0, X, X.sum(axis=1)
+        X = np.ascontiguousarray(X).astype(np.float64, copy=False)
+        total = X.sum(axis=1)
+        if not (np.all(total > 0) and np.all(np.isfinite(total))):
+            row_stats(X, offset + row0, name)
+        yield row0, X, total
 
 
 def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:

@@ -137,133 +137,6 @@ def ranked_mask_walk(Xn, code, q_row, q_class, k_class, k_reg, lam, U, top1, mas
                   mask[i], ids, 0)
 
 
-#: Segments of the selection at most this long are sorted and walked.
-_SMALL = 24
-
-
-@njit(**_JIT)
-def _prefix_length(buf, t, code, q, v1, v2, u, k_reg, lam):
-    """How many ranks of a row have a score at most ``q`` (the scores are non-decreasing along the
-    ranking), found by selection on ``buf`` (the row's values, reordered in place) with no sort:
-    a three-way partition about a pivot splits the values above, equal to and below it; the mass
-    above gives the scores at the tied ranks, which say on which side the boundary lies.
-
-    ``buf`` holds the row undivided, ``t`` its sum: a value ``x`` is scored as ``x / t`` (the divided
-    row's value, bit for bit), a mass as the undivided sum over ``t``.
-
-    Returns ``(m, cum_m, v_m, cum_n, v_n)``: ``m``, the undivided mass and value of rank ``m`` and of
-    rank ``m + 1`` (``v_n = -1`` when ``m = K``).  The masses are sums in another order than the
-    walk's sequential ones of divided values (the scores of the cumulative scores, APS and RAPS, are
-    then within rounding of the walk's: the caller checks the margin); the other scores do not use
-    them and are exact."""
-    K = buf.size
-    lo, hi = 0, K
-    rank_off = 0  # ranks above the segment [lo, hi), which holds ranks rank_off + 1 .. rank_off + hi - lo
-    cum_off = 0.0
-    v_last = -1.0  # value of rank rank_off
-    v_after = -1.0  # value of rank rank_off + (hi - lo) + 1 (-1: none)
-    while True:
-        w = hi - lo
-        if w <= _SMALL:
-            seg = np.sort(buf[lo:hi])  # increasing; walked from its end
-            cum = cum_off
-            for a in range(w):
-                v = seg[w - 1 - a]
-                o = rank_off + a + 1
-                nxt = cum + v
-                if _score(code, o, v / t, nxt / t, v1, v2, u, k_reg, lam) > q:
-                    return rank_off + a, cum, v_last, nxt, v
-                cum = nxt
-                v_last = v
-            if v_after < 0.0:
-                return rank_off + w, cum, v_last, cum, -1.0
-            return rank_off + w, cum, v_last, cum + v_after, v_after
-        # pivot: median of three, moved to the front; then a branch-free partition of the rest into
-        # [> p | <= p] that counts the values equal to p (ties are rare: compacted when present)
-        i_a, i_b, i_c = lo, lo + w // 2, hi - 1
-        if buf[i_a] > buf[i_b]:
-            i_a, i_b = i_b, i_a
-        if buf[i_b] > buf[i_c]:
-            i_b = i_c
-            if buf[i_a] > buf[i_b]:
-                i_b = i_a
-        p = buf[i_b]
-        buf[i_b] = buf[lo]
-        buf[lo] = p
-        st = lo + 1
-        G = 0.0
-        ties = 0
-        for i in range(lo + 1, hi):
-            x = buf[i]
-            big = x > p
-            buf[i] = buf[st]
-            buf[st] = x
-            st += big
-            G += x if big else 0.0
-            ties += x == p
-        # [p | > p | <= p] -> [> p | p | <= p]
-        buf[lo] = buf[st - 1]
-        buf[st - 1] = p
-        gt = st - 1
-        lt = st
-        if ties:  # the other values equal to p next to it: [> p | p ... p | < p]
-            for i in range(st, hi):
-                x = buf[i]
-                eq = x == p
-                buf[i] = buf[lt]
-                buf[lt] = x
-                lt += eq
-        g = gt - lo
-        e = lt - gt
-        o1 = rank_off + g + 1
-        if _score(code, o1, p / t, (cum_off + G + p) / t, v1, v2, u, k_reg, lam) > q:
-            if g == 0:  # the boundary is right above the tied block
-                return rank_off, cum_off, v_last, cum_off + p, p
-            hi = gt
-            v_after = p
-            continue
-        oe = rank_off + g + e
-        if _score(code, oe, p / t, (cum_off + G + e * p) / t, v1, v2, u, k_reg, lam) <= q:
-            rank_off = oe
-            cum_off = cum_off + G + e * p
-            v_last = p
-            lo = lt
-            if lo == hi:
-                if v_after < 0.0:
-                    return rank_off, cum_off, v_last, cum_off, -1.0
-                return rank_off, cum_off, v_last, cum_off + v_after, v_after
-            continue
-        # the boundary is inside the tied block: ranks o1 .. o1 + j - 1 in (non-decreasing scores)
-        base = cum_off + G
-        jlo, jhi = 1, e - 1  # s(o1) <= q < s(oe): the largest j in [1, e - 1] with s(rank_off + g + j) <= q
-        while jlo < jhi:
-            mid = (jlo + jhi + 1) // 2
-            if _score(code, rank_off + g + mid, p / t, (base + mid * p) / t, v1, v2, u, k_reg, lam) <= q:
-                jlo = mid
-            else:
-                jhi = mid - 1
-        return rank_off + g + jlo, base + jlo * p, p, base + (jlo + 1) * p, p
-
-
-@njit(**_JIT)
-def _top_ranks(x, t, m, v_m, mask_i):
-    """Mark the ``m >= 1`` first ranks of the row ``x / t`` (``v_m`` the divided value of rank ``m``):
-    every value above ``v_m``, then the tied ones of lowest class index."""
-    K = x.size
-    above = 0
-    for c in range(K):  # branch-free: the comparison is unpredictable
-        big = x[c] / t > v_m
-        mask_i[c] = big
-        above += big
-    need = m - above
-    for c in range(K):
-        if need == 0:
-            break
-        if x[c] / t == v_m:
-            mask_i[c] = True
-            need -= 1
-
-
 @njit(**_JIT)
 def _gather_ranked(row, v_min, ids):
     """The classes of ``row`` of value at least ``v_min`` (a prefix of the ranking) into ``ids``,
@@ -284,19 +157,229 @@ def _gather_ranked(row, v_min, ids):
     return n
 
 
+#: Buckets of a histogram of bit patterns, at most (:func:`_n_buckets`).
+_NB_MAX = 256
+#: Candidates at most this many are sorted by insertion; more (a refinement that stalls on equal
+#: values), by numpy's sort.
+_INSERTION = 64
+#: The bit pattern of ``+inf``: the bits of a finite ``|x|`` lie below it, of NaN and infinity at or above.
+_INF_BITS = 0x7FF0000000000000
+#: The bits of ``|x|``: all but the sign.
+_ABS = 0x7FFFFFFFFFFFFFFF
+
+
+@njit(**_JIT)
+def _n_buckets(K):
+    """Buckets of the histogram of a row of ``K`` classes: about two classes a bucket, 16 to 256."""
+    nb = 16
+    while nb < _NB_MAX and 2 * nb < K:
+        nb *= 2
+    return nb
+
+
+@njit(**_JIT)
+def _as_float(bits, ib, fb):
+    """The float64 of the bit pattern ``bits`` (``ib``, ``fb``: one int64 and its float64 view)."""
+    ib[0] = bits
+    return fb[0]
+
+
+@njit(**_JIT)
+def _quotient_block(xm, t, ib, fb):
+    """``(x_lo, x_hi)``: the undivided values ``x >= 0`` with ``x / t == xm / t`` in float64, an
+    interval around ``xm`` (a quotient rounds monotonically).  A class's divided value is above
+    ``xm``'s exactly when its undivided value is above ``x_hi``, and equal to it when it lies in
+    ``[x_lo, x_hi]``.  Found on the bit patterns by galloping then bisecting (a handful of
+    divisions)."""
+    if t == 1.0:
+        return xm, xm
+    vm = xm / t
+    fb[0] = xm
+    b0 = ib[0]
+    good, step = b0, 1  # x_hi: the largest bits whose quotient is at most vm
+    while True:
+        bad = b0 + step
+        if bad >= _INF_BITS or _as_float(bad, ib, fb) / t > vm:
+            break
+        good = bad
+        step *= 2
+    while bad - good > 1:
+        mid = good + (bad - good) // 2
+        if _as_float(mid, ib, fb) / t > vm:
+            bad = mid
+        else:
+            good = mid
+    x_hi = _as_float(good, ib, fb)
+    good, step = b0, 1  # x_lo: the smallest bits whose quotient is at least vm
+    while True:
+        bad = b0 - step
+        if bad < 0:
+            bad = -1
+            break
+        if _as_float(bad, ib, fb) / t < vm:
+            break
+        good = bad
+        step *= 2
+    while good - bad > 1:
+        mid = bad + (good - bad) // 2
+        if _as_float(mid, ib, fb) / t < vm:
+            bad = mid
+        else:
+            good = mid
+    return _as_float(good, ib, fb), x_hi
+
+
+@njit(**_JIT)
+def _value_bounds(code, O, n, hi, lo, inv_t, v1, v2):
+    """Bounds ``(lower, upper)`` on the LAC or margin scores of ranks ``O + 1 .. O + n``, whose
+    undivided values lie in ``[lo, hi]``.  Divided by multiplying with ``inv_t = 1 / t``: within a
+    unit of rounding, far inside the margin they are used with."""
+    return (_score(code, O + 1, hi * inv_t, 0.0, v1, v2, 0.0, 0, 0.0),
+            _score(code, O + n, lo * inv_t, 0.0, v1, v2, 0.0, 0, 0.0))
+
+
+@njit(**_JIT)
+def _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, inv_t, v1, v2, u, k_reg, lam, ib, fb):
+    """Which buckets of a histogram (bucket ``k``: the bits in ``(hb - (k + 1) 2^S, hb - k 2^S]``, the
+    last one down to 0) lie wholly in the set, which may hold its boundary and which lie wholly out:
+    ``(first, last, O, C)``, buckets ``< first`` in, ``first .. last`` undecided (none when
+    ``last < first``), ``> last`` out; ``O`` and ``C`` the ranks and undivided mass above ``first``
+    (given: those above the histogram).  A bucket is in when its scores' upper bound is below ``q``
+    by more than rounding, out when their lower bound is above it by more than rounding.
+
+    The scores by mass or rank bound an empty bucket by its neighbours' ranks, which decides
+    nothing wrongly: their loops do not branch on empty buckets."""
+    if code == APS or code == RAPS:  # by mass: cum - u v lies between the mass above a rank and up to it
+        pen = lam if code == RAPS else 0.0
+        first = NB
+        for k in range(NB):
+            O1 = O + cnt[k]
+            C1 = C + mass[k]
+            up = C1 * inv_t + pen * max(0, O1 - k_reg)
+            if up + rel * max(1.0, abs(up)) > qmax:
+                first = k
+                break
+            O, C = O1, C1
+        last = first - 1
+        O2, C2 = O, C
+        for k in range(first, NB):
+            low = C2 * inv_t + pen * max(0, O2 + 1 - k_reg)
+            if low - rel * max(1.0, abs(low)) > qmax:
+                break
+            last = k
+            O2 += cnt[k]
+            C2 += mass[k]
+        return first, last, O, C
+    if code == SAPS or code == TOPK:  # by rank
+        first = NB
+        for k in range(NB):
+            O1 = O + cnt[k]
+            up = _score(code, O1, v1, 0.0, v1, v2, u, k_reg, lam)  # rank 1's value is v1
+            if up + rel * max(1.0, abs(up)) > qmax:
+                first = k
+                break
+            O = O1
+        last = first - 1
+        O2 = O
+        for k in range(first, NB):
+            low = _score(code, O2 + 1, v1, 0.0, v1, v2, u, k_reg, lam)
+            if low - rel * max(1.0, abs(low)) > qmax:
+                break
+            last = k
+            O2 += cnt[k]
+        return first, last, O, C
+    hi_k, lo_k = 0.0, 0.0  # LAC and margin: by the buckets' values
+    first = NB
+    for k in range(NB):
+        nk = cnt[k]
+        if nk == 0:
+            continue
+        hi_k = _as_float(hb - (k << S), ib, fb)
+        lo_k = _as_float(max(0, hb - ((k + 1) << S) + 1), ib, fb) if k < NB - 1 else 0.0
+        up = _value_bounds(code, O, nk, hi_k, lo_k, inv_t, v1, v2)[1]
+        if up + rel * max(1.0, abs(up)) > qmax:
+            first = k
+            break
+        O += nk
+    last = first - 1
+    O2 = O
+    for k in range(first, NB):
+        nk = cnt[k]
+        if nk == 0:
+            continue
+        hi_k = _as_float(hb - (k << S), ib, fb)
+        lo_k = _as_float(max(0, hb - ((k + 1) << S) + 1), ib, fb) if k < NB - 1 else 0.0
+        low = _value_bounds(code, O2, nk, hi_k, lo_k, inv_t, v1, v2)[0]
+        if low - rel * max(1.0, abs(low)) > qmax:
+            break
+        last = k
+        O2 += nk
+    return first, last, O, C
+
+
+@njit(**_JIT)
+def _shift(span, NB):
+    """The smallest ``S`` with ``span >> S < NB``: buckets of ``2^S`` bit patterns."""
+    S = 0
+    while (span >> S) >= NB:
+        S += 1
+    return S
+
+
+@njit(**_JIT)
+def _sorted_copy(vals, g, out):
+    """``vals[:g]`` sorted increasing into ``out[:g]`` (insertion for a few, numpy's sort for more)."""
+    if g > _INSERTION:
+        out[:g] = np.sort(vals[:g])
+        return
+    for j in range(g):
+        v = vals[j]
+        k = j
+        while k > 0 and out[k - 1] > v:
+            out[k] = out[k - 1]
+            k -= 1
+        out[k] = v
+
+
+@njit(**_JIT)
+def _extreme_bits(b, lo_b, hi_b, largest):
+    """The largest (``largest``) or smallest bits of ``|x|`` in ``[lo_b, hi_b]`` over the row's bits
+    ``b`` (-1, or ``_INF_BITS``, when none)."""
+    r = -1 if largest else _INF_BITS
+    w = np.uint64(hi_b - lo_b)
+    for c in range(b.size):  # vectorised: one unsigned comparison
+        a = b[c] & _ABS
+        inside = np.uint64(a - lo_b) <= w
+        if largest:
+            r = max(r, a if inside else -1)
+        else:
+            r = min(r, a if inside else _INF_BITS)
+    return r
+
+
 @njit(**_JIT)
 def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn = X / total[:, None]``
-    (float64; each row divided as it is read, the same values as dividing the matrix); ``q_class`` of
-    size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
+    (``X`` float64 and C-contiguous; each row divided as it is read, the same values as dividing the
+    matrix); ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
     none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank limits).  A row with
     no class kept gets its top-ranked class when ``top1``.  ``q_row`` already holds the tolerance
-    of the comparison.
+    of the comparison.  Every entry of ``mask`` is written.  Returns ``-1``, or the first row that
+    holds a negative value, NaN or infinity (the rows from it on are not computed).
 
-    The sets are :func:`ranked_mask_walk`'s, bit for bit, without sorting a row: the number ``m``
-    of ranks whose score is at most ``q`` is found by selection (:func:`_prefix_length`), and the
-    set is the ``m`` largest values (ties by class index).  The cumulative scores (APS, RAPS) are
-    then sums in another order than the walk's; where the scores of ranks ``m`` and ``m + 1`` are
+    The sets are :func:`ranked_mask_walk`'s, bit for bit, without sorting a row.  Scores are
+    non-decreasing along the ranking, so a set is the ``m`` first ranks, found as a radix select
+    finds an order statistic.  One pass counts the row's classes (and sums their values, for APS
+    and RAPS) in buckets of their bit patterns, a logarithmic scale of the values: the 64 octaves
+    below the row's sum (the last bucket holds all below).  Bounds on the scores of each bucket's
+    ranks (:func:`_classify`) say which buckets lie wholly in the set and which wholly out; the
+    classes in between are gathered and bucketed again, between their own extreme bit patterns,
+    while they are many, then sorted and walked.  The set is then the values at least rank
+    ``m``'s; where the values of ranks ``m`` and ``m + 1`` divide to the same float64, the values
+    above that one and the tied ones of lowest class index (:func:`_quotient_block`).
+
+    The cumulative scores (APS, RAPS) walked there start from the mass of the buckets above, a
+    sum in another order than the walk's; where the scores of ranks ``m`` and ``m + 1`` are
     within rounding of ``q`` (``(4 K + 8)`` units of ``2**-53`` of their size), the row is walked
     instead.  With per-class thresholds or rank limits the ``m + 1`` first ranks are sorted and
     walked (only the set's prefix is sorted)."""
@@ -304,69 +387,205 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
     per_class, ranked, k_max, qc = _limits(q_class, k_class, K)
     cumulative = code == APS or code == RAPS
     rel = (4.0 * K + 8.0) * 2.220446049250313e-16
-    buf = np.empty(K)
+    NB = _n_buckets(K)
+    S0 = 58  # the first histogram: NB / 64 buckets an octave (2^52 bit patterns)
+    nb = NB
+    while nb > 1:
+        nb >>= 1
+        S0 -= 1
+    cnt = np.zeros(NB, dtype=np.int64)
+    mass = np.zeros(NB)
+    keys = np.empty(K, dtype=np.int64)
+    cand = np.empty(K)  # the undecided classes' values, and their bits
+    cbits = cand.view(np.int64)
+    srt = np.empty(K)
     ids = np.empty(K, dtype=np.int64)
     row = np.empty(K)
+    ib = np.empty(1, dtype=np.int64)
+    fb = ib.view(np.float64)
+    B = X.view(np.int64)
     for i in range(n):
-        t = total[i]
         x = X[i]
-        j1 = 0
-        x1 = -1.0
-        for c in range(K):  # one pass: the undivided row copied to select in, its top class
-            xc = x[c]
-            buf[c] = xc
-            if xc > x1:
-                x1 = xc
-                j1 = c
+        b = B[i]
+        mask_i = mask[i]
+        t = total[i]
+        fb[0] = t
+        hb0 = ib[0]  # the sum's bits: at least every value's (a sum of non-negative values)
+        # the histogram: each class's bucket, the largest bits, and a negative value, NaN or infinity
+        # in one vectorised pass, then the counts (and masses)
+        top, neg = 0, False
+        for c in range(K):
+            v = b[c]
+            a = v & _ABS
+            top = max(top, a)
+            neg |= (v != a) & (a != 0)  # a negative value (a negative zero is zero)
+            keys[c] = min(max(hb0 - a, 0) >> S0, NB - 1)  # max: a bad value's bits may pass the sum's
+        if top >= _INF_BITS or neg:
+            return i
+        cnt[:] = 0
+        if cumulative:
+            mass[:] = 0.0
+            for c in range(K):
+                k = keys[c]
+                cnt[k] += 1
+                mass[k] += x[c]
+        else:
+            for c in range(K):
+                cnt[keys[c]] += 1
+        x1 = _as_float(top, ib, fb)
         v1 = x1 / t
         u = U[i]
         qmax = min(q_row[i], qc) if per_class else q_row[i]
         v2 = 0.0
         if code == MARGIN:
+            j1 = 0
+            for c in range(K):
+                if b[c] & _ABS == top:
+                    j1 = c
+                    break
             x2 = 0.0
             for c in range(K):
                 if c != j1 and x[c] > x2:
                     x2 = x[c]
             v2 = x2 / t
-        m, cum_m, x_m, cum_n, x_n = _prefix_length(buf, t, code, qmax, v1, v2, u, k_reg, lam)
-        v_m, v_n = x_m / t, x_n / t
-        decided = True
-        capped = m > k_max  # the walk stops at the largest rank limit
-        if capped:
-            m = k_max
-            decided = not cumulative  # rank m's score was not computed: the walk checks it
-        elif cumulative:
-            if m >= 1:
-                s = _score(code, m, v_m, cum_m / t, v1, v2, u, k_reg, lam)
-                decided = s <= qmax - rel * max(1.0, abs(s))
-            if decided and m < K:
-                s = _score(code, m + 1, v_n, cum_n / t, v1, v2, u, k_reg, lam)
-                decided = s > qmax + rel * max(1.0, abs(s))
-        if not decided or not (qmax == qmax) or per_class:
+        decided = qmax == qmax  # a NaN threshold: the walk decides
+        m = 0
+        x_m, x_n = -1.0, -1.0  # the undivided values of ranks m and m + 1 (-1: none)
+        if decided:
+            O, C = 0, 0.0  # the ranks, and their undivided mass, wholly in the set
+            in_b, out_b = _INF_BITS, -1  # bits above in_b: in the set; at most out_b: out of it
+            in_min, out_max = _INF_BITS, -1  # the bits of the smallest value in and the largest out, once
+            # a level past the first has seen them (its classes in lie below all earlier ones)
+            hb, S = hb0, S0
+            g = K
+            level = 0
+            while True:
+                if level > 0:  # the undecided classes' histogram, between their extreme bits
+                    hb = in_b
+                    S = _shift(in_b - out_b - 1, NB)
+                    cnt[:] = 0
+                    mass[:] = 0.0
+                    for j in range(g):
+                        k = min((hb - (cbits[j] & _ABS)) >> S, NB - 1)
+                        cnt[k] += 1
+                        mass[k] += cand[j]
+                first, last, O, C = _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, 1.0 / t, v1, v2, u, k_reg,
+                                              lam, ib, fb)
+                in_b, out_b = (hb - (first << S) if first < NB else out_b,
+                               hb - ((last + 1) << S) if last < NB - 1 else out_b)
+                g_before = g
+                g = 0
+                if level == 0 and in_b > out_b:  # one unsigned comparison (two would branch
+                    w = np.uint64(in_b - out_b - 1)  # unpredictably where the boundary halves a row)
+                    for c in range(K):
+                        if np.uint64((b[c] & _ABS) - out_b - 1) <= w:
+                            cand[g] = x[c]
+                            g += 1
+                if level > 0:  # few classes: the extremes either side too
+                    lvl_in, lvl_out = _INF_BITS, -1
+                    for j in range(g_before):
+                        a = cbits[j] & _ABS
+                        if a > in_b:
+                            lvl_in = min(lvl_in, a)
+                        elif a <= out_b:
+                            lvl_out = max(lvl_out, a)
+                        else:
+                            cand[g] = cand[j]
+                            g += 1
+                    if lvl_in < _INF_BITS:
+                        in_min = lvl_in
+                    if lvl_out >= 0:
+                        out_max = lvl_out
+                level += 1
+                if g <= 16 or g == g_before or in_b <= out_b + 1:  # few left, or equal values
+                    break
+            # the undecided classes (ranks O + 1 .. O + g), sorted and walked
+            _sorted_copy(cand, g, srt)
+            m = -1
+            o, cum = O, C
+            s_m, s_n = -np.inf, np.inf
+            for a_ in range(g):
+                v = srt[g - 1 - a_]
+                o += 1
+                nc = cum + v
+                s = _score(code, o, v / t, nc / t, v1, v2, u, k_reg, lam)
+                if s > qmax:
+                    m = o - 1
+                    x_n, s_n = v, s
+                    break
+                cum = nc
+                x_m, s_m = v, s
+            if m < 0:
+                m = o
+            if m == O and m >= 1:  # rank m: the smallest value in
+                if in_min == _INF_BITS:
+                    in_min = _extreme_bits(b, in_b + 1, _INF_BITS - 1, False)
+                x_m = _as_float(in_min, ib, fb)
+            if m == O + g and m < K:  # rank m + 1: the largest value out
+                if out_max < 0:
+                    out_max = _extreme_bits(b, 0, out_b, True)
+                x_n = _as_float(out_max, ib, fb)
+            if cumulative:  # scores computed here must be clear of q by more than rounding
+                if m > O:
+                    decided = s_m <= qmax - rel * max(1.0, abs(s_m))
+                if decided and m < O + g:
+                    decided = s_n > qmax + rel * max(1.0, abs(s_n))
+            if m > k_max:  # the walk stops at the largest rank limit
+                m = k_max
+                decided = decided and not cumulative  # rank m's score was not computed: the walk checks it
+                if m >= 1:
+                    x_m = -np.partition(-x, m - 1)[m - 1]
+                    x_n = x_m  # the ranks after it are not the set's: the values decide
+        if not decided:  # near q, or a NaN threshold: the walk decides
             for c in range(K):  # the divided row: the walk's values
                 row[c] = x[c] / t
-        if not decided or not (qmax == qmax):  # near q, or a NaN threshold: the walk decides
+            mask_i[:] = False
             _walk_row(row, code, q_row[i], qmax, q_class, k_class, per_class, ranked, k_max, u, k_reg, lam, top1,
-                      mask[i], ids, 0)
+                      mask_i, ids, 0)
             continue
-        if capped and m >= 1:  # the value of rank k_max: selected
-            buf[:] = x
-            v_m = -np.partition(-buf, m - 1)[m - 1] / t
         if not per_class:
-            if m >= 1:
-                _top_ranks(x, t, m, v_m, mask[i])
-            elif top1:
-                mask[i, j1] = True
+            if m == 0:
+                mask_i[:] = False
+                if top1:  # the top-ranked class: the first whose divided value is the largest
+                    x_lo1 = _quotient_block(x1, t, ib, fb)[0]
+                    for c in range(K):
+                        if x[c] >= x_lo1:
+                            mask_i[c] = True
+                            break
+            elif m >= K:
+                mask_i[:] = True
+            elif x_n / t == x_m / t:  # ranks m and m + 1 tied: the values above, then by class index
+                x_lo, x_hi = _quotient_block(x_m, t, ib, fb)
+                above = 0
+                for c in range(K):  # branch-free: the comparison is unpredictable
+                    big = x[c] > x_hi
+                    mask_i[c] = big
+                    above += big
+                need = m - above
+                for c in range(K):
+                    if need == 0:
+                        break
+                    xc = x[c]
+                    if xc >= x_lo and xc <= x_hi:
+                        mask_i[c] = True
+                        need -= 1
+            else:
+                for c in range(K):  # vectorised
+                    mask_i[c] = x[c] >= x_m
             continue
         # per-class thresholds or rank limits: sort and walk the first m + 1 ranks only (m when capped)
+        for c in range(K):
+            row[c] = x[c] / t
+        mask_i[:] = False
         if m >= K:
             n_ids = 0  # every rank: the walk sorts the row
-        elif capped:
-            n_ids = _gather_ranked(row, v_m, ids) if m >= 1 else 0
+        elif m >= 1 and x_n == x_m:
+            n_ids = _gather_ranked(row, x_m / t, ids)
         else:
-            n_ids = _gather_ranked(row, v_n, ids)
+            n_ids = _gather_ranked(row, x_n / t, ids)
         _walk_row(row, code, q_row[i], qmax, q_class, k_class, per_class, ranked, k_max, u, k_reg, lam, top1,
-                  mask[i], ids, n_ids)
+                  mask_i, ids, n_ids)
+    return -1
 
 
 @njit(**_JIT)

@@ -27,7 +27,7 @@ from .._prefix import (
 )
 from ..metrics import check_labels
 from ..sets import SetPredictions
-from ._common import _checked_chunks, _epsilon, _no_calibration_rows, _normalised_chunks, _with_tolerance
+from ._common import _epsilon, _no_calibration_rows, _normalised_chunks, _summed_chunks, _with_tolerance
 
 __all__ = ["conformal_quantile", "conformal_sets", "CONFORMAL_SCORES", "PREDICTOR_SCORES"]
 
@@ -304,7 +304,8 @@ def _aps_prefixes(Xn, q, decide, first):
 
 
 
-def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class=None, values: bool = True):
+def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_class=None, values: bool = True,
+                 out=None):
     """Yield ``(row0, mask, X)``: the sets ``{c : s(x, c) <= min(q_row, q_class[c])}`` of chunks of
     rows of ``P`` as boolean masks, and the values that rank each row (for the sets' order; ``None``
     with ``values=False``, when only the masks are wanted: the ranked kernel then divides each row
@@ -315,7 +316,9 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     rank limit per class (RC3P: a class is kept only at a rank at most its limit) or ``None``.  Marginal and
     per-row LAC keep :func:`conformal_sets`' arithmetic (``1 - P/total <= q``, no tolerance);
     every other score compares with ``q`` widened by :func:`_score_tolerance`, as
-    :func:`_score_sets` does.  An empty set becomes the top class when ``empty="top1"``.
+    :func:`_score_sets` does.  An empty set becomes the top class when ``empty="top1"``.  ``out``: an
+    ``(n, K)`` boolean array the masks are written into (the yielded masks are its rows), for the
+    marginal LAC and the ranked kernel's paths; otherwise each chunk's mask is new.
     """
     from ._ranked import CODES, margin_mask, ranked_mask
 
@@ -331,7 +334,8 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
             X = X.astype(np.float64, copy=False)
             T = np.divide(X, total[:, None])  # 1 - X/total <= q in one buffer (fresh temporaries page-fault)
             np.subtract(1.0, T, out=T)
-            mask = np.less_equal(T, q_row[row0 : row0 + X.shape[0], None])
+            mask = np.less_equal(T, q_row[row0 : row0 + X.shape[0], None],
+                                 out=None if out is None else out[row0 : row0 + X.shape[0]])
             del T
             if top1:  # the top class of the empty rows only
                 empty = np.flatnonzero(~mask.any(axis=1))
@@ -344,12 +348,15 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     k_reg = min(k_reg, K)
     kernel = not ((score == "margin" or score == "lac") and k_class is None)
     if kernel and not values:
-        for row0, X, total in _checked_chunks(P, "P", chunk_bytes):
+        for row0, X, total in _summed_chunks(P, "P", chunk_bytes):
             r = X.shape[0]
-            mask = np.zeros((r, K), dtype=bool)
+            mask = np.empty((r, K), dtype=bool) if out is None else out[row0 : row0 + r]  # every entry written
             u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
-            ranked_mask(X, total, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
-                        float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+            bad = ranked_mask(X, total, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
+                              float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+            if bad >= 0:  # a negative value (NaN and infinity fail the sums): named in one line
+                row_stats(X, row0, "P")
+                raise ValueError(f"P: row {row0 + bad} contains a negative value, NaN or infinity")
             yield row0, mask, None
         return
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
@@ -362,7 +369,7 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
             if top1:
                 mask[np.arange(r), Xn.argmax(axis=1)] |= ~mask.any(axis=1)
         else:
-            mask = np.zeros((r, K), dtype=bool)
+            mask = np.empty((r, K), dtype=bool)
             u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
             ranked_mask(Xn, np.ones(r), CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
                         float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)

@@ -1005,8 +1005,9 @@ class ConformalSetPredictor:
         k_class = getattr(self, "rank_limits_", None) if where is None else None
         for row0, part, _ in _mask_chunks(P, self.score, q_row, q_class, self.k_reg, self.lam,
                                           self._test_uniforms(P.shape[0], row_seeds), self.empty, chunk_bytes, k_class,
-                                          values=False):
-            mask[row0 : row0 + part.shape[0]] = part
+                                          values=False, out=mask):
+            if part.base is not mask:  # a path that made its own
+                mask[row0 : row0 + part.shape[0]] = part
         return mask
 
     def _test_uniforms(self, n: int, row_seeds=None):
