@@ -91,3 +91,87 @@ def test_predict_mask_equals_predict_at_k_1000():
         seeds = np.arange(600)
         mask = model.predict_mask(P[600:], row_seeds=seeds)
         assert np.array_equal(mask, model.predict(P[600:], row_seeds=seeds).to_mask()), kw
+
+
+def _hard_rows(rng, n, K):
+    """Rows that stress the bucketing: values that divide to the same float64 though they differ
+    (neighbours of one bit pattern, rows summing to 3 or 7), zeros, subnormals, values spread over
+    hundreds of octaves, and rows scaled far from 1."""
+    X = np.exp(rng.standard_normal((n, K)) * rng.uniform(0.5, 40.0, (n, 1)))
+    X /= X.max(axis=1, keepdims=True)
+    kind = np.arange(n) % 5
+    for i in np.flatnonzero(kind == 0):  # runs of adjacent bit patterns: ties after the division
+        base = rng.uniform(0.01, 1.0)
+        bits = np.float64(base).view(np.int64) + rng.integers(-3, 4, K)
+        X[i] = bits.view(np.float64)
+    X[kind == 1, : max(1, K // 3)] = 0.0  # zeros
+    X[kind == 2, : max(1, K // 4)] = 5e-324 * rng.integers(1, 1000, (int((kind == 2).sum()), max(1, K // 4)))
+    X[kind == 3] *= 3.0 / X[kind == 3].sum(axis=1, keepdims=True)  # sums of 3: every quotient rounds
+    X[kind == 4] *= 1e-300  # tiny rows: subnormal quotients nowhere, subnormal values everywhere
+    X[X.sum(axis=1) == 0, 0] = 1.0
+    return X
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_bucketed_masks_equal_the_walk_on_hard_rows(score):
+    """The bucketing (bit patterns from the row sum down, refined between the undecided classes'
+    extremes) and the comparison of undivided values with rank m's keep the walk's sets bit for bit
+    on rows built to break them, at sizes that need one, two and three levels of buckets."""
+    rng = np.random.default_rng(sum(map(ord, score)))
+    for K in (5, 40, 200, 3000):
+        n = 300 if K < 3000 else 60
+        X = _hard_rows(rng, n, K)
+        Xn = X / X.sum(axis=1)[:, None]
+        for randomized in (False, True):
+            U = rng.random(n) if randomized else np.full(n, 1.0 if score == "saps" else 0.0)
+            k_reg, lam = (2, 0.01) if score == "raps" else (1, 0.2 if score == "saps" else 0.0)
+            kr = min(k_reg, K)
+            exact = _exact_thresholds(Xn, score, kr, lam, U if randomized or score == "saps" else None, rng)
+            for q_row in (exact, _with_tolerance(exact, K), np.full(n, np.nan), np.full(n, -1.0)):
+                for top1 in (False, True):
+                    a, b = _both(X, score, np.ascontiguousarray(q_row), np.empty(0), np.empty(0, dtype=np.int64), kr,
+                                 lam, U, top1)
+                    assert np.array_equal(a, b), (score, K, randomized, top1)
+            k_class = rng.integers(1, K + 1, K)
+            a, b = _both(X, score, np.ascontiguousarray(exact), np.full(K, np.inf), k_class, kr, lam, U, False)
+            assert np.array_equal(a, b), (score, K, "rank limits")
+
+
+def test_margin_kernel_equals_the_walk_on_hard_rows():
+    """The margin kernel (one undivided cut a row, found on the bit patterns) keeps the walk's sets,
+    with per-class thresholds too, on rows whose quotients tie and rows far from a sum of 1."""
+    from svbop.conformal._ranked import margin_mask
+
+    rng = np.random.default_rng(7)
+    for K in (2, 9, 300):
+        X = _hard_rows(rng, 400, K)
+        total = X.sum(axis=1)
+        Xn = X / total[:, None]
+        exact = _exact_thresholds(Xn, "margin", 1, 0.0, None, rng)
+        for q_row in (exact, _with_tolerance(exact, K), np.full(400, -0.5), np.full(400, np.inf)):
+            for q_class in (np.empty(0), _with_tolerance(np.quantile(exact, rng.uniform(0, 1, K)), K)):
+                for top1 in (False, True):
+                    fast = np.zeros(X.shape, dtype=bool)
+                    assert margin_mask(X, total, np.ascontiguousarray(q_row), q_class, top1, fast) == -1
+                    walk = np.zeros(X.shape, dtype=bool)
+                    ranked_mask_walk(Xn, CODES["margin"], np.ascontiguousarray(q_row), q_class,
+                                     np.empty(0, dtype=np.int64), 1, 0.0, np.zeros(400), top1, walk)
+                    assert np.array_equal(fast, walk), (K, top1, q_class.size)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_a_negative_value_is_named_by_its_row(score):
+    """The kernels read every value: a negative one, which a positive row sum hides, is refused
+    naming its row and column; a negative zero is a zero."""
+    import svbop
+
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(30), 400)
+    y = rng.integers(0, 30, 400)
+    model = svbop.ConformalSetPredictor(0.1, score=score).fit(P[:200], y[:200])
+    Q = P[200:].copy()
+    Q[17, 4] = -0.0
+    assert model.predict_mask(Q)[17].any()
+    Q[23, 6] = -1e-3
+    with pytest.raises(ValueError, match=r"P: row 23 has a negative probability P\[23, 6\]"):
+        model.predict_mask(Q)

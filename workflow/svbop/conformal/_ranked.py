@@ -453,6 +453,7 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
         x_m, x_n = -1.0, -1.0  # the undivided values of ranks m and m + 1 (-1: none)
         if decided:
             O, C = 0, 0.0  # the ranks, and their undivided mass, wholly in the set
+            inv_t = 1.0 / t
             in_b, out_b = _INF_BITS, -1  # bits above in_b: in the set; at most out_b: out of it
             in_min, out_max = _INF_BITS, -1  # the bits of the smallest value in and the largest out, once
             # a level past the first has seen them (its classes in lie below all earlier ones)
@@ -469,7 +470,7 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
                         k = min((hb - (cbits[j] & _ABS)) >> S, NB - 1)
                         cnt[k] += 1
                         mass[k] += cand[j]
-                first, last, O, C = _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, 1.0 / t, v1, v2, u, k_reg,
+                first, last, O, C = _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, inv_t, v1, v2, u, k_reg,
                                               lam, ib, fb)
                 in_b, out_b = (hb - (first << S) if first < NB else out_b,
                                hb - ((last + 1) << S) if last < NB - 1 else out_b)
@@ -508,7 +509,10 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
                 v = srt[g - 1 - a_]
                 o += 1
                 nc = cum + v
-                s = _score(code, o, v / t, nc / t, v1, v2, u, k_reg, lam)
+                if cumulative:  # within rounding of the walk's scores anyway (checked below): multiply
+                    s = _score(code, o, v * inv_t, nc * inv_t, v1, v2, u, k_reg, lam)
+                else:  # the walk's divided values, exactly
+                    s = _score(code, o, v / t, 0.0, v1, v2, u, k_reg, lam)
                 if s > qmax:
                     m = o - 1
                     x_n, s_n = v, s
@@ -589,36 +593,107 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
 
 
 @njit(**_JIT)
-def margin_mask(Xn, q_row, q_class, top1, mask):
-    """The margin sets ``{c : s(x_i, c) <= min(q_row[i], q_class[c])}`` without a ranking: the
-    score of the top class is ``v2 - v1``, of any other ``v1 - v`` (``v1``, ``v2`` the row's two
-    largest values), so one pass finds ``v1`` and ``v2`` and a second compares (the same float64
-    operations as :func:`_score`).  ``q_class`` of size 0: no per-class thresholds."""
-    n, K = Xn.shape
+def _margin_cut(x1, v1, q, t, ib, fb):
+    """The smallest undivided value ``x`` in ``[0, x1]`` whose margin score ``v1 - x / t`` (float64,
+    as :func:`_score`) is at most ``q`` (``inf`` when none): the score does not increase with ``x``,
+    so a class other than the top one is kept exactly when its value is at least this one.  Found on
+    the bit patterns from the guess ``(v1 - q) t``, galloping then bisecting (a handful of divisions)."""
+    fb[0] = x1
+    b_hi = ib[0]
+    if not (v1 - x1 / t <= q):  # not even the largest value (a negative or NaN threshold)
+        return np.inf
+    if v1 - 0.0 / t <= q:
+        return 0.0
+    guess = min(max((v1 - q) * t, 0.0), x1)
+    fb[0] = guess
+    b0 = ib[0]
+    if v1 - guess / t <= q:  # b0 is in: step down to one that is out
+        good, step = b0, 1
+        while True:
+            bad = b0 - step
+            if bad <= 0 or not (v1 - _as_float(bad, ib, fb) / t <= q):
+                bad = max(bad, 0)
+                break
+            good = bad
+            step *= 2
+    else:  # b0 is out: step up to one that is in
+        bad, step = b0, 1
+        while True:
+            good = b0 + step
+            if good >= b_hi or v1 - _as_float(good, ib, fb) / t <= q:
+                good = min(good, b_hi)
+                break
+            bad = good
+            step *= 2
+    while good - bad > 1:  # bad out, good in
+        mid = bad + (good - bad) // 2
+        if v1 - _as_float(mid, ib, fb) / t <= q:
+            good = mid
+        else:
+            bad = mid
+    return _as_float(good, ib, fb)
+
+
+@njit(**_JIT)
+def margin_mask(X, total, q_row, q_class, top1, mask):
+    """The margin sets ``{c : s(x_i, c) <= min(q_row[i], q_class[c])}`` of the rows of
+    ``X / total[:, None]`` (each row divided as it is read, the same values as dividing the matrix),
+    without a ranking: the score of the top class is ``v2 - v1``, of any other ``v1 - v`` (``v1``,
+    ``v2`` the row's two largest divided values; the same float64 operations as :func:`_score`).
+    One threshold a row: a class is kept when its undivided value is at least
+    :func:`_margin_cut`'s (one comparison a class, no division); per-class thresholds compare every
+    class's score.  ``q_class`` of size 0: no per-class thresholds.  Every entry of ``mask`` is
+    written.  Returns ``-1``, or the first row that holds a negative value, NaN or infinity."""
+    n, K = X.shape
     per_class = q_class.size == K
+    ib = np.empty(1, dtype=np.int64)
+    fb = ib.view(np.float64)
+    B = X.view(np.int64)
     for i in range(n):
-        row = Xn[i]
+        x = X[i]
+        b = B[i]
+        mask_i = mask[i]
+        t = total[i]
+        top, neg = 0, False
+        for c in range(K):  # vectorised: the largest bits, and a negative value, NaN or infinity
+            v = b[c]
+            a = v & _ABS
+            top = max(top, a)
+            neg |= (v != a) & (a != 0)  # a negative zero is zero
+        if top >= _INF_BITS or neg:
+            return i
+        x1 = _as_float(top, ib, fb)
+        v1 = x1 / t
+        x_lo1 = _quotient_block(x1, t, ib, fb)[0]
         j1 = 0
-        v1 = row[0]
-        v2 = 0.0
-        for c in range(1, K):
-            x = row[c]
-            if x > v1:
-                v2 = v1
-                v1 = x
+        for c in range(K):  # the top-ranked class: the first whose divided value is the largest
+            if x[c] >= x_lo1:
                 j1 = c
-            elif x > v2:
-                v2 = x
+                break
+        x2 = 0.0
+        for c in range(K):
+            x2 = max(x2, x[c] if c != j1 else 0.0)
+        v2 = x2 / t
         q = q_row[i]
         kept = 0
-        for c in range(K):
-            s = (v2 - v1) if c == j1 else (v1 - row[c])
-            qc = min(q, q_class[c]) if per_class else q
-            if s <= qc:
-                mask[i, c] = True
-                kept += 1
+        if per_class:
+            for c in range(K):
+                s = (v2 - v1) if c == j1 else (v1 - x[c] / t)
+                keep = s <= min(q, q_class[c])
+                mask_i[c] = keep
+                kept += keep
+        else:
+            cut = _margin_cut(x1, v1, q, t, ib, fb)
+            for c in range(K):  # vectorised
+                keep = x[c] >= cut
+                mask_i[c] = keep
+                kept += keep
+            kept -= mask_i[j1]
+            mask_i[j1] = v2 - v1 <= q
+            kept += mask_i[j1]
         if kept == 0 and top1:
-            mask[i, j1] = True
+            mask_i[j1] = True
+    return -1
 
 
 @njit(**_JIT)

@@ -346,14 +346,19 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     q_row = _with_tolerance(q_row, K) if q_row.size else q_row
     qc = np.empty(0) if q_class is None else _with_tolerance(q_class, K)
     k_reg = min(k_reg, K)
-    kernel = not ((score == "margin" or score == "lac") and k_class is None)
+    margin = score == "margin" and k_class is None  # the two largest values suffice: no ranking
+    kernel = margin or not (score == "lac" and k_class is None)
     if kernel and not values:
         for row0, X, total in _summed_chunks(P, "P", chunk_bytes):
             r = X.shape[0]
             mask = np.empty((r, K), dtype=bool) if out is None else out[row0 : row0 + r]  # every entry written
-            u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
-            bad = ranked_mask(X, total, CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
-                              float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+            q = np.ascontiguousarray(q_row[row0 : row0 + r])
+            if margin:
+                bad = margin_mask(X, total, q, qc, top1, mask)
+            else:
+                u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
+                bad = ranked_mask(X, total, CODES[score], q, qc, kc, k_reg, float(lam),
+                                  np.ascontiguousarray(u, dtype=np.float64), top1, mask)
             if bad >= 0:  # a negative value (NaN and infinity fail the sums): named in one line
                 row_stats(X, row0, "P")
                 raise ValueError(f"P: row {row0 + bad} contains a negative value, NaN or infinity")
@@ -361,9 +366,9 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
         return
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
         r = Xn.shape[0]
-        if score == "margin" and k_class is None:  # the two largest values suffice: no ranking
-            mask = np.zeros((r, K), dtype=bool)
-            margin_mask(Xn, np.ascontiguousarray(q_row[row0 : row0 + r]), qc, top1, mask)
+        if margin:
+            mask = np.empty((r, K), dtype=bool)
+            margin_mask(Xn, np.ones(r), np.ascontiguousarray(q_row[row0 : row0 + r]), qc, top1, mask)
         elif score == "lac" and k_class is None:  # per class: no ranking needed
             mask = (1.0 - Xn <= qc) & (1.0 - Xn <= q_row[row0 : row0 + r, None])
             if top1:
