@@ -3,11 +3,13 @@ ranked order.
 
 Every score of :data:`svbop.conformal.scores.RANKED_SCORES` is non-decreasing along the ranking of
 a row (classes by decreasing normalised probability, ties by class index), so the set
-``{c : s(x, c) <= q_c}`` lies within the prefix of ranks whose score is at most ``max_c q_c``.  The
-kernel walks the ranking only that far: the first ranks by selection (one pass over the row per
-rank, no sort: sets are usually a few classes), and the rest, if the walk goes on, after one
-stable sort of the row.  Scores are the same float64 operations, in the same order, as
-:func:`svbop.conformal.scores._ranked_scores` (a sequential cumulative sum along the ranking).
+``{c : s(x, c) <= q_c}`` lies within the prefix of ranks whose score is at most ``max_c q_c``.
+:func:`ranked_mask_walk` walks the ranking that far (the rule in its plainest form, the tests'
+reference): the first ranks by selection, the rest after one stable sort of the row.  Its scores are
+the same float64 operations, in the same order, as :func:`svbop.conformal.scores._ranked_scores` (a
+sequential cumulative sum along the ranking).  :func:`ranked_mask` gives the same sets without
+sorting a row (a radix select over the values' bit patterns), and :func:`margin_mask` the margin
+sets from a row's two largest values.
 """
 
 from __future__ import annotations
