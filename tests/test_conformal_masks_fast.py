@@ -34,6 +34,9 @@ def _both(X, score, q_row, q_class, k_class, k_reg, lam, U, top1):
     Xn = X / total[:, None]
     fast = np.zeros(X.shape, dtype=bool)
     ranked_mask(X, total, CODES[score], q_row, q_class, k_class, k_reg, lam, U, top1, fast)
+    own = np.ones(X.shape, dtype=bool)  # the kernel summing each row itself, and writing every entry
+    ranked_mask(X, np.empty(0), CODES[score], q_row, q_class, k_class, k_reg, lam, U, top1, own)
+    assert np.array_equal(own, fast)
     walk = np.zeros(X.shape, dtype=bool)
     ranked_mask_walk(Xn, CODES[score], q_row, q_class, k_class, k_reg, lam, U, top1, walk)
     return fast, walk
@@ -175,3 +178,17 @@ def test_a_negative_value_is_named_by_its_row(score):
     Q[23, 6] = -1e-3
     with pytest.raises(ValueError, match=r"P: row 23 has a negative probability P\[23, 6\]"):
         model.predict_mask(Q)
+
+
+def test_the_kernels_row_sums_are_numpys():
+    """The kernels sum each row as numpy's ``sum(axis=1)`` does, bit for bit, at every length where
+    its pairwise algorithm changes shape (eight running sums, blocks of 128, halves rounded to 8),
+    on values over many orders of magnitude: the sets of predict_mask and predict divide by the same
+    sums."""
+    from svbop.conformal._ranked import kernel_sums_are_numpys, row_sums
+
+    rng = np.random.default_rng(11)
+    for K in [*range(1, 300), 383, 384, 385, 511, 512, 513, 1000, 1024, 1031, 4096, 5000, 65537]:
+        X = np.exp(rng.standard_normal((4, K)) * 6.0)
+        np.testing.assert_array_equal(row_sums(X), X.sum(axis=1), err_msg=f"K = {K}")
+    assert kernel_sums_are_numpys()

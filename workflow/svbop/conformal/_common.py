@@ -69,20 +69,21 @@ def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int =
 
 def _summed_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int = 0):
     """Yield ``(row0, X, total)``: chunks of rows of ``P`` as float64 (no copy of a float64 matrix)
-    and their row sums, numpy's pairwise ``sum`` as in :func:`_normalised_chunks`, so that
-    ``X / total[:, None]`` is its ``Pn`` bit for bit (for a kernel that divides each row as it reads it).
+    for a kernel that divides each row by its sum as it reads it, ``X / total[:, None]`` being
+    :func:`_normalised_chunks`' ``Pn`` bit for bit.  ``total`` is empty when the kernels sum each
+    row themselves as numpy does (:func:`svbop.conformal._ranked.kernel_sums_are_numpys`: one pass
+    fewer), numpy's ``sum`` otherwise.
 
-    Only the sums are checked here (positive and finite: a row with NaN, infinity or no mass is
-    named, one line).  A negative value can hide in a positive sum: the kernel that reads the
-    chunk checks every value and, on a bad row, :func:`svbop._prefix.row_stats` names it."""
+    Nothing is checked here: the kernel checks every value and every sum, and on a bad row
+    :func:`svbop._prefix.row_stats` names it (NaN, infinity, a negative value, no mass), one line."""
+    from ._ranked import kernel_sums_are_numpys
+
+    own = kernel_sums_are_numpys()
     n, K = P.shape
     rows = max(1, int(chunk_bytes) // max(1, K * 8))
     for row0, _, X in row_blocks(P, rows):
         X = np.ascontiguousarray(X).astype(np.float64, copy=False)
-        total = X.sum(axis=1)
-        if not (np.all(total > 0) and np.all(np.isfinite(total))):
-            row_stats(X, offset + row0, name)
-        yield row0, X, total
+        yield row0, X, np.empty(0) if own else X.sum(axis=1)
 
 
 def _order_statistic(scores: np.ndarray, eps: Fraction) -> float:

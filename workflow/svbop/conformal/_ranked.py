@@ -14,6 +14,8 @@ sets from a row's two largest values.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -241,7 +243,7 @@ def _value_bounds(code, O, n, hi, lo, inv_t, v1, v2):
 
 
 @njit(**_JIT)
-def _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, inv_t, v1, v2, u, k_reg, lam, ib, fb):
+def _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, t, inv_t, v1, v2, u, k_reg, lam, ib, fb):
     """Which buckets of a histogram (bucket ``k``: the bits in ``(hb - (k + 1) 2^S, hb - k 2^S]``, the
     last one down to 0) lie wholly in the set, which may hold its boundary and which lie wholly out:
     ``(first, last, O, C)``, buckets ``< first`` in, ``first .. last`` undecided (none when
@@ -251,8 +253,28 @@ def _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, inv_t, v1, v2, u, k_r
 
     The scores by mass or rank bound an empty bucket by its neighbours' ranks, which decides
     nothing wrongly: their loops do not branch on empty buckets."""
-    if code == APS or code == RAPS:  # by mass: cum - u v lies between the mass above a rank and up to it
-        pen = lam if code == RAPS else 0.0
+    if code == APS:  # by mass: cum - u v lies between the mass above a rank and up to it; the
+        # margin taken twice, of q, so that the bounds compare undivided masses
+        wide = 2.0 * rel * max(1.0, abs(qmax)) if abs(qmax) < np.inf else 0.0
+        lim_in, lim_out = (qmax - wide) * t, (qmax + wide) * t
+        first = NB
+        for k in range(NB):
+            C1 = C + mass[k]
+            if C1 > lim_in:
+                first = k
+                break
+            O += cnt[k]
+            C = C1
+        last = first - 1
+        C2 = C
+        for k in range(first, NB):
+            if C2 > lim_out:
+                break
+            last = k
+            C2 += mass[k]
+        return first, last, O, C
+    if code == RAPS:
+        pen = lam
         first = NB
         for k in range(NB):
             O1 = O + cnt[k]
@@ -329,6 +351,97 @@ def _shift(span, NB):
 
 
 @njit(**_JIT)
+def _block_sum(x, lo, n):
+    """numpy's sum of at most 128 contiguous values: in order below 8, else eight running sums."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += x[lo + i]
+        return res
+    r0, r1, r2, r3 = x[lo], x[lo + 1], x[lo + 2], x[lo + 3]
+    r4, r5, r6, r7 = x[lo + 4], x[lo + 5], x[lo + 6], x[lo + 7]
+    i = 8
+    end = n - n % 8
+    while i < end:
+        r0 += x[lo + i]
+        r1 += x[lo + i + 1]
+        r2 += x[lo + i + 2]
+        r3 += x[lo + i + 3]
+        r4 += x[lo + i + 4]
+        r5 += x[lo + i + 5]
+        r6 += x[lo + i + 6]
+        r7 += x[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[lo + i]
+        i += 1
+    return res
+
+
+@njit(**_JIT)
+def _halves(n):
+    """Where numpy's pairwise sum splits ``n > 128`` values: half, rounded down to a multiple of 8."""
+    n2 = n // 2
+    return n2 - n2 % 8
+
+
+@njit(**_JIT)
+def pairwise_sum(x, stack, partial):
+    """``x.sum()`` as numpy sums a contiguous float64 row, bit for bit (its ``pairwise_sum``: blocks of
+    at most 128 values by :func:`_block_sum`, halves summed apart above that; the caller checks the
+    match, :func:`kernel_sums_are_numpys`).  The halving walked with an explicit stack (``stack``:
+    int64 ``(3, 64)``, rows: a node's start, size and state; ``partial``: float64 ``(64,)``, a left
+    half's sum): numba's cache cannot hold a recursive function."""
+    n = x.size
+    if n <= 128:
+        return _block_sum(x, 0, n)
+    sp = 0
+    stack[0, 0], stack[1, 0] = 0, n
+    while True:
+        while stack[1, sp] > 128:  # down the left halves (state 1: waiting for the left half's sum)
+            stack[2, sp] = 1
+            stack[0, sp + 1], stack[1, sp + 1] = stack[0, sp], _halves(stack[1, sp])
+            sp += 1
+        v = _block_sum(x, stack[0, sp], stack[1, sp])
+        sp -= 1
+        while sp >= 0 and stack[2, sp] == 2:  # up through the nodes whose both halves are summed
+            v = partial[sp] + v
+            sp -= 1
+        if sp < 0:
+            return v
+        partial[sp] = v  # a left half's sum: on to the right half (state 2)
+        stack[2, sp] = 2
+        n2 = _halves(stack[1, sp])
+        stack[0, sp + 1], stack[1, sp + 1] = stack[0, sp] + n2, stack[1, sp] - n2
+        sp += 1
+
+
+@njit(**_JIT)
+def row_sums(X):
+    """``X.sum(axis=1)`` of a C-contiguous float64 matrix by :func:`pairwise_sum`."""
+    stack = np.empty((3, 64), dtype=np.int64)
+    partial = np.empty(64)
+    out = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        out[i] = _block_sum(X[i], 0, X.shape[1]) if X.shape[1] <= 128 else pairwise_sum(X[i], stack, partial)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_sums_are_numpys() -> bool:
+    """Whether :func:`row_sums` equals this numpy's ``X.sum(axis=1)`` bit for bit, on rows of the
+    lengths where its algorithm changes (checked once a process): the kernels then sum each row as
+    they read it; otherwise they are given numpy's sums."""
+    rng = np.random.default_rng(0)
+    for K in (1, 3, 7, 8, 9, 15, 16, 17, 100, 127, 128, 129, 136, 255, 256, 257, 1000, 1001, 4097):
+        X = np.exp(rng.standard_normal((16, K)) * 3.0)
+        if not np.array_equal(row_sums(X), X.sum(axis=1)):
+            return False
+    return True
+
+
+@njit(**_JIT)
 def _sorted_copy(vals, g, out):
     """``vals[:g]`` sorted increasing into ``out[:g]`` (insertion for a few, numpy's sort for more)."""
     if g > _INSERTION:
@@ -363,11 +476,13 @@ def _extreme_bits(b, lo_b, hi_b, largest):
 def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, mask):
     """``mask[i, c] = s(x_i, c) <= min(q_row[i], q_class[c])`` for the rows of ``Xn = X / total[:, None]``
     (``X`` float64 and C-contiguous; each row divided as it is read, the same values as dividing the
-    matrix); ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size ``K``, or 0 for
-    none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank limits).  A row with
-    no class kept gets its top-ranked class when ``top1``.  ``q_row`` already holds the tolerance
-    of the comparison.  Every entry of ``mask`` is written.  Returns ``-1``, or the first row that
-    holds a negative value, NaN or infinity (the rows from it on are not computed).
+    matrix); ``total`` of size 0: each row's sum computed here, numpy's bit for bit
+    (:func:`pairwise_sum`).  ``q_class`` of size 0: no per-class thresholds.  ``k_class`` (size
+    ``K``, or 0 for none): a class is kept only at a rank ``o(c) <= k_class[c]`` (RC3P's rank
+    limits).  A row with no class kept gets its top-ranked class when ``top1``.  ``q_row`` already
+    holds the tolerance of the comparison.  Every entry of ``mask`` is written.  Returns ``-1``, or
+    the first row that holds a negative value, NaN or infinity, or no mass (the rows from it on are
+    not computed).
 
     The sets are :func:`ranked_mask_walk`'s, bit for bit, without sorting a row.  Scores are
     non-decreasing along the ranking, so a set is the ``m`` first ranks, found as a radix select
@@ -386,6 +501,7 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
     instead.  With per-class thresholds or rank limits the ``m + 1`` first ranks are sorted and
     walked (only the set's prefix is sorted)."""
     n, K = X.shape
+    own_total = total.size == 0
     per_class, ranked, k_max, qc = _limits(q_class, k_class, K)
     cumulative = code == APS or code == RAPS
     rel = (4.0 * K + 8.0) * 2.220446049250313e-16
@@ -405,12 +521,19 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
     row = np.empty(K)
     ib = np.empty(1, dtype=np.int64)
     fb = ib.view(np.float64)
+    stack = np.empty((3, 64), dtype=np.int64)  # pairwise_sum's
+    partial = np.empty(64)
     B = X.view(np.int64)
     for i in range(n):
         x = X[i]
         b = B[i]
         mask_i = mask[i]
-        t = total[i]
+        if own_total:  # numpy's sum of the row (a block of at most 128 values: no call)
+            t = _block_sum(x, 0, K) if K <= 128 else pairwise_sum(x, stack, partial)
+        else:
+            t = total[i]
+        if not (t > 0.0 and t < np.inf):  # NaN, infinity or no mass
+            return i
         fb[0] = t
         hb0 = ib[0]  # the sum's bits: at least every value's (a sum of non-negative values)
         # the histogram: each class's bucket, the largest bits, and a negative value, NaN or infinity
@@ -472,7 +595,7 @@ def ranked_mask(X, total, code, q_row, q_class, k_class, k_reg, lam, U, top1, ma
                         k = min((hb - (cbits[j] & _ABS)) >> S, NB - 1)
                         cnt[k] += 1
                         mass[k] += cand[j]
-                first, last, O, C = _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, inv_t, v1, v2, u, k_reg,
+                first, last, O, C = _classify(cnt, mass, NB, S, hb, code, O, C, qmax, rel, t, inv_t, v1, v2, u, k_reg,
                                               lam, ib, fb)
                 in_b, out_b = (hb - (first << S) if first < NB else out_b,
                                hb - ((last + 1) << S) if last < NB - 1 else out_b)
@@ -644,18 +767,27 @@ def margin_mask(X, total, q_row, q_class, top1, mask):
     ``v2`` the row's two largest divided values; the same float64 operations as :func:`_score`).
     One threshold a row: a class is kept when its undivided value is at least
     :func:`_margin_cut`'s (one comparison a class, no division); per-class thresholds compare every
-    class's score.  ``q_class`` of size 0: no per-class thresholds.  Every entry of ``mask`` is
-    written.  Returns ``-1``, or the first row that holds a negative value, NaN or infinity."""
+    class's score.  ``total`` of size 0: each row's sum computed here (:func:`pairwise_sum`);
+    ``q_class`` of size 0: no per-class thresholds.  Every entry of ``mask`` is written.  Returns
+    ``-1``, or the first row that holds a negative value, NaN or infinity, or no mass."""
     n, K = X.shape
+    own_total = total.size == 0
     per_class = q_class.size == K
     ib = np.empty(1, dtype=np.int64)
     fb = ib.view(np.float64)
+    stack = np.empty((3, 64), dtype=np.int64)  # pairwise_sum's
+    partial = np.empty(64)
     B = X.view(np.int64)
     for i in range(n):
         x = X[i]
         b = B[i]
         mask_i = mask[i]
-        t = total[i]
+        if own_total:  # numpy's sum of the row (a block of at most 128 values: no call)
+            t = _block_sum(x, 0, K) if K <= 128 else pairwise_sum(x, stack, partial)
+        else:
+            t = total[i]
+        if not (t > 0.0 and t < np.inf):  # NaN, infinity or no mass
+            return i
         top, neg = 0, False
         for c in range(K):  # vectorised: the largest bits, and a negative value, NaN or infinity
             v = b[c]

@@ -359,9 +359,9 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
                 u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
                 bad = ranked_mask(X, total, CODES[score], q, qc, kc, k_reg, float(lam),
                                   np.ascontiguousarray(u, dtype=np.float64), top1, mask)
-            if bad >= 0:  # a negative value (NaN and infinity fail the sums): named in one line
+            if bad >= 0:  # NaN, infinity, a negative value or no mass: named in one line
                 row_stats(X, row0, "P")
-                raise ValueError(f"P: row {row0 + bad} contains a negative value, NaN or infinity")
+                raise ValueError(f"P: row {row0 + bad} contains a negative value, NaN or infinity, or no mass")
             yield row0, mask, None
         return
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
