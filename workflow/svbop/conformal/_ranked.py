@@ -174,9 +174,11 @@ _ABS = 0x7FFFFFFFFFFFFFFF
 
 @njit(**_JIT)
 def _n_buckets(K):
-    """Buckets of the histogram of a row of ``K`` classes: about two classes a bucket, 16 to 256."""
+    """Buckets of the histogram of a row of ``K`` classes: at least two a class, 16 to 256 (most
+    buckets stay empty, as values crowd on a logarithmic scale; finer ones leave fewer classes to
+    bucket again)."""
     nb = 16
-    while nb < _NB_MAX and 2 * nb < K:
+    while nb < _NB_MAX and nb < 2 * K:
         nb *= 2
     return nb
 
