@@ -67,7 +67,7 @@ def _normalised_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int =
         yield row0, Xn
 
 
-def _summed_chunks(P: np.ndarray, name: str, chunk_bytes: int, offset: int = 0):
+def _summed_chunks(P: np.ndarray, chunk_bytes: int):
     """Yield ``(row0, X, total)``: chunks of rows of ``P`` as float64 (no copy of a float64 matrix)
     for a kernel that divides each row by its sum as it reads it, ``X / total[:, None]`` being
     :func:`_normalised_chunks`' ``Pn`` bit for bit.  ``total`` is empty when the kernels sum each

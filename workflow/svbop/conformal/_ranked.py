@@ -426,7 +426,7 @@ def row_sums(X):
     partial = np.empty(64)
     out = np.empty(X.shape[0])
     for i in range(X.shape[0]):
-        out[i] = _block_sum(X[i], 0, X.shape[1]) if X.shape[1] <= 128 else pairwise_sum(X[i], stack, partial)
+        out[i] = pairwise_sum(X[i], stack, partial)
     return out
 
 

@@ -348,36 +348,36 @@ def _mask_chunks(P, score, q_row, q_class, k_reg, lam, U, empty, chunk_bytes, k_
     k_reg = min(k_reg, K)
     margin = score == "margin" and k_class is None  # the two largest values suffice: no ranking
     kernel = margin or not (score == "lac" and k_class is None)
+
+    def kernel_mask(X, total, row0, mask):
+        """The kernel's masks of the chunk ``X`` (rows ``row0 ..``) into ``mask``; a bad row named."""
+        r = X.shape[0]
+        q = np.ascontiguousarray(q_row[row0 : row0 + r])
+        if margin:
+            bad = margin_mask(X, total, q, qc, top1, mask)
+        else:
+            u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
+            bad = ranked_mask(X, total, CODES[score], q, qc, kc, k_reg, float(lam),
+                              np.ascontiguousarray(u, dtype=np.float64), top1, mask)
+        if bad >= 0:  # NaN, infinity, a negative value or no mass: named in one line
+            row_stats(X, row0, "P")
+            raise ValueError(f"P: row {row0 + bad} contains a negative value, NaN or infinity, or no mass")
+        return mask
+
     if kernel and not values:
-        for row0, X, total in _summed_chunks(P, "P", chunk_bytes):
+        for row0, X, total in _summed_chunks(P, chunk_bytes):
             r = X.shape[0]
             mask = np.empty((r, K), dtype=bool) if out is None else out[row0 : row0 + r]  # every entry written
-            q = np.ascontiguousarray(q_row[row0 : row0 + r])
-            if margin:
-                bad = margin_mask(X, total, q, qc, top1, mask)
-            else:
-                u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
-                bad = ranked_mask(X, total, CODES[score], q, qc, kc, k_reg, float(lam),
-                                  np.ascontiguousarray(u, dtype=np.float64), top1, mask)
-            if bad >= 0:  # NaN, infinity, a negative value or no mass: named in one line
-                row_stats(X, row0, "P")
-                raise ValueError(f"P: row {row0 + bad} contains a negative value, NaN or infinity, or no mass")
-            yield row0, mask, None
+            yield row0, kernel_mask(X, total, row0, mask), None
         return
     for row0, Xn in _normalised_chunks(P, "P", chunk_bytes):
         r = Xn.shape[0]
-        if margin:
-            mask = np.empty((r, K), dtype=bool)
-            margin_mask(Xn, np.ones(r), np.ascontiguousarray(q_row[row0 : row0 + r]), qc, top1, mask)
-        elif score == "lac" and k_class is None:  # per class: no ranking needed
+        if kernel:
+            mask = kernel_mask(Xn, np.ones(r), row0, np.empty((r, K), dtype=bool))
+        else:  # LAC per class: no ranking needed
             mask = (1.0 - Xn <= qc) & (1.0 - Xn <= q_row[row0 : row0 + r, None])
             if top1:
                 mask[np.arange(r), Xn.argmax(axis=1)] |= ~mask.any(axis=1)
-        else:
-            mask = np.empty((r, K), dtype=bool)
-            u = np.full(r, 1.0 if score == "saps" else 0.0) if U is None else U[row0 : row0 + r]
-            ranked_mask(Xn, np.ones(r), CODES[score], np.ascontiguousarray(q_row[row0 : row0 + r]), qc, kc, k_reg,
-                        float(lam), np.ascontiguousarray(u, dtype=np.float64), top1, mask)
         yield row0, mask, Xn
 
 
